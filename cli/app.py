@@ -1,0 +1,214 @@
+"""The `sessionstore` command line: a thin layer over the Python API."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from sessionstore import SessionStoreError
+
+from . import dbcmd
+from .common import DbOption, JsonOption, UsageError, console, err_console, fmt_time, open_store, preview, print_json
+
+app = typer.Typer(
+    name="sessionstore",
+    help="A durable memory for LLM coding agents: sessions, active views, compaction, history.\n\n"
+    "Examples:\n\n"
+    "  sessionstore new --title 'fix flaky test' --model claude-sonnet-4-5\n\n"
+    "  sessionstore append SESSION messages.jsonl\n\n"
+    "  sessionstore view SESSION --json",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(dbcmd.app, name="db")
+
+
+def main() -> None:
+    """Entry point: run the app, turning expected errors into one line and exit code 2."""
+    try:
+        app()
+    except (SessionStoreError, UsageError) as exc:
+        err_console.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(2)
+
+
+@app.command("sessions")
+def sessions_cmd(
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    limit: Annotated[int, typer.Option(help="How many sessions to show.")] = 50,
+    offset: Annotated[int, typer.Option(help="Skip this many (paging).")] = 0,
+) -> None:
+    """List sessions, most recently updated first.
+
+    Example: sessionstore sessions --limit 10 --json
+    """
+    with open_store(db) as store:
+        rows = store.list(limit=limit, offset=offset)
+    if json_out:
+        print_json(rows)
+        return
+    table = Table(title=f"sessions ({len(rows)})")
+    for col in ("id", "title", "model", "messages", "view tokens", "updated"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r["id"], Text(r["title"] or ""), Text(r["model"] or ""), str(r["messages"]),
+                      f"{r['view_tokens']:,}", fmt_time(r["updated_at"]))
+    console.print(table)
+
+
+@app.command("new")
+def new_cmd(
+    db: DbOption = None,
+    title: Annotated[Optional[str], typer.Option(help="A title to find the session by.")] = None,
+    model: Annotated[Optional[str], typer.Option(help="The model the agent talks to.")] = None,
+    context_window: Annotated[Optional[int], typer.Option(help="The model's context window in tokens.")] = None,
+    cwd: Annotated[Optional[str], typer.Option(help="The agent's working directory.")] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Create a session and print its id.
+
+    Example: sessionstore new --title 'refactor parser' --context-window 200000
+    """
+    if context_window is not None and context_window <= 0:
+        raise UsageError("--context-window must be a positive number of tokens")
+    with open_store(db) as store:
+        s = store.create_session(title=title, model=model, context_window=context_window, cwd=cwd)
+    if json_out:
+        print_json({"id": s.id, "title": s.title, "model": s.model, "context_window": s.context_window})
+    else:
+        typer.echo(s.id)
+
+
+def read_messages(source: str) -> list[Any]:
+    """Messages from a file or stdin: one JSON object, a JSON list, or JSON Lines."""
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {source}: {exc.strerror}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{source}: not valid UTF-8 (byte {exc.start})") from exc
+    if not text.strip():
+        raise UsageError(f"{source}: no message given")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return _read_jsonl(source, text)
+    except RecursionError as exc:
+        raise UsageError(f"{source}: JSON nested too deeply") from exc
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list):
+        return value
+    raise UsageError(f"{source}: expected a JSON object, a list of objects, or JSON Lines")
+
+
+def _read_jsonl(source: str, text: str) -> list[Any]:
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{source}:{number}: invalid JSON ({exc.msg})") from exc
+        except RecursionError as exc:
+            raise UsageError(f"{source}:{number}: JSON nested too deeply") from exc
+    return out
+
+
+@app.command("append")
+def append_cmd(
+    session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
+    source: Annotated[str, typer.Argument(help="A JSON message, a JSON list, or JSONL; '-' for stdin.")] = "-",
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Append messages to a session, all in one transaction (all or nothing).
+
+    Example: echo '{"role":"user","content":"hi"}' | sessionstore append SESSION -
+    """
+    messages = read_messages(source)
+    with open_store(db) as store:
+        stored = store.get(session).append_many(messages)
+    if json_out:
+        print_json([{"seq": m.seq, "uuid": m.uuid} for m in stored])
+    else:
+        typer.echo(f"appended {len(stored)} message(s)")
+
+
+def view_payload(s: Any) -> dict[str, Any]:
+    """The `view --json` document: the API messages and the entries behind them."""
+    entries = s.active_entries()
+    from sessionstore.view import to_api_messages
+
+    state = s.refresh_state()
+    return {
+        "session": s.id,
+        "view_version": state.view_version,
+        "tokens": state.view_tokens,
+        "messages": to_api_messages(entries),
+        "entries": [e.to_dict() for e in entries],
+    }
+
+
+@app.command("view")
+def view_cmd(
+    session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Show the active view: what the model sees on the next call.
+
+    Example: sessionstore view SESSION --json | jq '.messages | length'
+    """
+    with open_store(db) as store:
+        payload = view_payload(store.get(session))
+    if json_out:
+        print_json(payload)
+        return
+    table = Table(title=f"view of {payload['session']} · version {payload['view_version']} · "
+                        f"{payload['tokens']:,} tokens")
+    for col in ("#", "role", "type", "tokens", "uuid", "content"):
+        table.add_column(col, overflow="fold")
+    for e in payload["entries"]:
+        kind = e["subtype"] or e["type"]
+        table.add_row(str(e["position"]), e["role"], kind, str(e["tokens"]), e["uuid"][:8],
+                      Text(preview(e["content"])))
+    console.print(table)
+
+
+@app.command("stats")
+def stats_cmd(
+    session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Counts for one session: messages, view entries and tokens, bytes, boundaries.
+
+    Example: sessionstore stats SESSION --json
+    """
+    from sessionstore.stats import session_stats
+
+    with open_store(db) as store:
+        stats = session_stats(store.get(session))
+    if json_out:
+        print_json(stats)
+        return
+    table = Table(title=f"stats of {stats['session']}")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for key, value in stats.items():
+        if key != "session":
+            table.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value))
+    console.print(table)

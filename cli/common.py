@@ -1,0 +1,77 @@
+"""Shared pieces of the CLI: the `--db` option, opening the store, errors, JSON output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Annotated, Any, Iterator, Optional
+
+import typer
+from rich.console import Console
+
+from sessionstore import SessionStore
+
+DbOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--db",
+        envvar="SESSIONSTORE_DB_URL",
+        help="Database URL (sqlite:///PATH or postgresql+psycopg://...). "
+        "Default: SQLite under $XDG_DATA_HOME/sessionstore.",
+        show_envvar=True,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class UsageError(Exception):
+    """Bad input on the command line or in a file: one line on stderr, exit 2."""
+
+
+@contextmanager
+def open_store(url: str | None) -> Iterator[SessionStore]:
+    """Open the store for one command and close it afterwards."""
+    store = SessionStore.open(url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def print_json(value: Any) -> None:
+    """JSON on stdout, UTF-8, one document."""
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+    sys.stdout.write("\n")
+
+
+def fmt_time(epoch: float | None) -> str:
+    """A local, human-readable timestamp."""
+    if epoch is None:
+        return ""
+    return datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M")
+
+
+def preview(content: Any, width: int = 80) -> str:
+    """One line that says what a message holds."""
+    if isinstance(content, str):
+        text = content
+    else:
+        parts = []
+        for block in content:
+            kind = block.get("type")
+            if kind == "text":
+                parts.append(block.get("text", ""))
+            elif kind == "tool_use":
+                parts.append(f"[tool_use {block.get('name')}]")
+            elif kind == "tool_result":
+                parts.append("[tool_result" + (" error" if block.get("is_error") else "") + "]")
+            else:
+                parts.append(f"[{kind}]")
+        text = " ".join(parts)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,50 @@
+"""sessionstore: a durable session store and context-compaction pipeline for LLM agents.
+
+    from sessionstore import SessionStore
+    store = SessionStore.open()                 # SQLite under the XDG data dir
+    session = store.create_session(title="fix the tests", model="claude-sonnet-4-5")
+    session.append({"role": "user", "content": "The tests fail, can you look?"})
+    client.messages.create(model=..., max_tokens=..., messages=session.active_view())
+"""
+
+from .config import Config
+from .errors import (
+    DuplicateUuid,
+    InvalidContent,
+    InvalidMessage,
+    InvalidRole,
+    MessageNotFound,
+    MigrationError,
+    OrphanToolResult,
+    PendingToolUse,
+    RewriteConflict,
+    SessionNotFound,
+    SessionStoreError,
+    StoreBusy,
+    UnknownBlockType,
+)
+from .session import Session
+from .store import SessionStore
+from .types import StoredMessage, ViewEntry
+
+__all__ = [
+    "Config",
+    "DuplicateUuid",
+    "InvalidContent",
+    "InvalidMessage",
+    "InvalidRole",
+    "MessageNotFound",
+    "MigrationError",
+    "OrphanToolResult",
+    "PendingToolUse",
+    "RewriteConflict",
+    "Session",
+    "SessionNotFound",
+    "SessionStore",
+    "SessionStoreError",
+    "StoreBusy",
+    "StoredMessage",
+    "UnknownBlockType",
+    "ViewEntry",
+]
+__version__ = "0.1.0"

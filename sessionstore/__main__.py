@@ -1,0 +1,5 @@
+"""`python -m sessionstore` runs the CLI."""
+
+from cli.app import main
+
+main()

@@ -1,0 +1,133 @@
+"""One typed configuration object holding every number of the design.
+
+Each field has the design's default, can be passed as an argument, and can be
+overridden by an environment variable `SESSIONSTORE_<FIELD NAME IN CAPITALS>`
+(for example `SESSIONSTORE_MICROCOMPACT_KEEP_RECENT=5`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+ENV_PREFIX = "SESSIONSTORE_"
+
+
+def default_db_path() -> Path:
+    """`$XDG_DATA_HOME/sessionstore/sessions.db` (XDG default: ~/.local/share)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "sessionstore" / "sessions.db"
+
+
+def default_db_url() -> str:
+    """`SESSIONSTORE_DB_URL` if set, else the SQLite file under the XDG data dir."""
+    return os.environ.get("SESSIONSTORE_DB_URL") or f"sqlite:///{default_db_path()}"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every tunable number, with the defaults of DESIGN.md."""
+
+    # Storage
+    busy_timeout_ms: int = 10_000
+    write_retries: int = 8
+    default_context_window: int = 200_000
+
+    # Layer 1: tool-result budget and spills
+    tool_result_max_chars: int = 50_000
+    tool_results_per_message_chars: int = 200_000
+    spill_preview_bytes: int = 2_000
+
+    # Layer 2: snip
+    snip_enabled: bool = True
+
+    # Layer 3: microcompact
+    microcompact_enabled: bool = True
+    microcompact_mode: str = "local"  # "local" clears content; "server" emits context_management
+    compactable_tools: tuple[str, ...] = (
+        "Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write",
+    )
+    microcompact_trigger_count: int = 12
+    microcompact_keep_recent: int = 3
+    microcompact_idle_minutes: float = 60.0
+    microcompact_idle_keep_recent: int = 5
+
+    # Layer 4: context collapse
+    collapse_enabled: bool = False
+    collapse_start_ratio: float = 0.90
+    collapse_block_ratio: float = 0.95
+
+    # Layer 5: auto-compact
+    auto_compact_enabled: bool = True
+    max_output_tokens: int = 32_000
+    output_reserve_cap: int = 20_000
+    autocompact_buffer: int = 13_000
+    warning_buffer: int = 20_000
+    max_consecutive_failures: int = 3
+    ptl_max_retries: int = 3
+
+    # Full compaction re-attachments
+    reattach_max_files: int = 5
+    reattach_file_tokens: int = 5_000
+    reattach_total_tokens: int = 50_000
+    reattach_skill_tokens: int = 5_000
+    reattach_skills_total_tokens: int = 25_000
+
+    # Session memory
+    memory_init_tokens: int = 10_000
+    memory_update_tokens: int = 5_000
+    memory_update_tool_calls: int = 3
+    memory_keep_min_tokens: int = 10_000
+    memory_keep_min_text_messages: int = 5
+    memory_keep_max_tokens: int = 40_000
+    memory_section_tokens: int = 2_000
+    memory_total_tokens: int = 12_000
+
+    # Summaries
+    user_messages_budget_tokens: int = 20_000
+    summary_max_output_tokens: int = 20_000
+
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Config":
+        """Defaults, then `SESSIONSTORE_*` variables, then explicit keyword arguments."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name == "extra":
+                continue
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is not None:
+                values[f.name] = _parse(f, raw)
+        values.update(overrides)
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> "Config":
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+
+def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
+    """Convert an environment string to the field's type, with a clear error."""
+    default = f.default
+    try:
+        if isinstance(default, bool):
+            lowered = raw.strip().lower()
+            if lowered not in {"1", "0", "true", "false", "yes", "no", "on", "off"}:
+                raise ValueError(raw)
+            return lowered in {"1", "true", "yes", "on"}
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, tuple):
+            return tuple(part.strip() for part in raw.split(",") if part.strip())
+        return raw
+    except ValueError as exc:
+        raise ValueError(
+            f"{ENV_PREFIX}{f.name.upper()}={raw!r} is not a valid {type(default).__name__}"
+        ) from exc

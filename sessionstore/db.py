@@ -1,0 +1,194 @@
+"""Engines, connections and write transactions for SQLite and PostgreSQL.
+
+SQLAlchemy owns the engine (URL parsing, pooling, Alembic); the hot paths run
+plain SQL on the DBAPI connection. SQL is written once with `:name`
+parameters and translated to each driver's style, so both engines share one
+code path.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine, make_url
+
+from .errors import SessionStoreError, StoreBusy
+
+_PARAM = re.compile(r"(?<![:\w]):([a-zA-Z_][a-zA-Z0-9_]*)")
+
+
+def prepare_sqlite_file(url: str) -> None:
+    """Create the SQLite file (and its folder) with owner-only permissions."""
+    parsed = make_url(url)
+    database = parsed.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+
+
+def make_engine(url: str, *, busy_timeout_ms: int = 10_000) -> Engine:
+    """An engine with the pragmas and transaction behaviour the design asks for."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        prepare_sqlite_file(url)
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
+        )
+        _configure_sqlite(engine, busy_timeout_ms)
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        return create_engine(parsed, pool_pre_ping=True)
+    raise SessionStoreError(
+        f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: "
+        "use sqlite:///PATH or postgresql+psycopg://..."
+    )
+
+
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+    """WAL, busy timeout, foreign keys; SQLAlchemy transactions start IMMEDIATE."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")
+        cur.execute("PRAGMA foreign_keys = ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class Database:
+    """One DBAPI connection with dialect-neutral SQL and retried write transactions."""
+
+    def __init__(self, engine: Engine, *, write_retries: int = 8):
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self.is_sqlite = self.dialect == "sqlite"
+        self.write_retries = write_retries
+        self._proxy = engine.raw_connection()
+        self.conn: Any = self._proxy.driver_connection
+        if not self.is_sqlite:
+            self.conn.autocommit = True
+        self._lock = threading.RLock()
+        self._sql_cache: dict[str, str] = {}
+        self._in_write = False
+
+    def close(self) -> None:
+        """Return the connection to the pool."""
+        self._proxy.close()
+
+    def sql(self, statement: str) -> str:
+        """The statement in this driver's parameter style (cached)."""
+        cached = self._sql_cache.get(statement)
+        if cached is None:
+            cached = statement if self.is_sqlite else _PARAM.sub(r"%(\1)s", statement.replace("%", "%%"))
+            self._sql_cache[statement] = cached
+        return cached
+
+    def execute(self, statement: str, params: dict[str, Any] | None = None) -> Any:
+        """Run one statement and return its cursor."""
+        cur = self.conn.cursor()
+        cur.execute(self.sql(statement), params or {})
+        return cur
+
+    def executemany(self, statement: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Run one statement for many parameter sets."""
+        if rows:
+            cur = self.conn.cursor()
+            cur.executemany(self.sql(statement), rows)
+            cur.close()
+
+    def one(self, statement: str, params: dict[str, Any] | None = None) -> Any:
+        """The first row, or None."""
+        cur = self.execute(statement, params)
+        row = cur.fetchone()
+        cur.close()
+        return row
+
+    def all(self, statement: str, params: dict[str, Any] | None = None) -> list[Any]:
+        """Every row."""
+        cur = self.execute(statement, params)
+        rows = cur.fetchall()
+        cur.close()
+        return rows
+
+    @contextmanager
+    def read(self) -> Iterator["Database"]:
+        """A consistent read: a snapshot transaction over several statements."""
+        with self._lock:
+            if self._in_write:
+                yield self
+                return
+            self.conn.execute("BEGIN")
+            try:
+                yield self
+            finally:
+                self.conn.execute("ROLLBACK")
+
+    @contextmanager
+    def write(self, session_id: str | None = None) -> Iterator["Database"]:
+        """One write transaction: IMMEDIATE on SQLite, session row lock on PostgreSQL.
+
+        Not retried here (the body may have side effects); use `run_write` for that.
+        """
+        with self._lock:
+            if self._in_write:
+                yield self
+                return
+            self.conn.execute("BEGIN IMMEDIATE" if self.is_sqlite else "BEGIN")
+            self._in_write = True
+            try:
+                if session_id is not None and not self.is_sqlite:
+                    self.execute("SELECT id FROM sessions WHERE id = :id FOR UPDATE", {"id": session_id})
+                yield self
+            except BaseException:
+                self._in_write = False
+                self.conn.execute("ROLLBACK")
+                raise
+            self._in_write = False
+            self.conn.execute("COMMIT")
+
+    def run_write(self, body: Any, session_id: str | None = None) -> Any:
+        """Run `body(db)` in a write transaction, retrying transient lock errors a bounded number of times."""
+        delay = 0.005
+        for attempt in range(self.write_retries + 1):
+            try:
+                with self.write(session_id):
+                    return body(self)
+            except Exception as exc:  # narrowed below
+                if not self.is_transient(exc) or attempt == self.write_retries:
+                    if self.is_transient(exc):
+                        raise StoreBusy(
+                            f"database stayed busy after {self.write_retries} retries: {exc}"
+                        ) from exc
+                    raise
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 0.5)
+        raise AssertionError("unreachable")
+
+    def is_transient(self, exc: BaseException) -> bool:
+        """Lock contention, serialization failures and deadlocks: safe to retry."""
+        text = str(exc).lower()
+        if self.is_sqlite:
+            return "database is locked" in text or "database is busy" in text or "database table is locked" in text
+        sqlstate = getattr(getattr(exc, "diag", None), "sqlstate", None) or getattr(exc, "sqlstate", None)
+        return sqlstate in {"40001", "40P01", "55P03"}

@@ -1,0 +1,55 @@
+"""Typed exceptions: every failure a caller can act on has its own class."""
+
+from __future__ import annotations
+
+
+class SessionStoreError(Exception):
+    """Base class for every error sessionstore raises on purpose."""
+
+
+class SessionNotFound(SessionStoreError, LookupError):
+    """No session with that id (or unique id prefix)."""
+
+
+class MessageNotFound(SessionStoreError, LookupError):
+    """No message with that uuid in the session."""
+
+
+class InvalidMessage(SessionStoreError, ValueError):
+    """A message was rejected at the door; nothing was written."""
+
+
+class InvalidRole(InvalidMessage):
+    """The role is not user, assistant or system."""
+
+
+class InvalidContent(InvalidMessage):
+    """Content is neither a string nor a list of blocks, or a block is malformed."""
+
+
+class UnknownBlockType(InvalidContent):
+    """A content block has no `type` or one the Messages API does not know."""
+
+
+class OrphanToolResult(InvalidMessage):
+    """A tool_result answers no tool_use of the preceding assistant turn."""
+
+
+class PendingToolUse(InvalidMessage):
+    """A new assistant turn while the previous turn's tool_use ids await results."""
+
+
+class DuplicateUuid(InvalidMessage):
+    """A message with this uuid is already in the session."""
+
+
+class RewriteConflict(SessionStoreError):
+    """Another rewrite changed the view after this one took its snapshot."""
+
+
+class StoreBusy(SessionStoreError):
+    """The database stayed locked past the bounded retries."""
+
+
+class MigrationError(SessionStoreError):
+    """The schema could not be brought to the current revision."""

@@ -1,0 +1,232 @@
+"""The schema as SQLAlchemy typed models; Alembic revisions are written from these.
+
+JSON is stored as text we serialize ourselves (same bytes on both engines, and
+the hot paths run on the DBAPI connection without an ORM round trip).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: Enough for any seq/key; plain INTEGER on SQLite so it stays a 64-bit rowid type.
+BigInt = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class SessionRow(Base):
+    """A session and the O(1) state of its active view."""
+
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    title: Mapped[str | None] = mapped_column(Text)
+    cwd: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(String(200))
+    context_window: Mapped[int] = mapped_column(Integer, nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+    updated_at: Mapped[float] = mapped_column(Float, nullable=False)
+    parent_id: Mapped[str | None] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="SET NULL")
+    )
+    metadata_json: Mapped[str] = mapped_column(Text, nullable=False, server_default="{}")
+    #: Highest seq assigned in the transcript (0 when empty).
+    last_seq: Mapped[int] = mapped_column(BigInt, nullable=False, server_default="0")
+    #: Messages with seq > base_seq belong to the view implicitly (appended since the last rewrite).
+    base_seq: Mapped[int] = mapped_column(BigInt, nullable=False, server_default="0")
+    view_version: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    view_tokens: Mapped[int] = mapped_column(BigInt, nullable=False, server_default="0")
+    #: Open explicit view rows; implicit entries follow them.
+    explicit_count: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    #: Last assistant turn's tool_use ids and which are answered (append validation in O(1)).
+    tail_state: Mapped[str] = mapped_column(Text, nullable=False, server_default="{}")
+    compact_failures: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+
+    __table_args__ = (Index("ix_sessions_updated_at", "updated_at"),)
+
+
+class MessageRow(Base):
+    """The transcript: one row per recorded message, never updated."""
+
+    __tablename__ = "messages"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(BigInt, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(100), nullable=False)
+    parent_uuid: Mapped[str | None] = mapped_column(String(100))
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    type: Mapped[str] = mapped_column(String(16), nullable=False)
+    subtype: Mapped[str | None] = mapped_column(String(64))
+    timestamp: Mapped[str | None] = mapped_column(String(40))
+    api_message_id: Mapped[str | None] = mapped_column(String(200))
+    usage_json: Mapped[str | None] = mapped_column(Text)
+    is_meta: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("false"))
+    is_compact_summary: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, server_default=text("false")
+    )
+    metadata_json: Mapped[str | None] = mapped_column(Text)
+    content_json: Mapped[str] = mapped_column(Text, nullable=False)
+    tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+
+    __table_args__ = (UniqueConstraint("session_id", "uuid"),)
+
+
+class ViewEntryRow(Base):
+    """A temporal view row: valid from one view version until a rewrite closes it."""
+
+    __tablename__ = "view_entries"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    valid_from: Mapped[int] = mapped_column(Integer, primary_key=True)
+    #: Sort key within a view; sparse so a rewrite can insert without renumbering.
+    key: Mapped[int] = mapped_column(BigInt, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInt, nullable=False)
+    valid_to: Mapped[int | None] = mapped_column(Integer)
+    #: Replaced content (cleared or spilled tool results), else NULL = the message's own.
+    content_json: Mapped[str | None] = mapped_column(Text)
+    tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+
+    __table_args__ = (
+        Index(
+            "ix_view_entries_open",
+            "session_id",
+            "key",
+            sqlite_where=text("valid_to IS NULL"),
+            postgresql_where=text("valid_to IS NULL"),
+        ),
+        Index("ix_view_entries_session_id_valid_to", "session_id", "valid_to"),
+    )
+
+
+class CompactionRow(Base):
+    """One row per boundary: what a rewrite replaced and what it kept."""
+
+    __tablename__ = "compactions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
+    )
+    boundary_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
+    summary_seq: Mapped[int | None] = mapped_column(BigInt)
+    replaced_version: Mapped[int] = mapped_column(Integer, nullable=False)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    trigger: Mapped[str] = mapped_column(String(16), nullable=False)
+    pre_tokens: Mapped[int] = mapped_column(BigInt, nullable=False)
+    post_tokens: Mapped[int] = mapped_column(BigInt, nullable=False)
+    messages_summarized: Mapped[int] = mapped_column(Integer, nullable=False)
+    summarized_seqs_json: Mapped[str] = mapped_column(Text, nullable=False)
+    head_uuid: Mapped[str | None] = mapped_column(String(100))
+    anchor_uuid: Mapped[str | None] = mapped_column(String(100))
+    tail_uuid: Mapped[str | None] = mapped_column(String(100))
+    custom_instructions: Mapped[str | None] = mapped_column(Text)
+    summarizer: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+    metadata_json: Mapped[str] = mapped_column(Text, nullable=False, server_default="{}")
+
+    __table_args__ = (Index("ix_compactions_session_id_boundary_seq", "session_id", "boundary_seq"),)
+
+
+class BlobRow(Base):
+    """Content-addressed, compressed bytes (spilled tool results)."""
+
+    __tablename__ = "blobs"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInt, nullable=False)
+    compression: Mapped[str] = mapped_column(String(16), nullable=False)
+    data: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class ReplacementRow(Base):
+    """A persisted decision to show a tool result differently (cleared, spilled, snipped)."""
+
+    __tablename__ = "replacements"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    tool_use_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    replacement: Mapped[str] = mapped_column(Text, nullable=False)
+    blob_sha256: Mapped[str | None] = mapped_column(String(64), ForeignKey("blobs.sha256"))
+    original_size: Mapped[int | None] = mapped_column(BigInt)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class SessionMemoryRow(Base):
+    """The running session notes and the last message they cover."""
+
+    __tablename__ = "session_memory"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    notes: Mapped[str] = mapped_column(Text, nullable=False)
+    covers_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
+    covers_uuid: Mapped[str | None] = mapped_column(String(100))
+    tokens_at_update: Mapped[int] = mapped_column(BigInt, nullable=False, server_default="0")
+    tool_calls_at_update: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    updated_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class SourceLineRow(Base):
+    """Every line of an imported file, raw, so it can be exported byte-for-byte."""
+
+    __tablename__ = "source_lines"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    line_no: Mapped[int] = mapped_column(BigInt, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    entry_type: Mapped[str | None] = mapped_column(String(64))
+    message_seq: Mapped[int | None] = mapped_column(BigInt)
+    raw: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+
+
+class ImportRow(Base):
+    """Which file a session came from and how much of it is in, for idempotent re-imports."""
+
+    __tablename__ = "imports"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    source: Mapped[str] = mapped_column(String(32), nullable=False)
+    source_key: Mapped[str] = mapped_column(String(500), nullable=False)
+    path: Mapped[str] = mapped_column(Text, nullable=False)
+    bytes_done: Mapped[int] = mapped_column(BigInt, nullable=False)
+    lines_done: Mapped[int] = mapped_column(BigInt, nullable=False)
+    prefix_sha256: Mapped[str] = mapped_column(String(64), nullable=False)
+    updated_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+    __table_args__ = (UniqueConstraint("source", "source_key"),)

@@ -1,0 +1,94 @@
+"""SQL for transcript rows and their conversion to `StoredMessage`.
+
+Kept in one place so the append path, view loading, history and export all
+read and write messages the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from .types import StoredMessage
+from .validate import NewMessage
+
+MESSAGE_COLUMNS = (
+    "seq, uuid, parent_uuid, role, type, subtype, timestamp, api_message_id, "
+    "usage_json, is_meta, is_compact_summary, metadata_json, content_json, tokens"
+)
+
+INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, seq, uuid, parent_uuid, role, type, subtype, timestamp, "
+    "api_message_id, usage_json, is_meta, is_compact_summary, metadata_json, content_json, tokens) "
+    "VALUES (:session_id, :seq, :uuid, :parent_uuid, :role, :type, :subtype, :timestamp, "
+    ":api_message_id, :usage_json, :is_meta, :is_compact_summary, :metadata_json, :content_json, :tokens)"
+)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, non-ASCII kept as is (what we store and export)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def message_params(session_id: str, seq: int, msg: NewMessage, content_json: str, tokens: int) -> dict[str, Any]:
+    """Parameters of INSERT_MESSAGE for one validated message."""
+    return {
+        "session_id": session_id,
+        "seq": seq,
+        "uuid": msg.uuid,
+        "parent_uuid": msg.parent_uuid,
+        "role": msg.role,
+        "type": msg.type,
+        "subtype": msg.subtype,
+        "timestamp": msg.timestamp,
+        "api_message_id": msg.api_message_id,
+        "usage_json": dumps(msg.usage) if msg.usage is not None else None,
+        "is_meta": msg.is_meta,
+        "is_compact_summary": msg.is_compact_summary,
+        "metadata_json": dumps(msg.metadata) if msg.metadata else None,
+        "content_json": content_json,
+        "tokens": tokens,
+    }
+
+
+def stored_from_new(seq: int, msg: NewMessage, tokens: int) -> StoredMessage:
+    """The StoredMessage a just-written NewMessage became."""
+    return StoredMessage(
+        seq=seq,
+        uuid=msg.uuid,
+        role=msg.role,
+        type=msg.type,
+        content=msg.content,
+        subtype=msg.subtype,
+        parent_uuid=msg.parent_uuid,
+        timestamp=msg.timestamp,
+        api_message_id=msg.api_message_id,
+        usage=msg.usage,
+        is_meta=msg.is_meta,
+        is_compact_summary=msg.is_compact_summary,
+        metadata=msg.metadata,
+        tokens=tokens,
+    )
+
+
+def stored_from_row(row: Sequence[Any], offset: int = 0) -> StoredMessage:
+    """A StoredMessage from the MESSAGE_COLUMNS of a result row, starting at `offset`."""
+    (seq, uuid, parent, role, mtype, subtype, ts, api_id, usage, is_meta, is_summary, meta, content, tokens) = row[
+        offset : offset + 14
+    ]
+    return StoredMessage(
+        seq=int(seq),
+        uuid=uuid,
+        role=role,
+        type=mtype,
+        content=json.loads(content),
+        subtype=subtype,
+        parent_uuid=parent,
+        timestamp=ts,
+        api_message_id=api_id,
+        usage=json.loads(usage) if usage else None,
+        is_meta=bool(is_meta),
+        is_compact_summary=bool(is_summary),
+        metadata=json.loads(meta) if meta else {},
+        tokens=int(tokens),
+    )

@@ -1,0 +1,312 @@
+"""A session handle: append messages, read the active view, stream the transcript.
+
+The view is cached per handle and kept current in O(new messages): each read
+first checks the session row (one indexed lookup); only a rewrite by someone
+else forces a reload, and a reload is two index range scans.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from .errors import DuplicateUuid, InvalidMessage, SessionNotFound
+from .rows import (
+    INSERT_MESSAGE,
+    MESSAGE_COLUMNS,
+    dumps,
+    message_params,
+    stored_from_new,
+    stored_from_row,
+)
+from .tokens import estimate_content
+from .types import StoredMessage, ViewEntry
+from .validate import NewMessage, TailState, normalize
+from .view import to_api_messages
+
+if TYPE_CHECKING:
+    from .db import Database
+    from .store import SessionStore
+
+STATE_COLUMNS = "last_seq, base_seq, view_version, view_tokens, explicit_count, tail_state"
+TRANSCRIPT_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ViewState:
+    """The O(1) part of a session row that tells whether a cached view is current."""
+
+    last_seq: int
+    base_seq: int
+    view_version: int
+    view_tokens: int
+    explicit_count: int
+    tail: TailState
+
+    @classmethod
+    def from_row(cls, row: Any) -> "ViewState":
+        return cls(int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4]), TailState.loads(row[5]))
+
+
+def load_state(db: "Database", session_id: str) -> ViewState:
+    """Read the session's view state; raises SessionNotFound."""
+    row = db.one(f"SELECT {STATE_COLUMNS} FROM sessions WHERE id = :id", {"id": session_id})
+    if row is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    return ViewState.from_row(row)
+
+
+class Session:
+    """One conversation: its transcript, its active view and the writes that change them."""
+
+    def __init__(self, store: "SessionStore", row: dict[str, Any]):
+        self.store = store
+        self.id: str = row["id"]
+        self.title: str | None = row.get("title")
+        self.cwd: str | None = row.get("cwd")
+        self.model: str | None = row.get("model")
+        self.context_window: int = int(row["context_window"])
+        self.created_at: float = float(row["created_at"])
+        self.parent_id: str | None = row.get("parent_id")
+        self._state: ViewState | None = None
+        self._entries: list[ViewEntry] | None = None
+        self._cached_at: tuple[int, int] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id} {self.title!r}>"
+
+    @property
+    def db(self) -> "Database":
+        return self.store.db
+
+    # ----------------------------------------------------------------- writes
+
+    def append(self, message: Any) -> StoredMessage:
+        """Record one message (one transaction); returns it with its seq and uuid."""
+        return self.append_many([message])[0]
+
+    def append_many(self, messages: Iterable[Any]) -> list[StoredMessage]:
+        """Record several messages in one transaction: all of them or none."""
+        batch = [normalize(m) for m in messages]
+        if not batch:
+            return []
+        _check_batch_uuids(batch)
+        prepared = [(m, dumps(m.content), estimate_content(m.content)) for m in batch]
+        result = self.db.run_write(lambda db: self._append_in_tx(db, prepared))
+        state, stored = result
+        self._after_append(state, stored)
+        return stored
+
+    def _append_in_tx(
+        self, db: "Database", prepared: list[tuple[NewMessage, str, int]]
+    ) -> tuple[ViewState, list[StoredMessage]]:
+        """Validate against the tail and write; two statements when the cached state is current."""
+        added = sum(tokens for _, _, tokens in prepared)
+        now = time.time()
+        state = self._state
+        tail = _advance(state.tail, prepared) if state is not None else None
+        updated = 0
+        if state is not None and tail is not None:
+            cur = db.execute(
+                "UPDATE sessions SET last_seq = last_seq + :n, view_tokens = view_tokens + :t, "
+                "tail_state = :tail, updated_at = :now "
+                "WHERE id = :id AND last_seq = :last AND view_version = :version",
+                {
+                    "n": len(prepared), "t": added, "tail": tail.dumps(), "now": now,
+                    "id": self.id, "last": state.last_seq, "version": state.view_version,
+                },
+            )
+            updated = cur.rowcount
+            cur.close()
+        if updated != 1:
+            state = load_state(db, self.id)
+            tail = _advance(state.tail, prepared)
+            db.execute(
+                "UPDATE sessions SET last_seq = last_seq + :n, view_tokens = view_tokens + :t, "
+                "tail_state = :tail, updated_at = :now WHERE id = :id",
+                {"n": len(prepared), "t": added, "tail": tail.dumps(), "now": now, "id": self.id},
+            ).close()
+        assert state is not None and tail is not None
+        rows = [
+            message_params(self.id, state.last_seq + i + 1, m, cj, tokens)
+            for i, (m, cj, tokens) in enumerate(prepared)
+        ]
+        try:
+            db.executemany(INSERT_MESSAGE, rows)
+        except Exception as exc:
+            if _is_integrity_error(exc):
+                raise DuplicateUuid(_duplicate_message(db, self.id, prepared)) from exc
+            raise
+        new_state = replace(
+            state,
+            last_seq=state.last_seq + len(prepared),
+            view_tokens=state.view_tokens + added,
+            tail=tail,
+        )
+        stored = [stored_from_new(state.last_seq + i + 1, m, t) for i, (m, _, t) in enumerate(prepared)]
+        return new_state, stored
+
+    def _after_append(self, state: ViewState, stored: list[StoredMessage]) -> None:
+        """Extend the cached view with what we just wrote, when it was current."""
+        old = self._state
+        self._state = state
+        first_seq = stored[0].seq
+        if (
+            self._entries is not None
+            and self._cached_at == (state.view_version, first_seq - 1)
+            and old is not None
+        ):
+            pos = len(self._entries)
+            for i, m in enumerate(stored):
+                self._entries.append(ViewEntry(pos + i, m, m.content, m.tokens))
+            self._cached_at = (state.view_version, state.last_seq)
+
+    # ------------------------------------------------------------------ reads
+
+    def refresh_state(self) -> ViewState:
+        """Re-read the session row (one indexed lookup)."""
+        self._state = load_state(self.db, self.id)
+        return self._state
+
+    @property
+    def view_tokens(self) -> int:
+        """The running token estimate of the active view."""
+        return self.refresh_state().view_tokens
+
+    @property
+    def view_version(self) -> int:
+        """How many rewrites the view has had."""
+        return self.refresh_state().view_version
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the newest transcript message (0 when empty)."""
+        return self.refresh_state().last_seq
+
+    def active_entries(self) -> list[ViewEntry]:
+        """The active view with envelopes and positions (system entries included)."""
+        return list(self._current_entries())
+
+    def active_view(self) -> list[dict[str, Any]]:
+        """The `messages` for `client.messages.create`: user/assistant only, merged."""
+        return to_api_messages(self._current_entries())
+
+    def _current_entries(self) -> list[ViewEntry]:
+        """The cached view brought up to date: nothing, a tail range, or a full reload."""
+        with self.db.read() as db:
+            state = load_state(db, self.id)
+            cached = self._cached_at
+            if self._entries is None or cached is None or cached[0] != state.view_version:
+                self._entries = self._load_view(db, state)
+            elif cached[1] < state.last_seq:
+                self._extend_view(db, cached[1])
+            self._state = state
+            self._cached_at = (state.view_version, state.last_seq)
+        return self._entries
+
+    def _load_view(self, db: "Database", state: ViewState) -> list[ViewEntry]:
+        """Explicit open rows, then every message appended since the last rewrite."""
+        rows = db.all(
+            f"SELECT v.content_json, v.tokens, {_prefixed('m')} FROM view_entries v "
+            "JOIN messages m ON m.session_id = v.session_id AND m.seq = v.seq "
+            "WHERE v.session_id = :id AND v.valid_to IS NULL ORDER BY v.key",
+            {"id": self.id},
+        )
+        entries = [_entry_from_view_row(i, row) for i, row in enumerate(rows)]
+        self._entries = entries
+        self._extend_view(db, state.base_seq)
+        return entries
+
+    def _extend_view(self, db: "Database", after_seq: int) -> None:
+        """Append implicit entries for messages with seq > after_seq."""
+        assert self._entries is not None
+        rows = db.all(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq > :after ORDER BY seq",
+            {"id": self.id, "after": after_seq},
+        )
+        pos = len(self._entries)
+        for i, row in enumerate(rows):
+            m = stored_from_row(row)
+            self._entries.append(ViewEntry(pos + i, m, m.content, m.tokens))
+
+    def invalidate(self) -> None:
+        """Drop the cached view (after a rewrite through this handle)."""
+        self._entries = None
+        self._cached_at = None
+        self._state = None
+
+    def transcript(self, *, after_seq: int = 0) -> Iterator[StoredMessage]:
+        """Every message ever recorded, in order, streamed in batches (constant memory)."""
+        last = after_seq
+        while True:
+            rows = self.db.all(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq > :after "
+                f"ORDER BY seq LIMIT {TRANSCRIPT_BATCH}",
+                {"id": self.id, "after": last},
+            )
+            if not rows:
+                return
+            for row in rows:
+                yield stored_from_row(row)
+            last = int(rows[-1][0])
+
+    def message(self, uuid: str) -> StoredMessage:
+        """One transcript message by uuid."""
+        row = self.db.one(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND uuid = :uuid",
+            {"id": self.id, "uuid": uuid},
+        )
+        if row is None:
+            from .errors import MessageNotFound
+
+            raise MessageNotFound(f"no message {uuid!r} in session {self.id}")
+        return stored_from_row(row)
+
+
+def _advance(tail: TailState, prepared: list[tuple[NewMessage, str, int]]) -> TailState:
+    """The tail after accepting every message in order; raises on the first invalid one."""
+    new = tail.copy()
+    for i, (m, _, _) in enumerate(prepared):
+        try:
+            new.accept(m)
+        except InvalidMessage as exc:
+            if len(prepared) > 1:
+                raise type(exc)(f"message {i} ({m.uuid}): {exc}") from None
+            raise
+    return new
+
+
+def _check_batch_uuids(batch: list[NewMessage]) -> None:
+    seen: set[str] = set()
+    for m in batch:
+        if m.uuid in seen:
+            raise DuplicateUuid(f"uuid {m.uuid!r} appears twice in the batch")
+        seen.add(m.uuid)
+
+
+def _is_integrity_error(exc: BaseException) -> bool:
+    name = type(exc).__name__
+    return name in {"IntegrityError", "UniqueViolation"} or "unique" in str(exc).lower()
+
+
+def _duplicate_message(db: "Database", session_id: str, prepared: list[tuple[NewMessage, str, int]]) -> str:
+    """Name the uuid(s) that already exist (read after the failed insert rolled back)."""
+    uuids = [m.uuid for m, _, _ in prepared]
+    return f"a message with uuid {uuids[0]!r} is already in session {session_id}" if len(uuids) == 1 else (
+        f"one of the {len(uuids)} uuids is already in session {session_id}"
+    )
+
+
+def _prefixed(alias: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+
+
+def _entry_from_view_row(position: int, row: Any) -> ViewEntry:
+    """A ViewEntry from (replacement content, tokens, message columns...)."""
+    import json
+
+    message = stored_from_row(row, 2)
+    if row[0] is None:
+        return ViewEntry(position, message, message.content, int(row[1]))
+    return ViewEntry(position, message, json.loads(row[0]), int(row[1]), replaced=True)

@@ -1,0 +1,157 @@
+"""`SessionStore`: open a database (upgrading its schema), create and find sessions."""
+
+from __future__ import annotations
+
+import time
+import uuid as uuid_mod
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from .config import Config, default_db_url
+from .db import Database, make_engine
+from .errors import SessionNotFound, SessionStoreError
+from .migrate import ensure_current
+from .session import Session
+
+SESSION_COLUMNS = "id, title, cwd, model, context_window, created_at, updated_at, parent_id, metadata_json"
+
+
+class SessionStore:
+    """A database of sessions. Open with `SessionStore.open(url)`; close when done."""
+
+    def __init__(self, url: str, db: Database, config: Config):
+        self.url = url
+        self.db = db
+        self.config = config
+
+    @classmethod
+    def open(cls, url: str | None = None, *, config: Config | None = None, upgrade: bool = True) -> "SessionStore":
+        """Open (creating if needed) the store at `url`, default `SESSIONSTORE_DB_URL` or XDG."""
+        config = config or Config.from_env()
+        url = url or default_db_url()
+        try:
+            engine = make_engine(url, busy_timeout_ms=config.busy_timeout_ms)
+        except SessionStoreError:
+            raise
+        except Exception as exc:
+            raise SessionStoreError(f"cannot open database: {exc}") from exc
+        if upgrade:
+            ensure_current(engine)
+        return cls(url, Database(engine, write_retries=config.write_retries), config)
+
+    def close(self) -> None:
+        """Release the connection and the engine."""
+        self.db.close()
+        self.db.engine.dispose()
+
+    def __enter__(self) -> "SessionStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def display_url(self) -> str:
+        """The URL with any password hidden."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    # --------------------------------------------------------------- sessions
+
+    def create_session(
+        self,
+        *,
+        title: str | None = None,
+        model: str | None = None,
+        context_window: int | None = None,
+        cwd: str | None = None,
+        parent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Create an empty session and return its handle."""
+        window = context_window or self.config.default_context_window
+        if window <= 0:
+            raise SessionStoreError("context_window must be a positive number of tokens")
+        now = time.time()
+        row = {
+            "id": session_id or str(uuid_mod.uuid4()),
+            "title": title,
+            "cwd": cwd,
+            "model": model,
+            "context_window": window,
+            "created_at": now,
+            "updated_at": now,
+            "parent_id": parent_id,
+            "metadata_json": "{}",
+        }
+
+        def insert(db: Database) -> None:
+            db.execute(
+                "INSERT INTO sessions (id, title, cwd, model, context_window, created_at, updated_at, "
+                "parent_id, metadata_json) VALUES (:id, :title, :cwd, :model, :context_window, "
+                ":created_at, :updated_at, :parent_id, :metadata_json)",
+                row,
+            ).close()
+
+        self.db.run_write(insert)
+        return Session(self, row)
+
+    def get(self, session_id: str) -> Session:
+        """The session with this id, or the only one whose id starts with it."""
+        row = self.db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = :id", {"id": session_id})
+        if row is None and session_id and len(session_id) >= 4:
+            rows = self.db.all(
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id LIKE :p ORDER BY id LIMIT 2",
+                {"p": session_id.replace("%", "").replace("_", "") + "%"},
+            )
+            if len(rows) > 1:
+                raise SessionNotFound(f"session id prefix {session_id!r} is ambiguous")
+            row = rows[0] if rows else None
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        return Session(self, _session_dict(row))
+
+    def list(self, *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        """Sessions newest first (by last update), with their counters, one page."""
+        rows = self.db.all(
+            f"SELECT {SESSION_COLUMNS}, last_seq, view_tokens, view_version FROM sessions "
+            "ORDER BY updated_at DESC, id LIMIT :limit OFFSET :offset",
+            {"limit": int(limit), "offset": int(offset)},
+        )
+        out = []
+        for row in rows:
+            info = _session_dict(row)
+            info["messages"] = int(row[9])
+            info["view_tokens"] = int(row[10])
+            info["view_version"] = int(row[11])
+            out.append(info)
+        return out
+
+    def delete(self, session_id: str) -> None:
+        """Delete a session and everything recorded in it (explicit and whole)."""
+        session = self.get(session_id)
+
+        def remove(db: Database) -> None:
+            for table in ("view_entries", "compactions", "replacements", "session_memory",
+                          "source_lines", "imports", "messages"):
+                db.execute(f"DELETE FROM {table} WHERE session_id = :id", {"id": session.id}).close()
+            db.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = :id", {"id": session.id}).close()
+            db.execute("DELETE FROM sessions WHERE id = :id", {"id": session.id}).close()
+
+        self.db.run_write(remove)
+
+
+def _session_dict(row: Any) -> dict[str, Any]:
+    import json
+
+    return {
+        "id": row[0],
+        "title": row[1],
+        "cwd": row[2],
+        "model": row[3],
+        "context_window": int(row[4]),
+        "created_at": float(row[5]),
+        "updated_at": float(row[6]),
+        "parent_id": row[7],
+        "metadata": json.loads(row[8] or "{}"),
+    }

