@@ -14,7 +14,7 @@ from rich.text import Text
 from sessionstore import SessionStoreError
 
 from . import dbcmd
-from .common import DbOption, JsonOption, UsageError, console, err_console, fmt_time, open_store, preview, print_json
+from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
 
 app = typer.Typer(
     name="sessionstore",
@@ -31,12 +31,12 @@ app = typer.Typer(
 app.add_typer(dbcmd.app, name="db")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning expected errors into one line and exit code 2."""
     try:
-        app()
+        app(args=argv, prog_name="sessionstore")
     except (SessionStoreError, UsageError) as exc:
-        err_console.print(f"error: {exc}", markup=False, highlight=False)
+        sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
         sys.exit(2)
 
 

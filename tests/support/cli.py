@@ -1,0 +1,38 @@
+"""Run the CLI in-process (fast) or as a real subprocess (exact), returning code and output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+from cli.app import main
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> Result:
+    """Invoke `sessionstore ARGS` in this process and capture what it printed."""
+    capsys.readouterr()
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    captured = capsys.readouterr()
+    return Result(code, captured.out, captured.err)
+
+
+def run_cli_process(*args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> Result:
+    """Invoke `python -m sessionstore ARGS` as a separate process."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "sessionstore", *args], input=input, capture_output=True, env=env, timeout=120
+    )
+    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))

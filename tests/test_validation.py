@@ -1,0 +1,153 @@
+"""Validation at the door: every rule rejects with a typed error and writes nothing (API and CLI)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessionstore import (
+    DuplicateUuid,
+    InvalidContent,
+    InvalidMessage,
+    InvalidRole,
+    OrphanToolResult,
+    PendingToolUse,
+    SessionStore,
+    UnknownBlockType,
+)
+from tests.support.cli import run_cli
+
+TOOL_USE = {"role": "assistant", "api_message_id": "m1",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}
+
+# (name, message, error class, words the message must contain)
+BAD: list[tuple[str, Any, type[Exception], str]] = [
+    ("role", {"role": "tool", "content": "x"}, InvalidRole, "role"),
+    ("content type", {"role": "user", "content": 42}, InvalidContent, "content"),
+    ("content dict", {"role": "user", "content": {"type": "text", "text": "x"}}, InvalidContent, "content"),
+    ("block without type", {"role": "user", "content": [{"text": "x"}]}, UnknownBlockType, "type"),
+    ("unknown block type", {"role": "user", "content": [{"type": "video", "url": "x"}]}, UnknownBlockType, "video"),
+    ("orphan tool_result", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope", "content": "x"}]},
+     OrphanToolResult, "nope"),
+    ("duplicate uuid", {"role": "user", "content": "again", "uuid": "fixed-uuid"}, DuplicateUuid, "fixed-uuid"),
+    ("not an object", ["role", "user"], InvalidMessage, "dict"),
+    ("unknown field", {"role": "user", "content": "x", "contents": "y"}, InvalidMessage, "contents"),
+]
+
+
+def _seed(store: SessionStore):
+    s = store.create_session()
+    s.append({"role": "user", "content": "start", "uuid": "fixed-uuid"})
+    s.append(TOOL_USE)
+    s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}]})
+    return s
+
+
+def _snapshot(s) -> tuple[Any, ...]:
+    state = s.refresh_state()
+    return (state.last_seq, state.view_tokens, state.tail, [m.content for m in s.transcript()])
+
+
+@pytest.mark.parametrize("name,message,error,words", BAD, ids=[b[0] for b in BAD])
+def test_api_rejects_and_writes_nothing(store: SessionStore, name: str, message: Any, error: type[Exception], words: str) -> None:
+    s = _seed(store)
+    before = _snapshot(s)
+    with pytest.raises(error) as info:
+        s.append(message)
+    assert words in str(info.value)
+    assert _snapshot(s) == before
+
+
+def test_a_bad_message_in_a_batch_rejects_the_whole_batch(store: SessionStore) -> None:
+    s = _seed(store)
+    before = _snapshot(s)
+    with pytest.raises(OrphanToolResult, match="message 1"):
+        s.append_many([{"role": "assistant", "content": "ok"},
+                       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}])
+    assert _snapshot(s) == before
+
+
+def test_tool_result_answering_an_older_turn_is_rejected(store: SessionStore) -> None:
+    s = _seed(store)
+    s.append({"role": "assistant", "content": "done"})
+    with pytest.raises(OrphanToolResult):
+        s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "again"}]})
+
+
+def test_pending_tool_use_is_fine_but_a_new_turn_over_it_is_not(store: SessionStore) -> None:
+    s = store.create_session()
+    s.append({"role": "user", "content": "go"})
+    s.append({"role": "assistant", "api_message_id": "m9",
+              "content": [{"type": "thinking", "thinking": "plan", "signature": "s"}]})
+    s.append({"role": "assistant", "api_message_id": "m9",
+              "content": [{"type": "tool_use", "id": "a", "name": "Read", "input": {}},
+                          {"type": "tool_use", "id": "b", "name": "Read", "input": {}}]})
+    assert s.active_view()[-1]["role"] == "assistant"
+    with pytest.raises(PendingToolUse, match="a, b"):
+        s.append({"role": "assistant", "api_message_id": "m10", "content": "moving on"})
+    s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b", "content": "B"}]})
+    s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "A"}]})
+    with pytest.raises(OrphanToolResult):
+        s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "twice"}]})
+    s.append({"role": "assistant", "content": "both read"})
+
+
+def test_first_message_sent_must_be_user(store: SessionStore) -> None:
+    s = store.create_session()
+    s.append({"role": "system", "content": "notice"})
+    with pytest.raises(InvalidMessage, match="first message"):
+        s.append({"role": "assistant", "content": "hi"})
+
+
+def test_duplicate_uuid_inside_one_batch(store: SessionStore) -> None:
+    s = store.create_session()
+    with pytest.raises(DuplicateUuid):
+        s.append_many([{"role": "user", "content": "a", "uuid": "x"}, {"role": "user", "content": "b", "uuid": "x"}])
+    assert list(s.transcript()) == []
+
+
+@pytest.mark.parametrize("name,message,error,words", BAD, ids=[b[0] for b in BAD])
+def test_cli_rejects_with_exit_2_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, sqlite_url: str, name: str, message: Any, error: type, words: str
+) -> None:
+    with SessionStore.open(sqlite_url) as st:
+        s = _seed(st)
+        before = _snapshot(s)
+    path = tmp_path / "msg.json"
+    path.write_text(json.dumps(message))
+    result = run_cli(capsys, "append", s.id, str(path), "--db", sqlite_url)
+    assert result.code == 2
+    assert result.err.startswith("error: ") and words in result.err
+    assert "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1
+    with SessionStore.open(sqlite_url) as st:
+        assert _snapshot(st.get(s.id)) == before
+
+
+@pytest.mark.parametrize("payload,words", [
+    (b"{not json", "invalid JSON"),
+    (b"", "no message"),
+    (b"\xff\xfe{}", "UTF-8"),
+    (b'"just a string"', "expected a JSON object"),
+    (b'{"role":"user","content":"a"}\n{"role":', ":2: invalid JSON"),
+])
+def test_cli_bad_files(capsys: pytest.CaptureFixture[str], tmp_path: Path, sqlite_url: str, payload: bytes, words: str) -> None:
+    with SessionStore.open(sqlite_url) as st:
+        sid = st.create_session().id
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(payload)
+    result = run_cli(capsys, "append", sid, str(path), "--db", sqlite_url)
+    assert result.code == 2 and words in result.err
+    with SessionStore.open(sqlite_url) as st:
+        assert list(st.get(sid).transcript()) == []
+
+
+def test_cli_unknown_session_and_missing_file(capsys: pytest.CaptureFixture[str], sqlite_url: str) -> None:
+    result = run_cli(capsys, "view", "nope-nope", "--db", sqlite_url)
+    assert result.code == 2 and "no session" in result.err
+    with SessionStore.open(sqlite_url) as st:
+        sid = st.create_session().id
+    result = run_cli(capsys, "append", sid, "/does/not/exist.json", "--db", sqlite_url)
+    assert result.code == 2 and "cannot read" in result.err
