@@ -49,6 +49,16 @@ class ViewState:
         return cls(int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4]), TailState.loads(row[5]))
 
 
+@dataclass(frozen=True, slots=True)
+class ViewSnapshot:
+    """A consistent read of the view: what a rewrite is computed from and checked against."""
+
+    entries: list[ViewEntry]
+    view_version: int
+    last_seq: int
+    view_tokens: int
+
+
 def load_state(db: "Database", session_id: str) -> ViewState:
     """Read the session's view state; raises SessionNotFound."""
     row = db.one(f"SELECT {STATE_COLUMNS} FROM sessions WHERE id = :id", {"id": session_id})
@@ -187,6 +197,13 @@ class Session:
     def active_entries(self) -> list[ViewEntry]:
         """The active view with envelopes and positions (system entries included)."""
         return list(self._current_entries())
+
+    def snapshot(self) -> "ViewSnapshot":
+        """The active view together with the state it was read at, for a later rewrite."""
+        entries = list(self._current_entries())
+        state = self._state
+        assert state is not None
+        return ViewSnapshot(entries, state.view_version, state.last_seq, state.view_tokens)
 
     def active_view(self) -> list[dict[str, Any]]:
         """The `messages` for `client.messages.create`: user/assistant only, merged."""

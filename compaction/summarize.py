@@ -1,0 +1,88 @@
+"""Calling a summarizer with the prompt-too-long fallback of full compaction.
+
+When the summary request itself is over the model's window, the oldest API
+rounds are dropped (enough to cover the token gap the error states, else 20%
+of the rounds, always keeping at least one) and the call is retried, a
+bounded number of times.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from compaction.rounds import group_rounds
+from compaction.summarizers.base import PromptTooLong, Summarizer, SummarizerError, SummaryResult
+from sessionstore.types import ViewEntry
+
+#: Share of the rounds dropped per retry when the error states no token counts.
+FALLBACK_DROP_SHARE = 0.2
+
+
+class CompactionFailed(SummarizerError):
+    """The summary request stayed too long after every allowed retry."""
+
+
+def _round_tokens(round_: Sequence[ViewEntry]) -> int:
+    """Tokens a round adds to the request (system entries are never sent)."""
+    return sum(entry.tokens for entry in round_ if entry.message.is_sent)
+
+
+def rounds_to_drop(rounds: Sequence[Sequence[ViewEntry]], gap: int | None) -> int:
+    """How many of the oldest `rounds` to drop: cover `gap` tokens, else 20%; keep one."""
+    droppable = len(rounds) - 1
+    if droppable <= 0:
+        return 0
+    if not gap:
+        return min(max(1, math.ceil(len(rounds) * FALLBACK_DROP_SHARE)), droppable)
+    count, covered = 0, 0
+    while count < droppable and covered < gap:
+        covered += _round_tokens(rounds[count])
+        count += 1
+    return count
+
+
+def _flatten(rounds: Sequence[Sequence[ViewEntry]]) -> list[ViewEntry]:
+    """The entries of `rounds`, in order."""
+    return [entry for round_ in rounds for entry in round_]
+
+
+def summarize_with_retry(
+    summarizer: Summarizer,
+    entries: Sequence[ViewEntry],
+    *,
+    custom_instructions: str | None = None,
+    max_retries: int = 3,
+) -> tuple[SummaryResult, bool]:
+    """Summarize `entries`, dropping the oldest rounds on PromptTooLong; (result, truncated).
+
+    Raises `CompactionFailed` once `max_retries` retries were all too long;
+    other summarizer errors propagate unchanged.
+    """
+    if max_retries < 0:
+        raise ValueError(f"max_retries must be >= 0, not {max_retries}")
+    rounds = group_rounds(entries)
+    dropped, truncated = 0, False
+    attempt = 0
+    while True:
+        try:
+            result = summarizer.summarize(
+                _flatten(rounds[dropped:]), custom_instructions=custom_instructions, truncated=truncated
+            )
+            return result, truncated
+        except PromptTooLong as err:
+            if attempt >= max_retries:
+                raise CompactionFailed(_failure_message(max_retries, dropped, len(rounds), err)) from err
+            more = rounds_to_drop(rounds[dropped:], err.gap)
+            dropped += more
+            truncated = truncated or more > 0
+            attempt += 1
+
+
+def _failure_message(retries: int, dropped: int, total: int, err: PromptTooLong) -> str:
+    """What CompactionFailed says: how many retries, how much was dropped, the last error."""
+    plural = "retry" if retries == 1 else "retries"
+    return (
+        f"compaction failed: the summary request was still too long after {retries} {plural} "
+        f"(dropped the oldest {dropped} of {total} API rounds); last error: {err}"
+    )
