@@ -212,3 +212,4 @@ def stats_cmd(
         if key != "session":
             table.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
+from . import compactcmd; compactcmd.register(app)  # noqa: E402

@@ -174,6 +174,7 @@ def _apply(
     ).close()
     compaction_id = None
     if compaction is not None:
+        db.execute("UPDATE sessions SET compact_failures = 0 WHERE id = :id", {"id": session_id}).close()
         compaction_id = _insert_compaction(db, session_id, version, state.view_tokens, post_tokens, added, compaction)
     return RewriteResult(new_version, state.view_tokens, post_tokens, added, len(meanwhile), compaction_id)
 

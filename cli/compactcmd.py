@@ -1,0 +1,213 @@
+"""`compact`, `history` and `export`: compaction and the way back across it."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Iterator, Optional, TextIO
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from sessionstore import history as hist
+from sessionstore.export import export_jsonl, export_markdown
+
+from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""
+    app.command("compact")(compact_cmd)
+    app.command("history")(history_cmd)
+    app.command("export")(export_cmd)
+
+
+def compact_cmd(
+    session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
+    instructions: Annotated[Optional[str], typer.Option("--instructions", help="Extra instructions for the summary.")] = None,
+    from_uuid: Annotated[Optional[str], typer.Option("--from", help="Keep up to this message, summarize after it.")] = None,
+    up_to: Annotated[Optional[str], typer.Option("--up-to", help="Summarize before this message, keep from it.")] = None,
+    summarizer: Annotated[str, typer.Option(help="extractive (offline) or anthropic (real API).")] = "extractive",
+    memory: Annotated[bool, typer.Option("--memory", help="Try session-memory compaction first.")] = False,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Compact the active view now (manual trigger). Nothing recorded is lost.
+
+    Examples:
+
+      sessionstore compact SESSION
+
+      sessionstore compact SESSION --up-to 3f2a... --instructions 'keep the API design'
+    """
+    from compaction.engine import compact, make_summarizer
+
+    if from_uuid and up_to:
+        raise UsageError("give --from or --up-to, not both")
+    if summarizer not in ("extractive", "anthropic"):
+        raise UsageError(f"unknown summarizer {summarizer!r}: use extractive or anthropic")
+    from compaction.summarizers.base import SummarizerError
+
+    with open_store(db) as store:
+        s = store.get(session)
+        try:
+            outcome = compact(s, summarizer=make_summarizer(summarizer), custom_instructions=instructions,
+                              from_uuid=from_uuid, up_to_uuid=up_to, use_memory=memory)
+        except SummarizerError as exc:
+            raise UsageError(str(exc)) from exc
+    if json_out:
+        print_json(outcome.to_dict())
+    else:
+        typer.echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
+                   f"{outcome.messages_summarized} messages summarized, {outcome.kept} kept verbatim")
+
+
+def history_cmd(
+    session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
+    boundary: Annotated[Optional[int], typer.Option("--boundary", "-b", help="Show what the model saw just before boundary K (from 1).")] = None,
+    summary: Annotated[bool, typer.Option("--summary", help="With --boundary: print K's summary text.")] = False,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Walk the session's history by compaction boundary.
+
+    Examples:
+
+      sessionstore history SESSION
+
+      sessionstore history SESSION --boundary 2 --json
+
+      sessionstore history SESSION --boundary 2 --summary
+    """
+    if summary and boundary is None:
+        raise UsageError("--summary needs --boundary K")
+    with open_store(db) as store:
+        s = store.get(session)
+        if boundary is None:
+            _list_boundaries(s, json_out)
+        elif summary:
+            b = hist.boundary(s, boundary)
+            if json_out:
+                print_json({"index": b.index, "summary": b.summary})
+            else:
+                typer.echo(b.summary or "")
+        else:
+            _show_boundary(s, boundary, json_out)
+
+
+def _list_boundaries(s, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+    found = hist.boundaries(s)
+    if json_out:
+        print_json([b.to_dict(preview_chars=200) for b in found])
+        return
+    table = Table(title=f"history of {s.id}: {len(found)} boundar{'y' if len(found) == 1 else 'ies'}")
+    for col in ("#", "time", "kind", "trigger", "tokens", "summarized", "summary"):
+        table.add_column(col, overflow="fold")
+    for b in found:
+        table.add_row(str(b.index), fmt_time(b.created_at), b.kind, b.trigger,
+                      f"{b.pre_tokens:,} → {b.post_tokens:,}", str(b.messages_summarized),
+                      Text(preview(b.summary or "", 60)))
+    console.print(table)
+
+
+def _show_boundary(s, index: int, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+    from sessionstore.view import to_api_messages
+
+    b = hist.boundary(s, index)
+    entries = hist.view_at(s, b.replaced_version)
+    summarized = hist.summarized_messages(s, index)
+    if json_out:
+        print_json({
+            "session": s.id,
+            "view_version": b.replaced_version,
+            "tokens": sum(e.tokens for e in entries),
+            "messages": to_api_messages(entries),
+            "entries": [e.to_dict() for e in entries],
+            "boundary": b.to_dict(),
+            "summarized": [m.to_dict() for m in summarized],
+        })
+        return
+    table = Table(title=f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
+                        f"{b.pre_tokens:,} tokens; {len(summarized)} summarized")
+    for col in ("#", "role", "type", "tokens", "uuid", "content"):
+        table.add_column(col, overflow="fold")
+    summarized_seqs = {m.seq for m in summarized}
+    for e in entries:
+        mark = "✂ " if e.seq in summarized_seqs else ""
+        table.add_row(str(e.position), e.role, e.subtype or e.type, str(e.tokens), e.uuid[:8],
+                      Text(mark + preview(e.content)))
+    console.print(table)
+
+
+@contextmanager
+def _output(path: Optional[Path]) -> Iterator[TextIO]:
+    """stdout, or a file written in full before it replaces any existing one."""
+    if path is None:
+        yield sys.stdout
+        return
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            yield f
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def export_cmd(
+    session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
+    format: Annotated[str, typer.Option("--format", "-f", help="jsonl, markdown, html or claude-code.")] = "jsonl",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Export every message ever recorded, whatever was compacted.
+
+    Examples:
+
+      sessionstore export SESSION -f markdown -o session.md
+
+      sessionstore export SESSION -f jsonl > session.jsonl
+    """
+    exporters = _exporters()
+    if format not in exporters:
+        raise UsageError(f"unknown format {format!r}: use {', '.join(exporters)}")
+    with open_store(db) as store:
+        s = store.get(session)
+        if format == "claude-code":
+            _export_binary(s, output)
+            return
+        with _output(output) as out:
+            count = exporters[format](s, out)
+    if output is not None:
+        typer.echo(f"wrote {count} messages to {output}", err=True)
+
+
+def _exporters() -> dict:  # type: ignore[type-arg]
+    """Format name -> function(session, out) -> message count."""
+    from sessionstore import export as ex
+
+    table = {"jsonl": export_jsonl, "markdown": export_markdown}
+    if hasattr(ex, "export_html"):
+        table["html"] = ex.export_html
+    if hasattr(ex, "export_claude_code"):
+        table["claude-code"] = ex.export_claude_code
+    return table
+
+
+def _export_binary(s, output: Optional[Path]) -> None:  # type: ignore[no-untyped-def]
+    """Byte-exact formats go to a binary stream."""
+    from sessionstore.export import export_claude_code  # type: ignore[attr-defined]
+
+    if output is None:
+        export_claude_code(s, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+        return
+    tmp = output.with_name(output.name + ".partial")
+    try:
+        with open(tmp, "wb") as f:
+            export_claude_code(s, f)
+        tmp.replace(output)
+    finally:
+        tmp.unlink(missing_ok=True)

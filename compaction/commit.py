@@ -1,0 +1,115 @@
+"""Turning a finished summary into one view rewrite: boundary, summary, kept run, attachments.
+
+Every compaction kind ends here, so the shape of the new view, the boundary's
+metadata and the `compactions` row are decided in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+from sessionstore.rewrite import Add, CompactionRecord, Keep, RewriteResult, commit_rewrite
+from sessionstore.session import Session, ViewSnapshot
+from sessionstore.tokens import estimate_content
+from sessionstore.types import ViewEntry
+from sessionstore.validate import NewMessage
+
+from .messages import boundary_message, summary_message
+
+Layout = Literal["suffix", "prefix"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionOutcome:
+    """What a committed compaction did."""
+
+    kind: str
+    trigger: str
+    boundary_uuid: str
+    summary_uuid: str
+    pre_tokens: int
+    post_tokens: int
+    messages_summarized: int
+    kept: int
+    attachments: int
+    truncated: bool
+    view_version: int
+    summarizer: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+def commit_compaction(
+    session: Session,
+    snapshot: ViewSnapshot,
+    *,
+    summarized: Sequence[ViewEntry],
+    kept: Sequence[ViewEntry],
+    summary_text: str,
+    truncated: bool,
+    kind: str,
+    trigger: str,
+    layout: Layout,
+    summarizer: str,
+    custom_instructions: str | None = None,
+    attachments: Sequence[NewMessage] = (),
+) -> CompactionOutcome:
+    """Write the compaction as one rewrite.
+
+    layout "suffix": [boundary, summary, kept..., attachments] (kept = newest messages);
+    layout "prefix": [boundary, kept..., summary, attachments] (kept = oldest; cache survives).
+    """
+    boundary_uuid = _new_uuid()
+    summary = summary_message(summary_text, truncated=truncated, summarizer=summarizer, parent_uuid=boundary_uuid)
+    segment = _preserved_segment(kept, layout, boundary_uuid, summary.uuid)
+    kept_tokens = sum(e.tokens for e in kept)
+    added_tokens = estimate_content(summary.content) + sum(estimate_content(a.content) for a in attachments)
+    boundary = boundary_message(
+        trigger=trigger, kind=kind, pre_tokens=snapshot.view_tokens,
+        post_tokens=kept_tokens + added_tokens, messages_summarized=len(summarized),
+        preserved_segment=segment, custom_instructions=custom_instructions, summarizer=summarizer,
+        extra={"truncated": truncated},
+    )
+    boundary.uuid = boundary_uuid
+    keep = [Keep(e.seq) for e in kept]
+    tail = [Add(a) for a in attachments]
+    if layout == "suffix":
+        plan = [Add(boundary), Add(summary), *keep, *tail]
+    else:
+        plan = [Add(boundary), *keep, Add(summary), *tail]
+    record = CompactionRecord(
+        kind=kind, trigger=trigger, boundary_uuid=boundary_uuid, summary_uuid=summary.uuid,
+        summarized_seqs=[e.seq for e in summarized],
+        head_uuid=segment["head_uuid"] if segment else None,
+        anchor_uuid=segment["anchor_uuid"] if segment else None,
+        tail_uuid=segment["tail_uuid"] if segment else None,
+        custom_instructions=custom_instructions, summarizer=summarizer, metadata={"truncated": truncated},
+    )
+    result: RewriteResult = commit_rewrite(
+        session, base_version=snapshot.view_version, snapshot_last_seq=snapshot.last_seq,
+        plan=plan, compaction=record,
+    )
+    return CompactionOutcome(
+        kind=kind, trigger=trigger, boundary_uuid=boundary_uuid, summary_uuid=summary.uuid,
+        pre_tokens=result.pre_tokens, post_tokens=result.post_tokens, messages_summarized=len(summarized),
+        kept=len(kept), attachments=len(attachments), truncated=truncated,
+        view_version=result.view_version, summarizer=summarizer,
+    )
+
+
+def _preserved_segment(
+    kept: Sequence[ViewEntry], layout: Layout, boundary_uuid: str, summary_uuid: str
+) -> dict[str, str | None] | None:
+    """head/tail = first/last kept; anchor = what sits right before the kept run in the new view."""
+    if not kept:
+        return None
+    anchor = summary_uuid if layout == "suffix" else boundary_uuid
+    return {"head_uuid": kept[0].uuid, "anchor_uuid": anchor, "tail_uuid": kept[-1].uuid}
+
+
+def _new_uuid() -> str:
+    import uuid
+
+    return str(uuid.uuid4())

@@ -1,0 +1,61 @@
+"""One entry point for every compaction kind, as the CLI and the pipeline call it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sessionstore.config import Config
+from sessionstore.session import Session
+
+from .commit import CompactionOutcome
+from .full import compact_full
+from .partial import compact_partial
+from .session_memory import compact_with_memory
+from .summarizers.base import Summarizer
+
+SummarizerName = Literal["extractive", "anthropic"]
+
+
+def make_summarizer(name: str = "extractive", **options: object) -> Summarizer:
+    """A summarizer by name: `extractive` (offline default) or `anthropic` (the real API)."""
+    if name == "extractive":
+        from .summarizers.extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer()
+    if name == "anthropic":
+        from .summarizers.anthropic import AnthropicSummarizer
+
+        return AnthropicSummarizer(**options)  # type: ignore[arg-type]
+    raise ValueError(f"unknown summarizer {name!r}: use extractive or anthropic")
+
+
+def compact(
+    session: Session,
+    *,
+    summarizer: Summarizer | None = None,
+    trigger: str = "manual",
+    custom_instructions: str | None = None,
+    from_uuid: str | None = None,
+    up_to_uuid: str | None = None,
+    use_memory: bool = False,
+    config: Config | None = None,
+) -> CompactionOutcome:
+    """Compact the session's view: partial around a pivot, session memory, or full.
+
+    With `use_memory`, session-memory compaction is tried first and full
+    compaction runs only when it declines.
+    """
+    if from_uuid and up_to_uuid:
+        raise ValueError("give either from_uuid or up_to_uuid, not both")
+    summarizer = summarizer or make_summarizer()
+    if from_uuid or up_to_uuid:
+        return compact_partial(
+            session, summarizer, pivot_uuid=from_uuid or up_to_uuid or "",
+            direction="from" if from_uuid else "up_to", trigger=trigger,
+            custom_instructions=custom_instructions, config=config,
+        )
+    if use_memory:
+        outcome = compact_with_memory(session, trigger=trigger, config=config)
+        if outcome is not None:
+            return outcome
+    return compact_full(session, summarizer, trigger=trigger, custom_instructions=custom_instructions, config=config)
