@@ -1,0 +1,70 @@
+"""Crash harness: SIGKILL a writer at random moments; after each kill nothing committed is lost
+and the view is the old one or the new one, never a mix."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sessionstore import SessionStore
+from sessionstore.history import boundaries, view_at
+from sessionstore.view import to_api_messages
+from tests.support.validity import check_messages
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+TRIALS = int(os.environ.get("SESSIONSTORE_CRASH_TRIALS", "60"))
+
+
+def _check_after_kill(url: str, sid: str, log: Path) -> dict[str, int]:
+    """Everything the child logged as committed is there, and the view is whole."""
+    lines = log.read_text().splitlines() if log.exists() else []
+    with SessionStore.open(url) as st:
+        s = st.get(sid)
+        uuids = {m.uuid: m for m in s.transcript()}
+        logged = [ln.split(" ", 1) for ln in lines if ln.strip()]
+        missing = [v for k, v in logged if k in ("msg", "boundary") and v not in uuids]
+        assert not missing, f"committed but lost: {missing[:5]}"
+        found = boundaries(s)
+        boundary_msgs = [m for m in uuids.values() if m.subtype == "compact_boundary"]
+        assert len(boundary_msgs) == len(found), "a boundary without its compactions row (or the reverse)"
+        state = s.refresh_state()
+        entries = s.active_entries()
+        assert sum(e.tokens for e in entries) == state.view_tokens, "token total out of step with the view"
+        assert [e.seq for e in view_at(s, state.view_version)] == [e.seq for e in entries]
+        view = to_api_messages(entries)
+        problems = [p for p in check_messages(view) if "not answered" not in p or not view or
+                    not p.startswith(f"messages[{len(view) - 2}]")]
+        assert problems == [], problems
+        if found:
+            last = found[-1]
+            assert entries[0].uuid == last.boundary_uuid, "the latest compaction's view is in force"
+        return {"messages": len(uuids), "boundaries": len(found)}
+
+
+def test_sigkill_during_appends_and_compactions(store_url: str, tmp_path: Path) -> None:
+    rng = random.Random(1234)
+    with SessionStore.open(store_url) as st:
+        sid = st.create_session(title="crash").id
+    log = tmp_path / "committed.log"
+    stats = {}
+    for trial in range(TRIALS):
+        child = subprocess.Popen([sys.executable, "-m", "tests.crash.worker", store_url, sid, str(log), str(trial)],
+                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(0.6, 1.6))
+        if child.poll() is not None:
+            pytest.fail(f"worker exited early: {child.stderr.read().decode()}")
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stderr.close()
+        stats = _check_after_kill(store_url, sid, log)
+    assert stats["boundaries"] >= 5, f"the kills should land across compactions too: {stats}"
+
+
+pytestmark = pytest.mark.slow

@@ -1,0 +1,99 @@
+"""The child of the crash harness: loops over random writes until it is killed.
+
+`python -m tests.crash.worker URL SESSION LOG SEED`. After each operation
+commits, one line goes to LOG (flushed): what the parent may then require.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import uuid
+
+from compaction.engine import compact
+from compaction.full import NothingToCompact
+from sessionstore import RewriteConflict, SessionStore
+from sessionstore.memory import save_memory
+
+
+def _round(rng: random.Random, tag: str) -> list[dict]:
+    """A complete API round: request, tool call, result, answer."""
+    tid = f"t-{uuid.uuid4().hex[:12]}"
+    return [
+        {"role": "user", "content": f"{tag}: please check module {rng.randint(0, 99)}", "uuid": str(uuid.uuid4())},
+        {"role": "assistant", "uuid": str(uuid.uuid4()), "api_message_id": f"m-{tid}",
+         "content": [{"type": "tool_use", "id": tid, "name": rng.choice(["Read", "Bash"]),
+                      "input": {"file_path": f"src/m{rng.randint(0, 9)}.py"}}]},
+        {"role": "user", "uuid": str(uuid.uuid4()),
+         "content": [{"type": "tool_result", "tool_use_id": tid, "content": "x" * rng.randint(10, 3000)}]},
+        {"role": "assistant", "uuid": str(uuid.uuid4()), "content": f"checked ({tag})"},
+    ]
+
+
+def _finish_pending(session, log) -> None:
+    """After a kill mid-round, answer what is still pending so the conversation goes on."""
+    tail = session.refresh_state().tail
+    if tail.pending:
+        msg = {"role": "user", "uuid": str(uuid.uuid4()),
+               "content": [{"type": "tool_result", "tool_use_id": i, "content": "recovered"} for i in tail.pending]}
+        session.append(msg)
+        log(f"msg {msg['uuid']}")
+    if session.refresh_state().tail.last_role == "user":
+        msg = {"role": "assistant", "uuid": str(uuid.uuid4()), "content": "resumed"}
+        session.append(msg)
+        log(f"msg {msg['uuid']}")
+
+
+def main() -> None:
+    url, session_id, log_path, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    rng = random.Random(seed)
+    with open(log_path, "a", encoding="utf-8") as log_file, SessionStore.open(url) as store:
+        def log(line: str) -> None:
+            log_file.write(line + "\n")
+            log_file.flush()
+
+        session = store.get(session_id)
+        _finish_pending(session, log)
+        step = 0
+        while True:
+            step += 1
+            op = rng.choice(["append", "append", "append_many", "append_many", "full", "from", "up_to", "memory"])
+            msgs = _round(rng, f"s{seed}-{step}")
+            if op == "append":
+                for m in msgs:
+                    session.append(m)
+                    log(f"msg {m['uuid']}")
+            elif op == "append_many":
+                session.append_many(msgs)
+                for m in msgs:
+                    log(f"msg {m['uuid']}")
+            else:
+                _compact(session, op, rng, log)
+
+
+def _compact(session, op: str, rng: random.Random, log) -> None:
+    entries = session.active_entries()
+    prompts = [e for e in entries if e.role == "user" and isinstance(e.content, str)
+               and not e.message.is_compact_summary]
+    kwargs: dict = {}
+    if op in ("from", "up_to"):
+        if len(prompts) < 2:
+            return
+        pivot = rng.choice(prompts).uuid
+        kwargs = {"from_uuid": pivot} if op == "from" else {"up_to_uuid": pivot}
+    elif op == "memory":
+        if len(entries) < 8:
+            return
+        last = entries[-6]
+        save_memory(session, f"# Current State\nworking, seed step {rng.random()}\n",
+                    covers_seq=last.seq, covers_uuid=last.uuid, tokens=0, tool_calls=0)
+        kwargs = {"use_memory": True}
+    try:
+        outcome = compact(session, **kwargs)
+    except (NothingToCompact, RewriteConflict):
+        return
+    log(f"boundary {outcome.boundary_uuid}")
+
+
+if __name__ == "__main__":
+    main()
