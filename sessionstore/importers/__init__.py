@@ -1,0 +1,94 @@
+"""Import of foreign agent transcripts: Claude Code JSONL and Codex CLI rollouts.
+
+Pure and storage-independent. The streaming use, for files of any size:
+
+    importer = open_import(path)          # picks the format
+    for line in importer.lines():         # one physical line at a time
+        ...                               # write line.message / line.raw
+    plan = importer.plan()                # header, active_chain, boundaries, warnings
+
+`parse_file(path)` does the same and keeps every line in `plan.lines`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterator, Protocol
+
+from .claude_code import ClaudeCodeImport
+from .codex import CodexImport
+from .plan import (
+    ChainNode,
+    ChainResult,
+    ImportedBoundary,
+    ImportedLine,
+    ImportPlan,
+    Source,
+)
+
+__all__ = [
+    "ChainNode",
+    "ChainResult",
+    "ClaudeCodeImport",
+    "CodexImport",
+    "ImportPlan",
+    "ImportedBoundary",
+    "ImportedLine",
+    "SourceImport",
+    "detect_source",
+    "open_import",
+    "parse_file",
+]
+
+#: Top-level line types only a Codex rollout has.
+CODEX_LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+
+#: Bytes read to sniff the format (a first line longer than this is not a rollout header).
+SNIFF_BYTES = 1 << 20
+
+
+class SourceImport(Protocol):
+    """What both importers offer: stream the lines, then get the plan."""
+
+    source: str
+    path: str
+
+    def lines(self) -> Iterator[ImportedLine]: ...
+
+    def plan(self) -> ImportPlan: ...
+
+
+def detect_source(path: str | os.PathLike[str]) -> Source:
+    """"codex" for a rollout file (by name or first line), else "claude-code"."""
+    if Path(path).name.startswith("rollout-"):
+        return "codex"
+    with open(path, "rb") as handle:
+        first = handle.readline(SNIFF_BYTES)
+    try:
+        entry = json.loads(first)
+    except (ValueError, UnicodeDecodeError):
+        return "claude-code"
+    if isinstance(entry, dict) and entry.get("type") in CODEX_LINE_TYPES:
+        return "codex"
+    return "claude-code"
+
+
+def open_import(path: str | os.PathLike[str], source: Source | None = None) -> SourceImport:
+    """A streaming importer for `path` (format detected unless `source` is given)."""
+    chosen = source or detect_source(path)
+    if chosen == "codex":
+        return CodexImport(path)
+    if chosen == "claude-code":
+        return ClaudeCodeImport(path)
+    raise ValueError(f"unknown transcript source {chosen!r}")
+
+
+def parse_file(path: str | os.PathLike[str], source: Source | None = None) -> ImportPlan:
+    """The whole plan with every line kept (for files that fit in memory)."""
+    importer = open_import(path, source)
+    lines = list(importer.lines())
+    plan = importer.plan()
+    plan.lines = lines
+    return plan

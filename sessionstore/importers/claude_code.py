@@ -1,0 +1,561 @@
+"""Import of Claude Code JSONL transcripts (`~/.claude/projects/<project>/*.jsonl`).
+
+A transcript is a DAG of entries linked by `parentUuid`. Conversation entries
+(user, assistant, system, attachment) become messages; everything else
+(progress, file-history-snapshot, queue-operation, summary, custom-title, ...)
+is a side line. The active chain is what Claude Code would resume with: the
+latest non-sidechain leaf, walked back through its parents (and through side
+entries, which newer versions put inside the chain), stopping at a compact
+boundary. Streaming: `lines()` yields one line at a time and keeps only the
+small `ChainNode` facts; `plan()` then builds the chain from those.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from .plan import (
+    BoundaryFacts,
+    ChainNode,
+    ChainResult,
+    ImportedBoundary,
+    ImportedLine,
+    ImportPlan,
+    block_ids,
+    content_problem,
+    decode_line,
+    drop_warnings,
+    envelope_problem,
+    is_blank,
+    read_raw_lines,
+    repair_view,
+    where,
+)
+
+CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "attachment"})
+
+#: Non-conversation entry types known to carry no message (kept as side lines, no warning).
+SIDE_TYPES = frozenset(
+    {
+        "progress",
+        "file-history-snapshot",
+        "queue-operation",
+        "summary",
+        "custom-title",
+        "ai-title",
+        "tag",
+        "agent-name",
+        "last-prompt",
+        "mode",
+        "pr-link",
+    }
+)
+
+#: Top-level keys the message envelope already carries (not repeated in metadata).
+_ENVELOPE_KEYS = frozenset(
+    {"type", "message", "uuid", "parentUuid", "timestamp", "isMeta", "isCompactSummary", "subtype", "sessionId"}
+)
+
+#: Metadata values whose JSON is longer than this are left out (the raw line keeps them).
+METADATA_VALUE_LIMIT = 4096
+
+TITLE_LENGTH = 100
+
+
+def iter_lines(path: str | os.PathLike[str]) -> Iterator[ImportedLine]:
+    """Every line of a Claude Code transcript, streaming (see `ClaudeCodeImport`)."""
+    return ClaudeCodeImport(path).lines()
+
+
+def parse(path: str | os.PathLike[str]) -> ImportPlan:
+    """The whole plan of a file, lines included (for files that fit in memory)."""
+    importer = ClaudeCodeImport(path)
+    lines = list(importer.lines())
+    plan = importer.plan()
+    plan.lines = lines
+    return plan
+
+
+class ClaudeCodeImport:
+    """One streaming import: iterate `lines()` once, then call `plan()`."""
+
+    source = "claude-code"
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.nodes: list[ChainNode] = []
+        self.warnings: list[str] = []
+        self._seen: dict[str, int] = {}
+        self._header = _Header()
+
+    def lines(self) -> Iterator[ImportedLine]:
+        """Each physical line as an `ImportedLine`, in file order."""
+        for line_no, raw in read_raw_lines(self.path):
+            line = self._line(line_no, raw)
+            if line.warning:
+                self.warnings.append(line.warning)
+            if line.node is not None:
+                self.nodes.append(line.node)
+            yield line
+
+    def plan(self) -> ImportPlan:
+        """The plan (without lines) once `lines()` has been consumed."""
+        chain = build_chain(self.nodes, path=self.path)
+        parent, session_id = self._session_ids()
+        return ImportPlan(
+            source="claude-code",
+            path=self.path,
+            source_session_id=session_id,
+            title=self._header.title(),
+            cwd=self._header.cwd,
+            model=self._header.model,
+            parent_source_session_id=parent,
+            lines=[],
+            boundaries=chain.boundaries,
+            active_chain=chain.active_chain,
+            warnings=self.warnings + chain.warnings,
+        )
+
+    def _session_ids(self) -> tuple[str | None, str]:
+        """(parent session id, this file's session id); sub-agent files get a parent."""
+        path = Path(self.path)
+        header = self._header
+        in_subagents = path.parent.name == "subagents"
+        is_agent = in_subagents or header.agent_id is not None or header.only_sidechain
+        own = header.session_id or path.stem
+        if not is_agent:
+            return None, own
+        parent = header.session_id or (path.parent.parent.name if in_subagents else None)
+        agent = f"agent-{header.agent_id}" if header.agent_id else path.stem
+        return parent, f"{parent}/{agent}" if parent else agent
+
+    def _line(self, line_no: int, raw: bytes) -> ImportedLine:
+        """Classify one physical line."""
+        entry, problem = decode_line(raw)
+        if problem:
+            return ImportedLine(line_no, raw, "bad", "", warning=f"{where(self.path, line_no)}: {problem}")
+        if entry is None:
+            return ImportedLine(line_no, raw, "side", "blank")
+        etype = entry.get("type")
+        etype = etype if isinstance(etype, str) else ""
+        self._header.observe(entry, etype)
+        if etype in CONVERSATION_TYPES:
+            return self._conversation(line_no, raw, entry, etype)
+        warning = None
+        if etype not in SIDE_TYPES:
+            warning = f"{where(self.path, line_no)}: unknown entry type {etype!r}, kept as a side line"
+        return ImportedLine(line_no, raw, "side", etype, warning=warning, node=self._side_node(line_no, entry, etype))
+
+    def _side_node(self, line_no: int, entry: dict[str, Any], etype: str) -> ChainNode | None:
+        """The graph node of a side entry that sits in the parent chain (has a uuid)."""
+        uuid = entry.get("uuid")
+        if not isinstance(uuid, str) or not uuid or uuid in self._seen:
+            return None
+        self._seen[uuid] = line_no
+        return ChainNode(
+            line_no=line_no,
+            uuid=sys.intern(uuid),
+            parent=_intern(entry.get("parentUuid")),
+            role=None,
+            entry_type=etype,
+            timestamp=_text(entry.get("timestamp")),
+            sidechain=bool(entry.get("isSidechain")),
+        )
+
+    def _conversation(self, line_no: int, raw: bytes, entry: dict[str, Any], etype: str) -> ImportedLine:
+        """A user/assistant/system/attachment entry: a message, or a side line saying why not."""
+        here = where(self.path, line_no)
+        uuid = entry.get("uuid")
+        if not isinstance(uuid, str) or not uuid:
+            return ImportedLine(line_no, raw, "side", etype, warning=f"{here}: {etype} entry without a uuid")
+        if uuid in self._seen:
+            first = self._seen[uuid]
+            return ImportedLine(line_no, raw, "side", etype, warning=f"{here}: duplicate uuid {uuid} (first on line {first})")
+        message, problem = build_message(entry, etype, len(raw))
+        if message is None:
+            node = self._side_node(line_no, entry, etype)
+            return ImportedLine(line_no, raw, "side", etype, warning=f"{here}: {problem}", node=node)
+        self._seen[uuid] = line_no
+        return ImportedLine(line_no, raw, "message", etype, message=message, node=_node(line_no, entry, etype, message))
+
+
+def build_message(entry: dict[str, Any], etype: str, size: int = 0) -> tuple[dict[str, Any] | None, str]:
+    """The append-shaped message of a conversation entry, or None and the reason."""
+    role, content, api = _role_content(entry, etype)
+    if role is None:
+        return None, f"{etype} entry without a usable message"
+    problem = content_problem(content) or envelope_problem(
+        entry.get("uuid"), entry.get("parentUuid"), entry.get("timestamp")
+    )
+    if problem:
+        return None, f"{etype} entry not importable as a message: {problem}"
+    subtype = entry.get("subtype") if etype == "system" else None
+    return {
+        "role": role,
+        "content": content,
+        "uuid": entry["uuid"],
+        "parent_uuid": entry.get("parentUuid"),
+        "type": etype,
+        "subtype": subtype if isinstance(subtype, str) else None,
+        "timestamp": entry.get("timestamp"),
+        "api_message_id": api.get("id") if role == "assistant" and isinstance(api.get("id"), str) else None,
+        "usage": api.get("usage") if role == "assistant" and isinstance(api.get("usage"), dict) else None,
+        "is_meta": bool(entry.get("isMeta")),
+        "is_compact_summary": bool(entry.get("isCompactSummary")),
+        "metadata": _metadata(entry, etype, api, size),
+    }, ""
+
+
+def _role_content(entry: dict[str, Any], etype: str) -> tuple[str | None, Any, dict[str, Any]]:
+    """(role, content, API message object) of a conversation entry."""
+    if etype == "system":
+        content = entry.get("content", "")
+        return "system", content if isinstance(content, (str, list)) else json.dumps(content), {}
+    if etype == "attachment":
+        return "user", attachment_text(entry.get("attachment")), {}
+    api = entry.get("message")
+    if not isinstance(api, dict) or "content" not in api:
+        return None, None, {}
+    if api.get("role", etype) != etype:
+        return None, None, {}
+    return etype, api["content"], api
+
+
+def attachment_text(attachment: Any) -> str:
+    """An attachment as the text a user message carries."""
+    if isinstance(attachment, dict):
+        for key in ("content", "text", "prompt"):
+            value = attachment.get(key)
+            if isinstance(value, str) and value.strip():
+                return value
+    return json.dumps(attachment, ensure_ascii=False)
+
+
+def _metadata(entry: dict[str, Any], etype: str, api: dict[str, Any], size: int) -> dict[str, Any]:
+    """Entry fields a viewer needs beyond the envelope; oversized values left out."""
+    consumed = _ENVELOPE_KEYS | ({"content"} if etype == "system" else set()) | {"attachment"}
+    meta = {k: v for k, v in entry.items() if k not in consumed}
+    for key in ("model", "stop_reason", "stop_sequence"):
+        if api.get(key) is not None:
+            meta[key] = api[key]
+    if isinstance(entry.get("attachment"), dict):
+        meta["attachment_type"] = entry["attachment"].get("type")
+    if size > METADATA_VALUE_LIMIT:
+        omitted = [k for k, v in meta.items() if _json_size(v) > METADATA_VALUE_LIMIT]
+        for key in omitted:
+            del meta[key]
+        if omitted:
+            meta["omitted"] = omitted
+    return meta
+
+
+def _json_size(value: Any) -> int:
+    """Characters of `value` as JSON (strings measured directly)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, (dict, list)):
+        return len(json.dumps(value, ensure_ascii=False))
+    return 0
+
+
+def _node(line_no: int, entry: dict[str, Any], etype: str, message: dict[str, Any]) -> ChainNode:
+    """The graph facts of a conversation entry."""
+    role = message["role"]
+    content = message["content"]
+    return ChainNode(
+        line_no=line_no,
+        uuid=sys.intern(message["uuid"]),
+        parent=_intern(entry.get("parentUuid")),
+        role=role,
+        entry_type=etype,
+        timestamp=_text(entry.get("timestamp")),
+        logical_parent=_intern(entry.get("logicalParentUuid")),
+        sidechain=bool(entry.get("isSidechain")),
+        api_message_id=_intern(message["api_message_id"]),
+        tool_use_ids=block_ids(content, "tool_use", "id") if role == "assistant" else (),
+        tool_result_ids=block_ids(content, "tool_result", "tool_use_id") if role == "user" else (),
+        blank=role != "system" and is_blank(content),
+        in_view=not entry.get("isApiErrorMessage"),
+        is_compact_summary=bool(entry.get("isCompactSummary")),
+        boundary=_boundary_facts(entry) if message["subtype"] == "compact_boundary" else None,
+    )
+
+
+def _boundary_facts(entry: dict[str, Any]) -> BoundaryFacts:
+    """Trigger, preTokens and preserved segment from `compactMetadata`."""
+    meta = entry.get("compactMetadata")
+    meta = meta if isinstance(meta, dict) else {}
+    pre = meta.get("preTokens")
+    trigger = meta.get("trigger")
+    return BoundaryFacts(
+        trigger=trigger if isinstance(trigger, str) and trigger else "auto",
+        pre_tokens=pre if isinstance(pre, int) else None,
+        preserved_segment=_segment(meta.get("preservedSegment")),
+    )
+
+
+def _segment(value: Any) -> dict[str, str] | None:
+    """A preservedSegment as {head_uuid, anchor_uuid, tail_uuid}, if complete."""
+    if not isinstance(value, dict):
+        return None
+    keys = {"head_uuid": "headUuid", "anchor_uuid": "anchorUuid", "tail_uuid": "tailUuid"}
+    segment = {ours: value.get(theirs) for ours, theirs in keys.items()}
+    if not all(isinstance(v, str) and v for v in segment.values()):
+        return None
+    return segment  # type: ignore[return-value]
+
+
+def _intern(value: Any) -> str | None:
+    return sys.intern(value) if isinstance(value, str) and value else None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+class _Header:
+    """Session-level facts gathered while streaming (ids, cwd, model, title)."""
+
+    def __init__(self) -> None:
+        self.session_id: str | None = None
+        self.agent_id: str | None = None
+        self.cwd: str | None = None
+        self.model: str | None = None
+        self.custom_title: str | None = None
+        self.summary: str | None = None
+        self.first_prompt: str | None = None
+        self.seen_conversation = False
+        self.seen_main = False
+
+    @property
+    def only_sidechain(self) -> bool:
+        """True when every conversation entry is a sidechain one (a sub-agent file)."""
+        return self.seen_conversation and not self.seen_main
+
+    def observe(self, entry: dict[str, Any], etype: str) -> None:
+        """Take what the header needs from one entry."""
+        self.session_id = self.session_id or _str_or_none(entry.get("sessionId"))
+        self.agent_id = self.agent_id or _str_or_none(entry.get("agentId"))
+        self.cwd = self.cwd or _str_or_none(entry.get("cwd"))
+        if etype == "custom-title":
+            self.custom_title = _str_or_none(entry.get("customTitle")) or self.custom_title
+        elif etype == "summary":
+            self.summary = _str_or_none(entry.get("summary")) or self.summary
+        elif etype in CONVERSATION_TYPES:
+            self._observe_conversation(entry, etype)
+
+    def _observe_conversation(self, entry: dict[str, Any], etype: str) -> None:
+        self.seen_conversation = True
+        self.seen_main = self.seen_main or not entry.get("isSidechain")
+        api = entry.get("message")
+        if not isinstance(api, dict):
+            return
+        model = api.get("model")
+        if etype == "assistant" and isinstance(model, str) and not model.startswith("<"):
+            self.model = model
+        if etype == "user" and self.first_prompt is None and not entry.get("isMeta"):
+            self.first_prompt = _prompt_text(api.get("content"))
+
+    def title(self) -> str | None:
+        """custom title, else the summary entry, else the first user prompt."""
+        title = self.custom_title or self.summary or self.first_prompt
+        if not title:
+            return None
+        first = title.strip().splitlines()[0] if title.strip() else ""
+        return first[:TITLE_LENGTH] or None
+
+
+def _prompt_text(content: Any) -> str | None:
+    """The text of a user prompt, None for tool results and command echoes."""
+    if isinstance(content, list):
+        texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        content = next((t for t in texts if isinstance(t, str)), None)
+    if not isinstance(content, str) or not content.strip() or content.lstrip().startswith("<"):
+        return None
+    return content
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def build_chain(nodes: Sequence[ChainNode], *, path: str = "") -> ChainResult:
+    """The active chain and the boundaries from the graph facts of a file."""
+    graph = _Graph(nodes)
+    active: list[ChainNode] = []
+    dropped: list[tuple[ChainNode, str]] = []
+    leaf = graph.leaf()
+    if leaf is not None:
+        active, dropped = graph.view(leaf.uuid, before_line=sys.maxsize)
+    boundaries = [graph.boundary(b) for b in nodes if b.boundary is not None]
+    return ChainResult(
+        active_chain=[n.uuid for n in active],
+        boundaries=boundaries,
+        warnings=drop_warnings(path, dropped, "active view"),
+    )
+
+
+class _Graph:
+    """Indexes over the nodes of one file, and the walks over them."""
+
+    def __init__(self, nodes: Sequence[ChainNode]) -> None:
+        self.nodes = nodes
+        self.index = {n.uuid: n for n in nodes}
+        self.pieces: dict[tuple[str, bool], list[ChainNode]] = defaultdict(list)
+        self.results: dict[str, list[ChainNode]] = defaultdict(list)
+        self.relinks: dict[str, tuple[str, int]] = {}
+        self.summaries: list[ChainNode] = []
+        self.boundary_lines = [n.line_no for n in nodes if n.boundary is not None]
+        for node in nodes:
+            self._index_node(node)
+
+    def _index_node(self, node: ChainNode) -> None:
+        if node.role == "assistant" and node.api_message_id:
+            self.pieces[(node.api_message_id, node.sidechain)].append(node)
+        for tool_id in node.tool_result_ids:
+            self.results[tool_id].append(node)
+        if node.is_compact_summary:
+            self.summaries.append(node)
+        segment = node.boundary.preserved_segment if node.boundary else None
+        if segment:
+            self.relinks[segment["head_uuid"]] = (segment["anchor_uuid"], node.line_no)
+
+    def leaf(self) -> ChainNode | None:
+        """The latest leaf (by timestamp, then line) among main-thread conversation entries."""
+        conversation = [n for n in self.nodes if n.role is not None]
+        main = [n for n in conversation if not n.sidechain] or conversation
+        ancestors: set[str] = set()
+        for node in main:
+            current = node.parent
+            while current is not None and current not in ancestors:
+                ancestors.add(current)
+                parent = self.index.get(current)
+                current = parent.parent if parent is not None else None
+        leaves = [n for n in main if n.uuid not in ancestors]
+        return max(leaves, key=lambda n: (n.timestamp, n.line_no), default=None)
+
+    def view(self, start: str, *, before_line: int) -> tuple[list[ChainNode], list[tuple[ChainNode, str]]]:
+        """The valid view ending at `start`, as it stood before line `before_line`."""
+        chain = self._walk(start, before_line)
+        chain = self._with_preserved(chain)
+        return repair_view(self._complete_responses(chain))
+
+    def _walk(self, start: str | None, before_line: int) -> list[ChainNode]:
+        """Conversation nodes from the root (or a boundary) down to `start`."""
+        out: list[ChainNode] = []
+        seen: set[str] = set()
+        current = start
+        while current is not None and current not in seen:
+            node = self.index.get(current)
+            if node is None:
+                break
+            seen.add(current)
+            if node.role is not None and node.in_view:
+                out.append(node)
+            if node.boundary is not None:
+                break
+            relink = self.relinks.get(current)
+            if relink is not None and relink[1] < before_line and relink[0] in self.index:
+                current = relink[0]
+            else:
+                current = node.parent
+        out.reverse()
+        return out
+
+    def _with_preserved(self, chain: list[ChainNode]) -> list[ChainNode]:
+        """Insert a leading boundary's preserved segment after its anchor if the walk missed it."""
+        if not chain or chain[0].boundary is None or chain[0].boundary.preserved_segment is None:
+            return chain
+        segment = chain[0].boundary.preserved_segment
+        present = {n.uuid for n in chain}
+        if segment["head_uuid"] in present:
+            return chain
+        run = self._run(segment["tail_uuid"], segment["head_uuid"])
+        anchor_at = next((i for i, n in enumerate(chain) if n.uuid == segment["anchor_uuid"]), 0)
+        run = [n for n in run if n.uuid not in present]
+        return chain[: anchor_at + 1] + run + chain[anchor_at + 1 :]
+
+    def _run(self, tail: str, head: str) -> list[ChainNode]:
+        """Conversation nodes from `head` to `tail` along parent links ([] if unlinked)."""
+        out: list[ChainNode] = []
+        seen: set[str] = set()
+        current: str | None = tail
+        while current is not None and current not in seen:
+            node = self.index.get(current)
+            if node is None:
+                return []
+            seen.add(current)
+            if node.role is not None and node.in_view:
+                out.append(node)
+            if current == head:
+                out.reverse()
+                return out
+            current = node.parent
+        return []
+
+    def _complete_responses(self, chain: list[ChainNode]) -> list[ChainNode]:
+        """Every piece of each response in the chain, then the results of its tool_uses.
+
+        Parallel tool calls branch the file's DAG (a result's parent is the
+        piece that called it), so the walk alone can miss sibling pieces.
+        """
+        in_chain = {n.uuid for n in chain}
+        emitted: set[str] = set()
+        out: list[ChainNode] = []
+        for node in chain:
+            if node.uuid in emitted:
+                continue
+            group = [node]
+            if node.role == "assistant" and node.api_message_id:
+                pieces = [p for p in self.pieces[(node.api_message_id, node.sidechain)] if p.in_view]
+                group = pieces + self._results_of(pieces, in_chain)
+            for member in group:
+                if member.uuid not in emitted:
+                    emitted.add(member.uuid)
+                    out.append(member)
+        return out
+
+    def _results_of(self, pieces: list[ChainNode], in_chain: set[str]) -> list[ChainNode]:
+        """The user nodes answering the pieces' tool_uses (the chain's copy preferred)."""
+        found: dict[str, ChainNode] = {}
+        for piece in pieces:
+            for tool_id in piece.tool_use_ids:
+                candidates = [r for r in self.results.get(tool_id, []) if r.sidechain == piece.sidechain]
+                chosen = next((r for r in candidates if r.uuid in in_chain), candidates[0] if candidates else None)
+                if chosen is not None:
+                    found[chosen.uuid] = chosen
+        return sorted(found.values(), key=lambda n: n.line_no)
+
+    def boundary(self, node: ChainNode) -> ImportedBoundary:
+        """The `ImportedBoundary` of a compact_boundary node."""
+        facts = node.boundary
+        assert facts is not None
+        before: list[ChainNode] = []
+        if node.logical_parent in self.index:
+            before, _ = self.view(node.logical_parent or "", before_line=node.line_no)
+        segment = facts.preserved_segment
+        kept = {n.uuid for n in self._run(segment["tail_uuid"], segment["head_uuid"])} if segment else set()
+        summary = self._summary_of(node)
+        return ImportedBoundary(
+            boundary_uuid=node.uuid,
+            summary_uuid=summary.uuid if summary else None,
+            trigger=facts.trigger,
+            kind="full",
+            pre_tokens=facts.pre_tokens,
+            preserved_segment=dict(segment) if segment else None,
+            view_before=[n.uuid for n in before],
+            summarized=[n.uuid for n in before if n.uuid not in kept],
+        )
+
+    def _summary_of(self, boundary: ChainNode) -> ChainNode | None:
+        """The compact-summary message of a boundary: its child, else the next one in the file."""
+        child = next((s for s in self.summaries if s.parent == boundary.uuid), None)
+        if child is not None:
+            return child
+        next_boundary = min((n for n in self.boundary_lines if n > boundary.line_no), default=sys.maxsize)
+        return next((s for s in self.summaries if boundary.line_no < s.line_no < next_boundary), None)

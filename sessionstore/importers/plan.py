@@ -1,0 +1,346 @@
+"""Data shapes of an import, and the pieces every importer shares.
+
+An importer turns a foreign transcript file into a stream of `ImportedLine`
+(one per physical line; the raw bytes are kept so the file can be reproduced
+byte-for-byte) and, from the small `ChainNode` graph facts gathered while
+streaming, the active chain and the compaction boundaries. Keeping the two
+passes apart lets a caller write lines to storage as they stream: memory is
+bounded by one line plus about a hundred bytes of graph facts per line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Literal
+
+LineKind = Literal["message", "side", "bad"]
+Source = Literal["claude-code", "codex"]
+
+#: Block types the store accepts in message content (mirrors the store's door check).
+KNOWN_BLOCK_TYPES = frozenset(
+    {
+        "text",
+        "image",
+        "document",
+        "search_result",
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+        "tool_reference",
+    }
+)
+
+#: Field limits of the store's envelope (longer values would be refused on append).
+MAX_UUID_LENGTH = 100
+MAX_TIMESTAMP_LENGTH = 40
+
+
+@dataclass(frozen=True, slots=True)
+class BoundaryFacts:
+    """What a compaction boundary line says about itself."""
+
+    trigger: str
+    pre_tokens: int | None = None
+    preserved_segment: dict[str, str] | None = None
+
+
+@dataclass(slots=True)
+class ChainNode:
+    """The small graph facts of one line, all the chain builder needs.
+
+    `role` is None for side entries: the parent walk passes through them but
+    they never enter a view. `in_view` False marks recorded messages that no
+    view ever holds (e.g. Claude Code's synthetic API-error messages).
+    """
+
+    line_no: int
+    uuid: str
+    parent: str | None
+    role: str | None
+    entry_type: str
+    timestamp: str = ""
+    logical_parent: str | None = None
+    sidechain: bool = False
+    api_message_id: str | None = None
+    tool_use_ids: tuple[str, ...] = ()
+    tool_result_ids: tuple[str, ...] = ()
+    blank: bool = False
+    in_view: bool = True
+    is_compact_summary: bool = False
+    boundary: BoundaryFacts | None = None
+
+    @property
+    def is_sent(self) -> bool:
+        """True for user and assistant messages (what the model receives)."""
+        return self.role in ("user", "assistant")
+
+
+@dataclass(slots=True)
+class ImportedLine:
+    """One physical line of the source file.
+
+    `raw` holds the line's exact bytes including its terminator, so joining
+    every `raw` reproduces the file. A Codex `compacted` line also yields the
+    messages of its replacement history as further lines with the same
+    `line_no` and an empty `raw`. `message` is an append-shaped dict (role,
+    content, envelope keys, metadata) when `kind == "message"`, else None.
+    """
+
+    line_no: int
+    raw: bytes
+    kind: LineKind
+    entry_type: str
+    message: dict[str, Any] | None = None
+    warning: str | None = None
+    node: ChainNode | None = None
+
+
+@dataclass(slots=True)
+class ImportedBoundary:
+    """A compaction found in the file, with the view it replaced.
+
+    `view_before` lists, in order, the uuids of the view the model had just
+    before the compaction; `summarized` those of them the compaction replaced
+    (all of `view_before` except a preserved segment).
+    """
+
+    boundary_uuid: str
+    summary_uuid: str | None
+    trigger: str
+    kind: str = "full"
+    pre_tokens: int | None = None
+    preserved_segment: dict[str, str] | None = None
+    view_before: list[str] = field(default_factory=list)
+    summarized: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ChainResult:
+    """Output of the chain pass: the active view, the boundaries, what was odd."""
+
+    active_chain: list[str]
+    boundaries: list[ImportedBoundary]
+    warnings: list[str]
+
+
+@dataclass(slots=True)
+class ImportPlan:
+    """Everything an import writes: header, lines, boundaries and active chain.
+
+    `lines` is empty when the plan came from a streaming import (the caller
+    consumed them already); `active_chain` lists uuids, in order, of the view
+    the source tool itself would resume with.
+    """
+
+    source: Source
+    path: str
+    source_session_id: str | None
+    title: str | None
+    cwd: str | None
+    model: str | None
+    parent_source_session_id: str | None
+    lines: list[ImportedLine]
+    boundaries: list[ImportedBoundary]
+    active_chain: list[str]
+    warnings: list[str]
+
+
+def where(path: str | os.PathLike[str], line_no: int) -> str:
+    """The `file:line` prefix of a warning."""
+    return f"{os.fspath(path)}:{line_no}"
+
+
+def read_raw_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+    """(line number, exact bytes with terminator) of every physical line, streaming."""
+    with open(path, "rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            yield line_no, raw
+
+
+def decode_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object of a line, or None and the reason it is unusable.
+
+    A blank line gives (None, None): it is kept as a side line, not an error.
+    """
+    if not raw.strip():
+        return None, None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"invalid UTF-8 at byte {exc.start}"
+    try:
+        entry = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if not raw.endswith(b"\n"):
+            return None, f"truncated last line (no line terminator): {exc.msg}"
+        return None, f"malformed JSON: {exc.msg} at column {exc.colno}"
+    if not isinstance(entry, dict):
+        return None, f"a JSON {type(entry).__name__}, not an object"
+    return entry, None
+
+
+def content_problem(content: Any) -> str | None:
+    """Why the store would refuse `content`, or None when it is acceptable."""
+    if isinstance(content, str):
+        return None
+    if not isinstance(content, list) or not content:
+        return "content is neither a string nor a non-empty list of blocks"
+    for i, block in enumerate(content):
+        if not isinstance(block, dict):
+            return f"content block {i} is not an object"
+        kind = block.get("type")
+        if kind not in KNOWN_BLOCK_TYPES:
+            return f"content block {i} has unknown type {kind!r}"
+        if kind == "tool_use" and not _usable_id(block.get("id")):
+            return f"content block {i} (tool_use) has no usable id"
+        if kind == "tool_result" and not _usable_id(block.get("tool_use_id")):
+            return f"content block {i} (tool_result) has no usable tool_use_id"
+    return None
+
+
+def _usable_id(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 200
+
+
+def envelope_problem(uuid: Any, parent: Any, timestamp: Any) -> str | None:
+    """Why the store would refuse these envelope values, or None."""
+    for name, value, limit in (
+        ("uuid", uuid, MAX_UUID_LENGTH),
+        ("parent uuid", parent, MAX_UUID_LENGTH),
+        ("timestamp", timestamp, MAX_TIMESTAMP_LENGTH),
+    ):
+        if value is None:
+            continue
+        if not isinstance(value, str) or len(value) > limit or "\x00" in value:
+            return f"{name} is not a string of at most {limit} characters"
+    return None
+
+
+def block_ids(content: Any, kind: str, key: str) -> tuple[str, ...]:
+    """The `key` of every block of type `kind` in `content`."""
+    if not isinstance(content, list):
+        return ()
+    return tuple(
+        b[key] for b in content if isinstance(b, dict) and b.get("type") == kind and isinstance(b.get(key), str)
+    )
+
+
+def is_blank(content: Any) -> bool:
+    """True when content holds nothing the API accepts: no block but blank text."""
+    if isinstance(content, str):
+        return not content.strip()
+    if not isinstance(content, list):
+        return True
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") != "text" or str(block.get("text") or "").strip():
+            return False
+    return True
+
+
+def repair_view(nodes: list[ChainNode]) -> tuple[list[ChainNode], list[tuple[ChainNode, str]]]:
+    """Drop from a view what would make it an invalid API request; say why.
+
+    Only the view changes (the lines stay in the transcript). Rules, applied
+    until nothing changes: a message with blank content goes; a leading
+    assistant turn goes; a tool_result answering no tool_use of the assistant
+    turn just before goes; an assistant response (all pieces sharing its
+    api_message_id) whose tool_use is not answered by the next user turn goes,
+    unless it is the last turn (still pending).
+    """
+    kept = list(nodes)
+    dropped: list[tuple[ChainNode, str]] = []
+    while True:
+        bad = _invalid(kept)
+        if not bad:
+            return kept, dropped
+        dropped.extend((n, bad[n.uuid]) for n in kept if n.uuid in bad)
+        kept = [n for n in kept if n.uuid not in bad]
+
+
+def _turns(nodes: Iterable[ChainNode]) -> list[list[ChainNode]]:
+    """Sent nodes grouped into API turns (consecutive same-role messages merge)."""
+    turns: list[list[ChainNode]] = []
+    for node in nodes:
+        if not node.is_sent:
+            continue
+        if turns and turns[-1][0].role == node.role:
+            turns[-1].append(node)
+        else:
+            turns.append([node])
+    return turns
+
+
+def _invalid(nodes: list[ChainNode]) -> dict[str, str]:
+    """uuid -> reason for every node the current view cannot keep."""
+    bad = _blank_nodes(nodes)
+    if bad:
+        return bad
+    turns = _turns(nodes)
+    if turns and turns[0][0].role == "assistant":
+        return {n.uuid: "leading assistant message" for n in turns[0]}
+    for i, turn in enumerate(turns):
+        if turn[0].role == "user":
+            previous = turns[i - 1] if i > 0 else []
+            bad.update(_orphan_results(turn, previous))
+        elif i + 1 < len(turns):
+            bad.update(_unanswered_uses(turn, turns[i + 1]))
+    return bad
+
+
+def _blank_nodes(nodes: list[ChainNode]) -> dict[str, str]:
+    """Sent nodes whose content is blank (a whitespace-only piece of a response too)."""
+    bad: dict[str, str] = {}
+    for node in nodes:
+        if node.is_sent and node.blank:
+            bad[node.uuid] = "blank content (the API refuses empty or whitespace-only text)"
+    return bad
+
+
+def _orphan_results(turn: list[ChainNode], previous: list[ChainNode]) -> dict[str, str]:
+    """User nodes whose tool_result answers nothing offered just before (or twice)."""
+    offered = {u for n in previous for u in n.tool_use_ids}
+    answered: set[str] = set()
+    bad: dict[str, str] = {}
+    for node in turn:
+        ids = node.tool_result_ids
+        if any(r not in offered for r in ids):
+            bad[node.uuid] = "tool_result without its tool_use in the preceding assistant message"
+        elif any(r in answered for r in ids) or len(set(ids)) != len(ids):
+            bad[node.uuid] = "second tool_result for the same tool_use"
+        else:
+            answered.update(ids)
+    return bad
+
+
+def _unanswered_uses(turn: list[ChainNode], following: list[ChainNode]) -> dict[str, str]:
+    """Assistant responses with a tool_use the next user turn does not answer."""
+    answered = {r for n in following for r in n.tool_result_ids}
+    failing = {
+        n.api_message_id or n.uuid
+        for n in turn
+        if any(u not in answered for u in n.tool_use_ids)
+    }
+    return {
+        n.uuid: "tool_use without a tool_result (interrupted)"
+        for n in turn
+        if (n.api_message_id or n.uuid) in failing
+    }
+
+
+def drop_warnings(path: str, dropped: list[tuple[ChainNode, str]], what: str) -> list[str]:
+    """One `file:line: ...` warning per node dropped from a view."""
+    return [f"{where(path, n.line_no)}: {n.uuid} left out of the {what}: {reason}" for n, reason in dropped]

@@ -1,0 +1,303 @@
+"""The self-contained HTML export: escaping, structure, streaming, and a real browser.
+
+The browser test drives Debian's headless chromium through chromedriver
+(`apt-get install chromium chromium-driver`, `pip install selenium`) and
+skips with a visible reason when either is missing.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from sessionstore.export_html import CSP, SCRIPT, render_html
+from sessionstore.importers import ImportPlan, parse_file
+from sessionstore.types import StoredMessage
+
+REPO = Path(__file__).resolve().parents[1]
+TRANSCRIPTS = REPO.parent / "shared" / "transcripts"
+SPOTTER = TRANSCRIPTS / "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+PAYLOADS = (
+    "<script>window.__pwned=1</script>",
+    '<img src=x onerror="window.__pwned=1">',
+    "[x](javascript:window.__pwned=1)",
+    '"><svg onload="window.__pwned=1">',
+    "javascript:window.__pwned=1",
+)
+EVIL = " ".join(PAYLOADS)
+
+
+def estimate(content: Any) -> int:
+    raw = content if isinstance(content, str) else json.dumps(content)
+    return max(len(raw) // 4, 1)
+
+
+def stored_from_plan(plan: ImportPlan) -> tuple[list[StoredMessage], list[dict[str, Any]], list[tuple[int, int]]]:
+    """Transcript messages, boundary dicts and token points, as the store would give them."""
+    messages: list[StoredMessage] = []
+    for line in plan.lines:
+        m = line.message
+        if m is None:
+            continue
+        messages.append(
+            StoredMessage(
+                seq=len(messages) + 1,
+                uuid=m["uuid"],
+                role=m["role"],
+                type=m["type"],
+                content=m["content"],
+                subtype=m["subtype"],
+                parent_uuid=m["parent_uuid"],
+                timestamp=m["timestamp"],
+                api_message_id=m["api_message_id"],
+                usage=m["usage"],
+                is_meta=m["is_meta"],
+                is_compact_summary=m["is_compact_summary"],
+                metadata=m["metadata"],
+                tokens=estimate(m["content"]),
+            )
+        )
+    by_uuid = {m.uuid: m for m in messages}
+    boundaries, points = [], []
+    starts = {b.boundary_uuid: b for b in plan.boundaries}
+    view_tokens = 0
+    for m in messages:
+        if m.uuid in starts:
+            view_tokens = 0
+        view_tokens += m.tokens
+        points.append((m.seq, view_tokens))
+    for k, b in enumerate(plan.boundaries, start=1):
+        seqs = [by_uuid[u].seq for u in b.summarized]
+        summary = by_uuid[b.summary_uuid] if b.summary_uuid else None
+        boundaries.append(
+            {
+                "index": k,
+                "uuid": b.boundary_uuid,
+                "seq": by_uuid[b.boundary_uuid].seq,
+                "kind": b.kind,
+                "trigger": b.trigger,
+                "pre_tokens": b.pre_tokens,
+                "post_tokens": summary.tokens if summary else None,
+                "summary": summary.content if summary and isinstance(summary.content, str) else "",
+                "summarized_seqs": (min(seqs), max(seqs)) if seqs else None,
+            }
+        )
+    return messages, boundaries, points
+
+
+def message(seq: int, role: str, content: Any, **extra: Any) -> StoredMessage:
+    extra.setdefault("type", role)
+    return StoredMessage(seq=seq, uuid=f"m{seq}", role=role, content=content, **extra)
+
+
+def evil_transcript() -> tuple[list[StoredMessage], list[dict[str, Any]], list[tuple[int, int]]]:
+    """Every place content can appear, each carrying the payloads."""
+    use = {"type": "tool_use", "id": "toolu_1", "name": EVIL, "input": {"command": EVIL}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": EVIL}], "is_error": True}
+    messages = [
+        message(1, "user", EVIL, timestamp=EVIL, metadata={"cwd": EVIL}),
+        message(2, "assistant", [{"type": "thinking", "thinking": EVIL, "signature": "s"}, {"type": "text", "text": EVIL}, use]),
+        message(3, "user", [result, {"type": "image", "source": {"type": "url", "url": "https://example.com/x.png"}}]),
+        message(4, "assistant", [{"type": EVIL, "data": EVIL}]),
+        message(5, "system", "Conversation compacted", subtype="compact_boundary"),
+        message(6, "user", EVIL, is_compact_summary=True),
+        message(7, EVIL, EVIL, type=EVIL, subtype=EVIL),
+    ]
+    boundaries = [
+        {
+            "index": 1,
+            "uuid": "m5",
+            "seq": 5,
+            "kind": EVIL,
+            "trigger": EVIL,
+            "pre_tokens": 900,
+            "post_tokens": 100,
+            "summary": EVIL,
+            "summarized_seqs": (1, 4),
+        }
+    ]
+    return messages, boundaries, [(1, 100), (2, 400), (3, 700), (4, 900), (5, 0), (6, 100), (7, 150)]
+
+
+def render(messages: Any, boundaries: list[dict[str, Any]], points: list[tuple[int, int]], title: str = "t") -> str:
+    out = io.StringIO()
+    render_html(out, title=title, messages=messages, boundaries=boundaries, token_points=points)
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------- string checks
+
+
+def test_every_payload_is_escaped() -> None:
+    messages, boundaries, points = evil_transcript()
+    page = render(messages, boundaries, points, title=EVIL)
+    assert page.count("<script") == 1, "only the page's own script"
+    assert page.count("</script>") == 1
+    for raw in PAYLOADS:
+        assert raw not in page or not re.search("[<>\"']", raw), "markup never survives"
+    assert "[x](javascript:window.__pwned=1)" in page, "a markdown link stays plain text"
+    assert 'href="javascript' not in page.lower()
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=&quot;window.__pwned=1&quot;&gt;" in page
+    assert "<img" not in page and "<svg onload" not in page
+    assert not re.search(r"<[a-zA-Z][^>]*\son[a-z]+\s*=", page), "no tag carries an event handler"
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert hrefs and all(h.startswith("#") for h in hrefs), "links from content are never made clickable"
+    assert not re.search(r"<[a-zA-Z][^>]*\s(src|srcset|data)\s*=", page), "no tag loads anything"
+    assert "https://example.com" not in page, "image URLs are not even shown"
+
+
+def test_attributes_hold_only_fixed_or_numeric_values() -> None:
+    messages, boundaries, points = evil_transcript()
+    page = render(messages, boundaries, points, title=EVIL)
+    for name, value in re.findall(r'\s(id|class)="([^"]*)"', page):
+        assert re.fullmatch(r"[a-z0-9 _-]*", value), f"{name}={value!r}"
+    assert 'id="boundary-1"' in page
+
+
+def test_page_is_self_contained_and_locked_down() -> None:
+    messages, boundaries, points = evil_transcript()
+    page = render(messages, boundaries, points)
+    assert "Content-Security-Policy" in page and "default-src &#x27;none&#x27;" in page
+    assert "script-src &#x27;sha256-" in page and "'unsafe-inline'" not in CSP.split("script-src")[1]
+    assert SCRIPT in page
+    assert not re.search(r"(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", page.replace("http://www.w3.org", ""))
+    assert "@import" not in page and "url(" not in page
+
+
+def test_structure_folds_tools_thinking_and_replaced_segment() -> None:
+    messages, boundaries, points = evil_transcript()
+    page = render(messages, boundaries, points)
+    assert page.count('<details class="tool-use">') == 1
+    assert page.count('<details class="tool-result error">') == 1
+    assert page.count('<details class="thinking">') == 1
+    assert page.count('<details class="replaced">') == 1
+    folded = page.split('<details class="replaced">')[1].split('id="boundary-1"')[0]
+    assert all(f'id="m{seq}"' in folded for seq in (1, 2, 3, 4))
+    nav = page.split("<nav>")[1].split("</nav>")[0]
+    assert '<a href="#boundary-1">' in nav and "&lt;script&gt;" in nav, "the summary is shown, escaped"
+    assert "<polyline" in page and 'class="drop"' in page
+
+
+def test_render_streams_as_it_goes() -> None:
+    messages, boundaries, points = evil_transcript()
+    out = io.StringIO()
+    seen_sizes: list[int] = []
+
+    def feed() -> Iterator[StoredMessage]:
+        for m in messages:
+            seen_sizes.append(len(out.getvalue()))
+            yield m
+
+    render_html(out, title="t", messages=feed(), boundaries=boundaries, token_points=points)
+    assert seen_sizes == sorted(seen_sizes) and len(set(seen_sizes)) == len(messages)
+
+
+def test_lone_surrogates_and_nul_do_not_break_the_page() -> None:
+    page = render([message(1, "user", "a\ud800b\x00c")], [], [])
+    page.encode("utf-8")
+    assert "a\ufffdb\ufffdc" in page
+
+
+def test_boundary_without_its_message_still_has_an_anchor() -> None:
+    boundary = {"index": 3, "uuid": "gone", "seq": 2, "kind": "full", "trigger": "auto", "summary": "s"}
+    page = render([message(1, "user", "a"), message(3, "user", "b")], [boundary], [])
+    assert page.index('id="boundary-3"') < page.index('id="m3"')
+
+
+# ---------------------------------------------------------------- browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless chromium via chromedriver, no downloads, fresh profile."""
+    if not CHROMIUM.is_file() or not CHROMEDRIVER.is_file():
+        pytest.skip(f"needs {CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install selenium)")
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="sessionstore-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def open_page(driver: Any, tmp_path: Path, page: str) -> None:
+    path = tmp_path / "export.html"
+    path.write_text(page, encoding="utf-8")
+    driver.get_log("browser")
+    driver.get(path.as_uri())
+
+
+def problems(driver: Any) -> list[str]:
+    """Console errors, and any resource the page requested."""
+    errors = [e["message"] for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    return errors + [f"resource requested: {r}" for r in resources]
+
+
+def test_real_transcript_in_a_browser(browser: Any, tmp_path: Path) -> None:
+    if not SPOTTER.is_file():
+        pytest.skip(f"real transcript not found at {SPOTTER}")
+    from selenium.webdriver.common.by import By
+
+    messages, boundaries, points = stored_from_plan(parse_file(SPOTTER))
+    open_page(browser, tmp_path, render(messages, boundaries, points, title="spotter"))
+    assert problems(browser) == []
+    assert browser.execute_script("return document.querySelectorAll('article.msg').length") == len(messages)
+    assert browser.execute_script("return document.querySelectorAll('details.replaced').length") == 1
+    link = browser.find_element(By.CSS_SELECTOR, 'nav a[href="#boundary-1"]')
+    before = browser.execute_script("return window.scrollY")
+    link.click()
+    top = browser.execute_script("return document.getElementById('boundary-1').getBoundingClientRect().top")
+    height = browser.execute_script("return window.innerHeight")
+    assert browser.execute_script("return window.scrollY") > before
+    assert 0 <= top < height, "the boundary is on screen after the click"
+    assert problems(browser) == []
+
+
+def test_injected_content_executes_nothing(browser: Any, tmp_path: Path) -> None:
+    messages, boundaries, points = evil_transcript()
+    open_page(browser, tmp_path, render(messages, boundaries, points, title=EVIL))
+    assert browser.execute_script("return window.__pwned") is None
+    assert browser.execute_script("return document.querySelectorAll('img, iframe, object, embed').length") == 0
+    toggles = browser.execute_script("return document.querySelectorAll('summary').length")
+    links = browser.execute_script("return document.querySelectorAll('a').length")
+    assert toggles >= 6 and links >= 3
+    for i in range(toggles):
+        browser.execute_script("document.querySelectorAll('summary')[arguments[0]].click()", i)
+    for i in range(links):
+        browser.execute_script("document.querySelectorAll('a')[arguments[0]].click()", i)
+    assert browser.execute_script("return window.__pwned") is None
+    assert browser.execute_script("return [...document.querySelectorAll('details')].every(d => d.open)")
+    assert problems(browser) == []
