@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Iterator, Optional, TextIO
+from typing import Annotated, Any, Callable, Iterator, Optional, TextIO
 
 import typer
 from rich.table import Table
@@ -184,21 +184,16 @@ def export_cmd(
         typer.echo(f"wrote {count} messages to {output}", err=True)
 
 
-def _exporters() -> dict:  # type: ignore[type-arg]
-    """Format name -> function(session, out) -> message count."""
-    from sessionstore import export as ex
+def _exporters() -> dict[str, Callable[[Any, TextIO], int]]:
+    """Text formats: name -> function(session, out) -> message count (claude-code is binary)."""
+    from sessionstore.export import export_html
 
-    table = {"jsonl": export_jsonl, "markdown": export_markdown}
-    if hasattr(ex, "export_html"):
-        table["html"] = ex.export_html
-    if hasattr(ex, "export_claude_code"):
-        table["claude-code"] = ex.export_claude_code
-    return table
+    return {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html, "claude-code": export_jsonl}
 
 
 def _export_binary(s, output: Optional[Path]) -> None:  # type: ignore[no-untyped-def]
     """Byte-exact formats go to a binary stream."""
-    from sessionstore.export import export_claude_code  # type: ignore[attr-defined]
+    from sessionstore.export import export_claude_code
 
     if output is None:
         export_claude_code(s, sys.stdout.buffer)

@@ -9,7 +9,7 @@ divider carrying its summary.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, TextIO
 
 from .history import boundaries
 
@@ -95,3 +95,140 @@ def _blocks_markdown(content: Any) -> Iterator[str]:
             yield f"**tool_result**{status} for {block.get('tool_use_id')}\n\n" + _fence(text or "")
         else:
             yield f"[{kind}]"
+
+
+def export_claude_code(session: "Session", out: BinaryIO) -> int:
+    """A Claude Code JSONL: an imported file's original lines byte-for-byte, then what came after.
+
+    Messages recorded in sessionstore (or imported from another format) are
+    written in Claude Code's line shape, chained by parentUuid.
+    """
+    count = 0
+    after_seq = 0
+    if session.metadata.get("imported_from") == "claude-code":
+        count += _copy_source_lines(session, out)
+        after_seq = int(session.metadata.get("imported_last_seq", 0))
+    for message in session.transcript(after_seq=after_seq):
+        out.write(json.dumps(claude_code_line(session, message), ensure_ascii=False,
+                             separators=(",", ":")).encode("utf-8") + b"\n")
+        count += 1
+    return count
+
+
+def _copy_source_lines(session: "Session", out: BinaryIO) -> int:
+    """Every raw line of the imported file, in order, streamed in batches."""
+    count = 0
+    last = 0
+    while True:
+        rows = session.db.all(
+            "SELECT line_no, raw FROM source_lines WHERE session_id = :id AND line_no > :after "
+            "ORDER BY line_no LIMIT 1000",
+            {"id": session.id, "after": last},
+        )
+        if not rows:
+            return count
+        for line_no, raw in rows:
+            out.write(bytes(raw))
+            count += 1
+            last = int(line_no)
+
+
+def claude_code_line(session: "Session", m: "StoredMessage") -> dict[str, Any]:
+    """One transcript message in Claude Code's JSONL entry shape."""
+    entry: dict[str, Any] = {
+        "parentUuid": m.parent_uuid,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": session.cwd,
+        "sessionId": session.id,
+        "type": m.type,
+        "uuid": m.uuid,
+        "timestamp": m.timestamp,
+    }
+    if m.role == "system":
+        entry["subtype"] = m.subtype
+        entry["content"] = m.content if isinstance(m.content, str) else json.dumps(m.content)
+        if m.subtype == "compact_boundary":
+            entry["compactMetadata"] = {"trigger": m.metadata.get("trigger"), "preTokens": m.metadata.get("pre_tokens")}
+        return entry
+    message: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.role == "assistant":
+        message = {"id": m.api_message_id, "type": "message", "role": "assistant", "content": m.content}
+        if m.usage is not None:
+            message["usage"] = m.usage
+    entry["message"] = message
+    if m.is_meta:
+        entry["isMeta"] = True
+    if m.is_compact_summary:
+        entry["isCompactSummary"] = True
+    return entry
+
+
+def token_points(session: "Session", max_points: int = 600) -> list[tuple[int, int]]:
+    """(seq, context tokens) across the conversation, dropping at each compaction."""
+    drops = {b.boundary_seq: b.post_tokens for b in boundaries(session)}
+    total_rows = session.refresh_state().last_seq
+    step = max(1, total_rows // max_points)
+    points: list[tuple[int, int]] = []
+    running = 0
+    last = 0
+    while True:
+        rows = session.db.all(
+            "SELECT seq, tokens FROM messages WHERE session_id = :id AND seq > :after ORDER BY seq LIMIT 5000",
+            {"id": session.id, "after": last},
+        )
+        if not rows:
+            break
+        for seq, tokens in rows:
+            seq = int(seq)
+            if seq in drops:
+                points.append((seq, running))
+                running = drops[seq]
+                points.append((seq, running))
+                continue
+            running += int(tokens)
+            if seq % step == 0:
+                points.append((seq, running))
+        last = int(rows[-1][0])
+    if last and (not points or points[-1][0] != last):
+        points.append((last, running))
+    return points
+
+
+def export_html(session: "Session", out: TextIO) -> int:
+    """The self-contained HTML history browser (see export_html.render_html)."""
+    from .export_html import render_html
+
+    found = boundaries(session)
+    marks = []
+    for b in found:
+        summarized = _summarized_range(session, b.id)
+        marks.append({"index": b.index, "uuid": b.boundary_uuid, "seq": b.boundary_seq, "kind": b.kind,
+                      "trigger": b.trigger, "pre_tokens": b.pre_tokens, "post_tokens": b.post_tokens,
+                      "summary": b.summary or "", "summarized_seqs": summarized})
+    counter = _Counting(session.transcript())
+    render_html(out, title=session.title or session.id, messages=counter, boundaries=marks,
+                token_points=token_points(session))
+    return counter.count
+
+
+def _summarized_range(session: "Session", compaction_id: int) -> tuple[int, int] | None:
+    row = session.db.one("SELECT summarized_seqs_json FROM compactions WHERE id = :id", {"id": compaction_id})
+    seqs = json.loads(row[0]) if row else []
+    return (min(seqs), max(seqs)) if seqs else None
+
+
+class _Counting:
+    """An iterator that counts what passes through it."""
+
+    def __init__(self, inner: Iterator[Any]):
+        self.inner = inner
+        self.count = 0
+
+    def __iter__(self) -> "_Counting":
+        return self
+
+    def __next__(self) -> Any:
+        item = next(self.inner)
+        self.count += 1
+        return item

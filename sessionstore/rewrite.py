@@ -165,7 +165,7 @@ def _apply(
     db.executemany(INSERT_MESSAGE, message_rows)
     _write_rows(db, session_id, version, new_version, current, items, planned_seqs)
     post_tokens = sum(i.tokens for i in items)
-    tail = _tail_for(db, session_id, items)
+    tail = tail_state_for(db, session_id, [(i.seq, i.content_json) for i in items])
     db.execute(
         "UPDATE sessions SET last_seq = :last, base_seq = :last, view_version = :v, view_tokens = :t, "
         "explicit_count = :n, tail_state = :tail, updated_at = :now WHERE id = :id",
@@ -283,22 +283,22 @@ def _row(session_id: str, valid_from: int | None, key: int | None, seq: int, con
 TAIL_SCAN = 200
 
 
-def _tail_for(db: "Database", session_id: str, items: list[_Item]) -> TailState:
-    """Tail state of the new view, from its last entries (one query, at most TAIL_SCAN rows)."""
-    last_items = items[-TAIL_SCAN:]
+def tail_state_for(db: "Database", session_id: str, items: Sequence[tuple[int, str | None]]) -> TailState:
+    """Tail state of a view given as (seq, replacement content json) pairs, reading at most TAIL_SCAN rows."""
+    last_items = list(items[-TAIL_SCAN:])
     if not last_items:
         return TailState()
-    seqs = ",".join(str(int(i.seq)) for i in last_items)
+    seqs = ",".join(str(int(seq)) for seq, _ in last_items)
     rows = db.all(
         f"SELECT seq, role, api_message_id, content_json FROM messages WHERE session_id = :id AND seq IN ({seqs})",
         {"id": session_id},
     )
     by_seq = {int(r[0]): r for r in rows}
     window: list[tuple[str, str | None, Content]] = []
-    for item in last_items:
-        _, role, api_id, content_json = by_seq[item.seq]
+    for seq, replaced in last_items:
+        _, role, api_id, content_json = by_seq[seq]
         if role != "system":
-            window.append((role, api_id, json.loads(item.content_json or content_json)))
+            window.append((role, api_id, json.loads(replaced or content_json)))
     if len(items) > TAIL_SCAN and not any(role == "assistant" for role, _, _ in window):
         return TailState(last_role="user")
     state = TailState.from_messages(window)

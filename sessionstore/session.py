@@ -79,6 +79,7 @@ class Session:
         self.context_window: int = int(row["context_window"])
         self.created_at: float = float(row["created_at"])
         self.parent_id: str | None = row.get("parent_id")
+        self.metadata: dict[str, Any] = dict(row.get("metadata") or {})
         self._state: ViewState | None = None
         self._entries: list[ViewEntry] | None = None
         self._cached_at: tuple[int, int] | None = None

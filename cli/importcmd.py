@@ -1,0 +1,86 @@
+"""`sessionstore import claude-code|codex PATH...`: bring existing transcripts in."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.table import Table
+from rich.text import Text
+
+from sessionstore.importing import ImportResult, import_paths, transcript_files
+
+from .common import DbOption, JsonOption, console, open_store, print_json
+
+app = typer.Typer(help="Import transcripts you already have (Claude Code JSONL, Codex rollouts).",
+                  no_args_is_help=True)
+
+PathsArg = Annotated[list[str], typer.Argument(help="Files, or directories searched for *.jsonl (sub-agents included).")]
+StrictOption = Annotated[bool, typer.Option("--strict", help="Import nothing from a file with warnings; exit 2.")]
+ProgressOption = Annotated[Optional[bool], typer.Option("--progress/--no-progress",
+                                                         help="Progress bar (default: on a terminal).")]
+
+
+def register(root: typer.Typer) -> None:
+    """Add `import` to the app."""
+    root.add_typer(app, name="import")
+
+
+@app.command("claude-code")
+def claude_code_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False,
+                    json_out: JsonOption = False, progress: ProgressOption = None) -> None:
+    """Import Claude Code transcripts (~/.claude/projects/<project>/*.jsonl).
+
+    Re-importing adds nothing; a file that has grown adds only its new lines.
+
+    Example: sessionstore import claude-code ~/.claude/projects/my-project
+    """
+    _run("claude-code", paths, db, strict, json_out, progress)
+
+
+@app.command("codex")
+def codex_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False,
+              json_out: JsonOption = False, progress: ProgressOption = None) -> None:
+    """Import Codex CLI rollout files (~/.codex/sessions/**/rollout-*.jsonl).
+
+    Example: sessionstore import codex ~/.codex/sessions
+    """
+    _run("codex", paths, db, strict, json_out, progress)
+
+
+def _run(source: str, paths: list[str], db: str | None, strict: bool, json_out: bool, show: bool | None) -> None:
+    files = transcript_files(paths)
+    total = sum(os.path.getsize(f) for f in files)
+    show = sys.stderr.isatty() if show is None else show
+    with open_store(db) as store:
+        if show:
+            with Progress(TextColumn("importing"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                          TimeRemainingColumn(), console=console.__class__(stderr=True)) as bar:
+                task = bar.add_task("import", total=total)
+                results = import_paths(store, files, source=source, strict=strict,
+                                       progress=lambda n: bar.advance(task, n))
+        else:
+            results = import_paths(store, files, source=source, strict=strict)
+    warnings = sum(len(r.warnings) for r in results)
+    if json_out:
+        print_json({"files": [r.to_dict() for r in results], "warnings": warnings})
+    else:
+        _table(results)
+        for r in results:
+            for w in r.warnings:
+                sys.stderr.write(f"warning: {w}\n")
+        if warnings:
+            sys.stderr.write(f"{warnings} warning(s); everything else was imported\n")
+
+
+def _table(results: list[ImportResult]) -> None:
+    table = Table(title=f"imported {sum(r.status in ('imported', 'grown') for r in results)} of {len(results)} file(s)")
+    for col in ("status", "session", "lines", "messages", "boundaries", "warnings", "file"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        table.add_row(r.status, (r.session_id or "")[:8], str(r.lines_added), str(r.messages_added), str(r.boundaries),
+                      str(len(r.warnings)), Text(os.path.basename(r.path)))
+    console.print(table)

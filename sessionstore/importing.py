@@ -1,0 +1,347 @@
+"""Writing an imported transcript into the store: one transaction per file.
+
+Lines stream from the importer straight into the database (constant memory
+apart from a uuid -> seq map). Every raw line is kept in `source_lines` so a
+Claude Code file can be exported byte-for-byte. The view history is then laid
+out from the plan: one version per boundary (the exact view before it), then
+the active chain the source tool would resume with. Re-importing a file adds
+nothing; importing a file that has grown adds only its new lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import uuid as uuid_mod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from .errors import InvalidMessage, SessionStoreError
+from .importers import open_import
+from .importers.plan import ImportedBoundary, ImportedLine, ImportPlan
+from .rewrite import KEY_GAP, tail_state_for
+from .rows import INSERT_MESSAGE, dumps, message_params
+from .tokens import estimate_content
+from .validate import normalize
+
+if TYPE_CHECKING:
+    from .db import Database
+    from .store import SessionStore
+
+BATCH = 1000
+PREFIX_BYTES = 65536
+Progress = Callable[[int], None]
+
+
+class ImportConflict(SessionStoreError):
+    """The file cannot be imported consistently (changed in place, or the session moved on)."""
+
+
+class ImportWarnings(SessionStoreError):
+    """Under --strict, a file with warnings is not imported at all."""
+
+
+@dataclass
+class ImportResult:
+    """What importing one file did."""
+
+    path: str
+    source: str
+    session_id: str | None
+    status: str  # imported | grown | unchanged | duplicate
+    lines_added: int = 0
+    messages_added: int = 0
+    boundaries: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "source": self.source, "session": self.session_id, "status": self.status,
+            "lines_added": self.lines_added, "messages_added": self.messages_added,
+            "boundaries": self.boundaries, "warnings": self.warnings,
+        }
+
+
+def transcript_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Files to import: each file given, and every *.jsonl under each directory (main files first)."""
+    found: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            found.extend(sorted(path.rglob("*.jsonl")))
+        elif path.exists():
+            found.append(path)
+        else:
+            raise SessionStoreError(f"no such file or directory: {path}")
+    unique = list(dict.fromkeys(f.resolve() for f in found))
+    return sorted(unique, key=lambda f: ("subagents" in f.parts, str(f)))
+
+
+def import_file(
+    store: "SessionStore", path: str | os.PathLike[str], *, source: str | None = None,
+    strict: bool = False, progress: Progress | None = None,
+) -> ImportResult:
+    """Import one transcript file in one transaction (nothing is written on failure)."""
+    resolved = str(Path(path).resolve())
+    importer_source = source or open_import(resolved).source
+    existing = store.db.one(
+        "SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM imports WHERE source = :s AND path = :p",
+        {"s": importer_source, "p": resolved},
+    )
+    if existing is not None:
+        size = os.path.getsize(resolved)
+        if size == int(existing[1]) and _prefix_sha(resolved, int(existing[1])) == existing[3]:
+            return ImportResult(resolved, importer_source, existing[0], "unchanged")
+        if _prefix_sha(resolved, int(existing[1])) != existing[3] or size < int(existing[1]):
+            raise ImportConflict(f"{resolved} changed in place since it was imported into session {existing[0]}; "
+                                 "only growth (appended lines) can be imported again")
+
+    def body(db: "Database") -> ImportResult:
+        writer = _Writer(db, resolved, importer_source, existing, strict, progress)
+        return writer.run()
+
+    return store.db.run_write(body)
+
+
+class _Writer:
+    """One import transaction: stream lines, then lay out the view history."""
+
+    def __init__(self, db: "Database", path: str, source: str, existing: Any, strict: bool,
+                 progress: Progress | None):
+        self.db, self.path, self.source, self.strict, self.progress = db, path, source, strict, progress
+        self.existing = existing
+        self.session_id = existing[0] if existing else str(uuid_mod.uuid4())
+        self.lines_done = int(existing[2]) if existing else 0
+        self.seq_of: dict[str, int] = {}
+        self.tokens_of: dict[int, int] = {}
+        self.last_seq = 0
+        self.messages: list[dict[str, Any]] = []
+        self.source_rows: list[dict[str, Any]] = []
+        self.warnings: list[str] = []
+        self.result = ImportResult(path, source, self.session_id, "grown" if existing else "imported")
+        self.complete_lines = self.lines_done
+        self.complete_bytes = int(existing[1]) if existing else 0
+
+    def run(self) -> ImportResult:
+        if self.existing:
+            self._load_existing()
+        else:
+            self._create_session()
+        importer = open_import(self.path, self.source)  # type: ignore[arg-type]
+        for line in importer.lines():
+            self._take(line)
+        self._flush()
+        plan = importer.plan()
+        self.warnings.extend(w for w in plan.warnings if w not in self.warnings)
+        if self.strict and self.warnings:
+            raise ImportWarnings(f"{self.path}: {len(self.warnings)} warning(s) under --strict, nothing imported; "
+                                 f"first: {self.warnings[0]}")
+        if self.existing and self.result.lines_added == 0:
+            self.result.status = "unchanged"
+        duplicate = self._duplicate_of(plan)
+        if duplicate:
+            raise _Duplicate(duplicate)
+        self._layout(plan)
+        self._finish(plan)
+        self.result.warnings = self.warnings
+        return self.result
+
+    def _create_session(self) -> None:
+        now = time.time()
+        self.db.execute(
+            "INSERT INTO sessions (id, title, context_window, created_at, updated_at, metadata_json) "
+            "VALUES (:id, :title, :cw, :now, :now, :meta)",
+            {"id": self.session_id, "title": Path(self.path).stem, "cw": 200_000, "now": now,
+             "meta": dumps({"imported_from": self.source})},
+        ).close()
+
+    def _load_existing(self) -> None:
+        """The uuid map and counters of a session imported before (growth import)."""
+        state = self.db.one("SELECT last_seq, metadata_json FROM sessions WHERE id = :id", {"id": self.session_id})
+        meta = json.loads(state[1] or "{}")
+        if int(state[0]) != int(meta.get("imported_last_seq", -1)):
+            raise ImportConflict(
+                f"session {self.session_id} has messages of its own since {self.path} was imported; "
+                "import the grown file into a new store or session instead")
+        for uuid, seq, tokens in self.db.all(
+            "SELECT uuid, seq, tokens FROM messages WHERE session_id = :id", {"id": self.session_id}
+        ):
+            self.seq_of[uuid] = int(seq)
+            self.tokens_of[int(seq)] = int(tokens)
+        self.last_seq = int(state[0])
+        self.db.execute("DELETE FROM source_lines WHERE session_id = :id AND line_no > :n",
+                        {"id": self.session_id, "n": self.lines_done}).close()
+
+    def _take(self, line: ImportedLine) -> None:
+        """One streamed line: a message, a side entry or a bad line, all kept raw."""
+        if self.progress is not None and line.raw:
+            self.progress(len(line.raw))
+        if line.line_no <= self.lines_done:
+            return
+        if line.warning:
+            self.warnings.append(line.warning)
+        seq = None
+        if line.kind == "message" and line.message is not None:
+            seq = self._message(line)
+        if line.raw:
+            self.source_rows.append({"session_id": self.session_id, "line_no": line.line_no,
+                                     "kind": line.kind if seq is not None or line.kind != "message" else "side",
+                                     "entry_type": line.entry_type[:64], "message_seq": seq, "raw": line.raw})
+            self.result.lines_added += 1
+            if line.raw.endswith(b"\n") or line.kind != "bad":
+                self.complete_lines = line.line_no
+                self.complete_bytes += len(line.raw)
+        if len(self.messages) >= BATCH or len(self.source_rows) >= BATCH:
+            self._flush()
+
+    def _message(self, line: ImportedLine) -> int | None:
+        """Record one message; a message the store cannot hold becomes a warning, not a failure."""
+        try:
+            msg = normalize(line.message)
+        except InvalidMessage as exc:
+            self.warnings.append(f"{self.path}:{line.line_no}: kept as a side entry: {exc}")
+            return None
+        if msg.uuid in self.seq_of:
+            self.warnings.append(f"{self.path}:{line.line_no}: duplicate uuid {msg.uuid}, kept as a side entry")
+            return None
+        self.last_seq += 1
+        tokens = estimate_content(msg.content)
+        self.messages.append(message_params(self.session_id, self.last_seq, msg, dumps(msg.content), tokens))
+        self.seq_of[msg.uuid] = self.last_seq
+        self.tokens_of[self.last_seq] = tokens
+        self.result.messages_added += 1
+        return self.last_seq
+
+    def _flush(self) -> None:
+        self.db.executemany(INSERT_MESSAGE, self.messages)
+        self.db.executemany(
+            "INSERT INTO source_lines (session_id, line_no, kind, entry_type, message_seq, raw) "
+            "VALUES (:session_id, :line_no, :kind, :entry_type, :message_seq, :raw)",
+            self.source_rows,
+        )
+        self.messages, self.source_rows = [], []
+
+    def _duplicate_of(self, plan: ImportPlan) -> str | None:
+        """A session already imported from the same source session (a copy of the file elsewhere)."""
+        if self.existing or not plan.source_session_id:
+            return None
+        row = self.db.one("SELECT session_id FROM imports WHERE source = :s AND source_key = :k",
+                          {"s": self.source, "k": plan.source_session_id})
+        return row[0] if row else None
+
+    def _layout(self, plan: ImportPlan) -> None:
+        """Past views at versions 0..n-1 (one per boundary), the active chain at version n."""
+        self.db.execute("DELETE FROM view_entries WHERE session_id = :id", {"id": self.session_id}).close()
+        self.db.execute("DELETE FROM compactions WHERE session_id = :id", {"id": self.session_id}).close()
+        versions = [b.view_before for b in plan.boundaries] + [plan.active_chain]
+        totals = []
+        for version, uuids in enumerate(versions):
+            seqs = self._seqs(uuids)
+            current = version == len(versions) - 1
+            self.db.executemany(
+                "INSERT INTO view_entries (session_id, valid_from, key, seq, valid_to, content_json, tokens) "
+                "VALUES (:s, :v, :k, :seq, :to, NULL, :t)",
+                [{"s": self.session_id, "v": version, "k": (i + 1) * KEY_GAP, "seq": seq,
+                  "to": None if current else version + 1, "t": self.tokens_of[seq]} for i, seq in enumerate(seqs)],
+            )
+            totals.append((seqs, sum(self.tokens_of[s] for s in seqs)))
+        for index, b in enumerate(plan.boundaries):
+            self._compaction(index, b, totals[index][1], totals[index + 1][1])
+        self.final_seqs, self.final_tokens = totals[-1]
+        self.result.boundaries = len(plan.boundaries)
+
+    def _seqs(self, uuids: list[str]) -> list[int]:
+        out = []
+        for u in uuids:
+            seq = self.seq_of.get(u)
+            if seq is None:
+                self.warnings.append(f"{self.path}: view message {u} was not stored; left out of the view")
+            else:
+                out.append(seq)
+        return out
+
+    def _compaction(self, version: int, b: ImportedBoundary, pre_total: int, post_total: int) -> None:
+        seg = b.preserved_segment or {}
+        self.db.execute(
+            "INSERT INTO compactions (session_id, boundary_seq, summary_seq, replaced_version, kind, trigger, "
+            "pre_tokens, post_tokens, messages_summarized, summarized_seqs_json, head_uuid, anchor_uuid, "
+            "tail_uuid, custom_instructions, summarizer, created_at, metadata_json) VALUES (:s, :b, :sum, :v, "
+            ":kind, :trigger, :pre, :post, :n, :seqs, :head, :anchor, :tail, NULL, :summarizer, :now, :meta)",
+            {"s": self.session_id, "b": self.seq_of[b.boundary_uuid],
+             "sum": self.seq_of.get(b.summary_uuid) if b.summary_uuid else None, "v": version,
+             "kind": b.kind, "trigger": b.trigger, "pre": b.pre_tokens if b.pre_tokens is not None else pre_total,
+             "post": post_total, "n": len(b.summarized), "seqs": dumps(self._seqs(b.summarized)),
+             "head": seg.get("head_uuid"), "anchor": seg.get("anchor_uuid"), "tail": seg.get("tail_uuid"),
+             "summarizer": f"imported:{self.source}", "now": time.time(),
+             "meta": dumps({"imported": True})},
+        ).close()
+
+    def _finish(self, plan: ImportPlan) -> None:
+        """Session counters, header fields, the imports row and sub-agent links."""
+        tail = tail_state_for(self.db, self.session_id, [(s, None) for s in self.final_seqs])
+        meta = {"imported_from": self.source, "imported_last_seq": self.last_seq,
+                "source_session_id": plan.source_session_id}
+        self.db.execute(
+            "UPDATE sessions SET last_seq = :last, base_seq = :last, view_version = :v, view_tokens = :t, "
+            "explicit_count = :n, tail_state = :tail, updated_at = :now, title = COALESCE(:title, title), "
+            "cwd = COALESCE(:cwd, cwd), model = COALESCE(:model, model), metadata_json = :meta WHERE id = :id",
+            {"last": self.last_seq, "v": len(plan.boundaries), "t": self.final_tokens, "n": len(self.final_seqs),
+             "tail": tail.dumps(), "now": time.time(), "title": plan.title, "cwd": plan.cwd, "model": plan.model,
+             "meta": dumps(meta), "id": self.session_id},
+        ).close()
+        params = {"id": self.session_id, "s": self.source, "k": plan.source_session_id or self.path,
+                  "p": self.path, "b": self.complete_bytes, "n": self.complete_lines,
+                  "sha": _prefix_sha(self.path, self.complete_bytes), "now": time.time()}
+        self.db.execute(
+            "INSERT INTO imports (session_id, source, source_key, path, bytes_done, lines_done, prefix_sha256, "
+            "updated_at) VALUES (:id, :s, :k, :p, :b, :n, :sha, :now) ON CONFLICT (session_id) DO UPDATE SET "
+            "bytes_done = excluded.bytes_done, lines_done = excluded.lines_done, "
+            "prefix_sha256 = excluded.prefix_sha256, updated_at = excluded.updated_at",
+            params,
+        ).close()
+        self._link_parents(plan)
+
+    def _link_parents(self, plan: ImportPlan) -> None:
+        if plan.parent_source_session_id:
+            parent = self.db.one("SELECT session_id FROM imports WHERE source = :s AND source_key = :k",
+                                 {"s": self.source, "k": plan.parent_source_session_id})
+            if parent:
+                self.db.execute("UPDATE sessions SET parent_id = :p WHERE id = :id",
+                                {"p": parent[0], "id": self.session_id}).close()
+        if plan.source_session_id:
+            self.db.execute(
+                "UPDATE sessions SET parent_id = :p WHERE id IN (SELECT session_id FROM imports "
+                "WHERE source = :s AND source_key LIKE :k)",
+                {"p": self.session_id, "s": self.source, "k": plan.source_session_id.replace("%", "") + "/agent-%"},
+            ).close()
+
+
+class _Duplicate(SessionStoreError):
+    """Raised inside the transaction to roll back an import of an already-imported session."""
+
+    def __init__(self, session_id: str):
+        super().__init__(session_id)
+        self.session_id = session_id
+
+
+def import_paths(
+    store: "SessionStore", paths: Iterable[str | os.PathLike[str]], *, source: str | None = None,
+    strict: bool = False, progress: Progress | None = None,
+) -> list[ImportResult]:
+    """Import every transcript under `paths`; a copy of an imported session is reported, not re-added."""
+    results = []
+    for path in transcript_files(paths):
+        try:
+            results.append(import_file(store, path, source=source, strict=strict, progress=progress))
+        except _Duplicate as dup:
+            results.append(ImportResult(str(path), source or "", dup.session_id, "duplicate"))
+    return results
+
+
+def _prefix_sha(path: str, length: int) -> str:
+    """sha256 of the file's first min(length, 64 KiB) bytes: recognizes the same file grown."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read(min(length, PREFIX_BYTES))).hexdigest()
