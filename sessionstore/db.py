@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+import sqlalchemy.dialects.sqlite  # noqa: F401  (imported here, not inside the first open)
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 

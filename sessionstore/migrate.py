@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import sqlite3
+import time
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
@@ -14,6 +19,12 @@ from sqlalchemy.engine import Connection, Engine
 from .errors import MigrationError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+#: The newest revision shipped; opening a store compares the database against it without
+#: loading the migration scripts (a test checks it equals Alembic's head).
+SCHEMA_HEAD = "0001"
+
+log = logging.getLogger("sessionstore.migrate")
 
 
 def alembic_config(url: str | None = None) -> AlembicConfig:
@@ -43,8 +54,14 @@ def has_user_tables(connection: Connection) -> bool:
     return "sessions" in inspect(connection).get_table_names()
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the database to `revision` in one transaction."""
+def upgrade(engine: Engine, revision: str = "head", *, backup: bool = True) -> None:
+    """Bring the database to `revision` in one transaction.
+
+    A database that already holds a schema is backed up first when `backup`
+    is set (SQLite: a copy next to it; PostgreSQL: a warning to use pg_dump).
+    """
+    if backup:
+        backup_before_upgrade(engine, revision)
     cfg = alembic_config()
     try:
         with engine.begin() as conn:
@@ -62,11 +79,33 @@ def downgrade(engine: Engine, revision: str = "base") -> None:
         command.downgrade(cfg, revision)
 
 
-def ensure_current(engine: Engine) -> bool:
-    """Upgrade an empty or older database to head; True when an upgrade ran."""
-    with engine.connect() as conn:
-        current = current_revision(conn)
-        conn.rollback()
+def stored_revision(dbapi_conn: Any) -> str | None:
+    """The database's revision read with one plain SELECT (None when the schema is absent).
+
+    The connection must be in autocommit mode, so a failed SELECT leaves no aborted transaction.
+    """
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute("SELECT version_num FROM alembic_version")
+        row = cur.fetchone()
+    except Exception:  # no alembic_version table yet: an empty database
+        return None
+    finally:
+        cur.close()
+    return row[0] if row else None
+
+
+def ensure_current(engine: Engine, current: str | None = None, *, known: bool = False) -> bool:
+    """Upgrade an empty or older database to head; True when an upgrade ran.
+
+    `known` says `current` was already read by the caller (None meaning an empty database).
+    """
+    if not known:
+        with engine.connect() as conn:
+            current = current_revision(conn)
+            conn.rollback()
+    if current == SCHEMA_HEAD:
+        return False
     head = head_revision()
     if current == head:
         return False
@@ -83,3 +122,69 @@ def _known_revisions() -> set[str]:
     """Every revision id shipped with this version."""
     script = ScriptDirectory.from_config(alembic_config())
     return {rev.revision for rev in script.walk_revisions()}
+
+
+def backup_before_upgrade(engine: Engine, revision: str = "head") -> Path | None:
+    """Back up a non-empty SQLite database before it is upgraded; returns the copy's path.
+
+    Nothing happens for an empty database or one already at `revision`. On
+    PostgreSQL no copy is taken; a warning says so and suggests pg_dump.
+    """
+    with engine.connect() as conn:
+        current = current_revision(conn)
+        conn.rollback()
+    if current is None:
+        return None
+    try:
+        target = ScriptDirectory.from_config(alembic_config()).get_revision(revision)
+    except Exception:  # an unknown target: the upgrade itself reports it
+        return None
+    if target is None or current == target.revision:
+        return None
+    if engine.dialect.name != "sqlite":
+        log.warning(
+            "sessionstore: upgrading the PostgreSQL schema from %s to %s in one transaction; no automatic "
+            "backup is taken on PostgreSQL. Keep one with pg_dump (pg_dump -Fc -f before-upgrade.dump DBNAME), "
+            "run before `sessionstore db upgrade` or before opening with a newer sessionstore.",
+            current, target.revision,
+        )
+        return None
+    database = engine.url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    path = sqlite_backup(Path(database).expanduser(), current)
+    log.warning("sessionstore: upgrading the database schema from %s to %s; backup of the old database "
+                "written to %s", current, target.revision, path)
+    return path
+
+
+def sqlite_backup(source: Path, from_revision: str) -> Path:
+    """Copy `source` with SQLite's online backup API to `<db>.bak-<rev>-<UTC time>` (mode 0600)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target, fd = _exclusive_file(Path(f"{source}.bak-{from_revision}-{stamp}"))
+    os.close(fd)
+    try:
+        src = sqlite3.connect(source)
+        try:
+            dst = sqlite3.connect(target)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    except (sqlite3.Error, OSError) as exc:
+        target.unlink(missing_ok=True)
+        raise MigrationError(f"could not back up {source} before upgrading it (nothing was changed): {exc}") from exc
+    return target
+
+
+def _exclusive_file(path: Path) -> tuple[Path, int]:
+    """Create `path` (or `path-N` if taken) owner-only; returns it with an open descriptor."""
+    candidate = path
+    for n in range(1, 1000):
+        try:
+            return candidate, os.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            candidate = path.with_name(f"{path.name}-{n}")
+    raise MigrationError(f"could not find a free backup file name next to {path}")

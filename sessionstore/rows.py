@@ -72,23 +72,14 @@ def stored_from_new(seq: int, msg: NewMessage, tokens: int) -> StoredMessage:
 
 
 def stored_from_row(row: Sequence[Any], offset: int = 0) -> StoredMessage:
-    """A StoredMessage from the MESSAGE_COLUMNS of a result row, starting at `offset`."""
-    (seq, uuid, parent, role, mtype, subtype, ts, api_id, usage, is_meta, is_summary, meta, content, tokens) = row[
-        offset : offset + 14
-    ]
+    """A StoredMessage from the MESSAGE_COLUMNS of a result row, starting at `offset` (the resume hot path)."""
+    o = offset
+    usage, meta = row[o + 8], row[o + 11]
     return StoredMessage(
-        seq=int(seq),
-        uuid=uuid,
-        role=role,
-        type=mtype,
-        content=json.loads(content),
-        subtype=subtype,
-        parent_uuid=parent,
-        timestamp=ts,
-        api_message_id=api_id,
-        usage=json.loads(usage) if usage else None,
-        is_meta=bool(is_meta),
-        is_compact_summary=bool(is_summary),
-        metadata=json.loads(meta) if meta else {},
-        tokens=int(tokens),
+        int(row[o]), row[o + 1], row[o + 3], row[o + 4], _loads(row[o + 12]), row[o + 5], row[o + 2],
+        row[o + 6], row[o + 7], _loads(usage) if usage else None, bool(row[o + 9]), bool(row[o + 10]),
+        _loads(meta) if meta else {}, int(row[o + 13]),
     )
+
+
+_loads = json.loads

@@ -11,7 +11,7 @@ from sqlalchemy.engine import make_url
 from .config import Config, default_db_url
 from .db import Database, make_engine
 from .errors import SessionNotFound, SessionStoreError
-from .migrate import ensure_current
+from .migrate import SCHEMA_HEAD, ensure_current, stored_revision
 from .session import Session
 
 SESSION_COLUMNS = "id, title, cwd, model, context_window, created_at, updated_at, parent_id, metadata_json"
@@ -36,9 +36,12 @@ class SessionStore:
             raise
         except Exception as exc:
             raise SessionStoreError(f"cannot open database: {exc}") from exc
+        db = Database(engine, write_retries=config.write_retries)
         if upgrade:
-            ensure_current(engine)
-        return cls(url, Database(engine, write_retries=config.write_retries), config)
+            current = stored_revision(db.conn)
+            if current != SCHEMA_HEAD:
+                ensure_current(engine, current, known=True)
+        return cls(url, db, config)
 
     def close(self) -> None:
         """Release the connection and the engine."""

@@ -29,9 +29,13 @@ ENVELOPE_KEYS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=True)
 class StoredMessage:
-    """One message of the transcript: a Messages-API message plus its envelope."""
+    """One message of the transcript: a Messages-API message plus its envelope.
+
+    Treat it as immutable (it mirrors a row that is never updated); it is not
+    declared frozen only because frozen construction costs 5x on the resume path.
+    """
 
     seq: int
     uuid: str
@@ -72,9 +76,9 @@ class StoredMessage:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=True)
 class ViewEntry:
-    """One position of a view: a transcript message, maybe with replaced content."""
+    """One position of a view: a transcript message, maybe with replaced content (treat as immutable)."""
 
     position: int
     message: StoredMessage

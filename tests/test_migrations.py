@@ -80,3 +80,9 @@ def test_db_commands(capsys: pytest.CaptureFixture[str], sqlite_url: str) -> Non
     assert result.code == 0 and '"up_to_date": true' in result.out
     result = run_cli(capsys, "db", "history")
     assert result.code == 0 and "0001" in result.out
+
+
+def test_schema_head_constant_matches_alembic() -> None:
+    from sessionstore.migrate import SCHEMA_HEAD
+
+    assert SCHEMA_HEAD == head_revision(), "update SCHEMA_HEAD in sessionstore/migrate.py with each new revision"
