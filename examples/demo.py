@@ -42,8 +42,17 @@ def main() -> None:
     run("append", session, str(FIXTURE), db=db)
     run("sessions", db=db)
     run("view", session, db=db)
+    run("compact", session, "--instructions", "Keep the commit plan.", db=db)
+    run("view", session, db=db)
+    run("history", session, db=db)
+    run("history", session, "--boundary", "1", "--summary", db=db)
+    markdown = out / "transcript.md"
+    html = out / "transcript.html"
+    run("export", session, "--format", "markdown", "-o", str(markdown), db=db)
+    run("export", session, "--format", "html", "-o", str(html), db=db)
     run("stats", session, db=db)
-    print(f"\nThe demo store is {out / 'sessions.db'}; try: sessionstore view {session} --json --db {db}")
+    print(f"\nThe demo store is {out / 'sessions.db'}; the exports are {markdown} and {html}.")
+    print(f"Try: sessionstore history {session[:8]} --boundary 1 --db {db}")
 
 
 if __name__ == "__main__":

@@ -107,13 +107,13 @@ class Database:
 
     def execute(self, statement: str, params: dict[str, Any] | None = None) -> Any:
         """Run one statement and return its cursor."""
-        cur = self.conn.cursor()
-        cur.execute(self.sql(statement), params or {})
-        return cur
+        return self.conn.execute(self.sql(statement), params or {})
 
     def executemany(self, statement: str, rows: Sequence[dict[str, Any]]) -> None:
         """Run one statement for many parameter sets."""
-        if rows:
+        if len(rows) == 1:
+            self.conn.execute(self.sql(statement), rows[0]).close()
+        elif rows:
             cur = self.conn.cursor()
             cur.executemany(self.sql(statement), rows)
             cur.close()
@@ -145,36 +145,14 @@ class Database:
             finally:
                 self.conn.execute("ROLLBACK")
 
-    @contextmanager
-    def write(self, session_id: str | None = None) -> Iterator["Database"]:
-        """One write transaction: IMMEDIATE on SQLite, session row lock on PostgreSQL.
-
-        Not retried here (the body may have side effects); use `run_write` for that.
-        """
-        with self._lock:
-            if self._in_write:
-                yield self
-                return
-            self.conn.execute("BEGIN IMMEDIATE" if self.is_sqlite else "BEGIN")
-            self._in_write = True
-            try:
-                if session_id is not None and not self.is_sqlite:
-                    self.execute("SELECT id FROM sessions WHERE id = :id FOR UPDATE", {"id": session_id})
-                yield self
-            except BaseException:
-                self._in_write = False
-                self.conn.execute("ROLLBACK")
-                raise
-            self._in_write = False
-            self.conn.execute("COMMIT")
-
     def run_write(self, body: Any, session_id: str | None = None) -> Any:
         """Run `body(db)` in a write transaction, retrying transient lock errors a bounded number of times."""
         delay = 0.005
         for attempt in range(self.write_retries + 1):
             try:
-                with self.write(session_id):
+                if self._in_write:
                     return body(self)
+                return self._write_once(body, session_id)
             except Exception as exc:  # narrowed below
                 if not self.is_transient(exc) or attempt == self.write_retries:
                     if self.is_transient(exc):
@@ -185,6 +163,24 @@ class Database:
             time.sleep(delay * (1 + random.random()))
             delay = min(delay * 2, 0.5)
         raise AssertionError("unreachable")
+
+    def _write_once(self, body: Any, session_id: str | None) -> Any:
+        """BEGIN, body, COMMIT (ROLLBACK on any error): the append hot path, without a context manager."""
+        conn = self.conn
+        with self._lock:
+            conn.execute("BEGIN IMMEDIATE" if self.is_sqlite else "BEGIN")
+            self._in_write = True
+            try:
+                if session_id is not None and not self.is_sqlite:
+                    self.execute("SELECT id FROM sessions WHERE id = :id FOR UPDATE", {"id": session_id})
+                result = body(self)
+                conn.execute("COMMIT")
+                return result
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            finally:
+                self._in_write = False
 
     def is_transient(self, exc: BaseException) -> bool:
         """Lock contention, serialization failures and deadlocks: safe to retry."""

@@ -120,7 +120,7 @@ def _apply(
     prepared: list[tuple[Any, str | None, int]],
     compaction: CompactionRecord | None,
 ) -> RewriteResult:
-    state = load_state(db, session_id)
+    state = load_state(db, session_id, for_update=True)
     if state.view_version != base_version:
         raise RewriteConflict(
             f"the view changed underneath this rewrite (version {base_version} -> {state.view_version}); "

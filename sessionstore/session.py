@@ -8,7 +8,7 @@ else forces a reload, and a reload is two index range scans.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .errors import DuplicateUuid, InvalidMessage, SessionNotFound
@@ -59,9 +59,13 @@ class ViewSnapshot:
     view_tokens: int
 
 
-def load_state(db: "Database", session_id: str) -> ViewState:
-    """Read the session's view state; raises SessionNotFound."""
-    row = db.one(f"SELECT {STATE_COLUMNS} FROM sessions WHERE id = :id", {"id": session_id})
+def load_state(db: "Database", session_id: str, *, for_update: bool = False) -> ViewState:
+    """Read the session's view state; raises SessionNotFound.
+
+    `for_update` locks the row on PostgreSQL (SQLite's BEGIN IMMEDIATE already serializes writers).
+    """
+    lock = " FOR UPDATE" if for_update and not db.is_sqlite else ""
+    row = db.one(f"SELECT {STATE_COLUMNS} FROM sessions WHERE id = :id{lock}", {"id": session_id})
     if row is None:
         raise SessionNotFound(f"no session {session_id!r}")
     return ViewState.from_row(row)
@@ -102,7 +106,8 @@ class Session:
         batch = [normalize(m) for m in messages]
         if not batch:
             return []
-        _check_batch_uuids(batch)
+        if len(batch) > 1:
+            _check_batch_uuids(batch)
         prepared = [(m, dumps(m.content), estimate_content(m.content)) for m in batch]
         result = self.db.run_write(lambda db: self._append_in_tx(db, prepared))
         state, stored = result
@@ -131,7 +136,7 @@ class Session:
             updated = cur.rowcount
             cur.close()
         if updated != 1:
-            state = load_state(db, self.id)
+            state = load_state(db, self.id, for_update=True)
             tail = _advance(state.tail, prepared)
             db.execute(
                 "UPDATE sessions SET last_seq = last_seq + :n, view_tokens = view_tokens + :t, "
@@ -146,15 +151,11 @@ class Session:
         try:
             db.executemany(INSERT_MESSAGE, rows)
         except Exception as exc:
-            if _is_integrity_error(exc):
-                raise DuplicateUuid(_duplicate_message(db, self.id, prepared)) from exc
+            if _is_integrity_error(exc) and "uuid" in str(exc):
+                raise DuplicateUuid(_duplicate_message(self.id, [m.uuid for m, _, _ in prepared])) from exc
             raise
-        new_state = replace(
-            state,
-            last_seq=state.last_seq + len(prepared),
-            view_tokens=state.view_tokens + added,
-            tail=tail,
-        )
+        new_state = ViewState(state.last_seq + len(prepared), state.base_seq, state.view_version,
+                              state.view_tokens + added, state.explicit_count, tail)
         stored = [stored_from_new(state.last_seq + i + 1, m, t) for i, (m, _, t) in enumerate(prepared)]
         return new_state, stored
 
@@ -308,12 +309,11 @@ def _is_integrity_error(exc: BaseException) -> bool:
     return name in {"IntegrityError", "UniqueViolation"} or "unique" in str(exc).lower()
 
 
-def _duplicate_message(db: "Database", session_id: str, prepared: list[tuple[NewMessage, str, int]]) -> str:
-    """Name the uuid(s) that already exist (read after the failed insert rolled back)."""
-    uuids = [m.uuid for m, _, _ in prepared]
-    return f"a message with uuid {uuids[0]!r} is already in session {session_id}" if len(uuids) == 1 else (
-        f"one of the {len(uuids)} uuids is already in session {session_id}"
-    )
+def _duplicate_message(session_id: str, uuids: list[str]) -> str:
+    """The DuplicateUuid text for a single message or a batch."""
+    if len(uuids) == 1:
+        return f"a message with uuid {uuids[0]!r} is already in session {session_id}"
+    return f"one of the {len(uuids)} uuids is already in session {session_id}"
 
 
 def _prefixed(alias: str) -> str:

@@ -90,7 +90,7 @@ def _plain(message: Any) -> Mapping[str, Any]:
 
 
 def _plain_content(content: Any) -> Content:
-    """Content with SDK block objects turned into dicts; raises on anything else."""
+    """Content with SDK block objects turned into dicts (copies, so later caller edits don't leak in)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -99,6 +99,9 @@ def _plain_content(content: Any) -> Content:
         )
     blocks: list[dict[str, Any]] = []
     for i, block in enumerate(content):
+        if type(block) is dict:
+            blocks.append(dict(block))
+            continue
         if not isinstance(block, Mapping):
             dump = getattr(block, "model_dump", None)
             if not callable(dump):
@@ -152,11 +155,16 @@ def _opt_str(value: Any, name: str, limit: int = MAX_ID_LENGTH) -> str | None:
     return value
 
 
-def normalize(message: Any) -> NewMessage:
-    """Validate one message's shape and fill in its envelope; raises `InvalidMessage`."""
-    data = dict(_plain(message))
-    sdk_message = data.get("type") == "message"
-    if sdk_message:
+_ALLOWED_KEYS = frozenset({"role", "content", *ENVELOPE_KEYS})
+
+
+def _message_data(message: Any) -> dict[str, Any]:
+    """The message as a dict of allowed keys; an SDK `Message` (or its dump) is mapped onto the envelope."""
+    data = message if type(message) is dict else dict(_plain(message))
+    if data.get("type") != "message" and not any(k in data for k in _SDK_MESSAGE_KEYS):
+        return data
+    data = dict(data)
+    if data.get("type") == "message":
         data.pop("type")
         data.setdefault("api_message_id", data.get("id"))
         metadata = dict(data.get("metadata") or {})
@@ -166,41 +174,55 @@ def normalize(message: Any) -> NewMessage:
         data["metadata"] = metadata
     for key in _SDK_MESSAGE_KEYS:
         data.pop(key, None)
-    unknown = set(data) - {"role", "content", *ENVELOPE_KEYS}
-    if unknown:
-        raise InvalidMessage(f"unknown message field(s): {', '.join(sorted(unknown))}")
+    return data
+
+
+def normalize(message: Any) -> NewMessage:
+    """Validate one message's shape and fill in its envelope; raises `InvalidMessage`.
+
+    This runs on every append, so the common case (a plain dict) avoids copies and ABC checks.
+    """
+    data = _message_data(message)
+    if not _ALLOWED_KEYS.issuperset(data):
+        unknown = set(data) - _ALLOWED_KEYS
+        raise InvalidMessage(f"unknown message field(s): {', '.join(sorted(map(str, unknown)))}")
     role = data.get("role")
     if role not in ROLES:
         raise InvalidRole(f"role must be one of user, assistant, system; got {role!r}")
     if "content" not in data:
         raise InvalidContent("message has no 'content'")
-    content = _plain_content(data["content"])
-    check_blocks(content)
+    content = data["content"]
+    if type(content) is not str:
+        content = _plain_content(content)
+        check_blocks(content)
     mtype = data.get("type") or role
     if mtype not in TYPES_FOR_ROLE[role]:
         raise InvalidMessage(f"type {mtype!r} does not go with role {role!r}")
     usage = data.get("usage")
-    if usage is not None and not isinstance(usage, Mapping):
-        raise InvalidMessage("usage must be an object")
+    if usage is not None and not isinstance(usage, dict):
+        if not isinstance(usage, Mapping):
+            raise InvalidMessage("usage must be an object")
     metadata = data.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        raise InvalidMessage("metadata must be an object")
+    if not isinstance(metadata, dict):
+        if not isinstance(metadata, Mapping):
+            raise InvalidMessage("metadata must be an object")
     uuid = _opt_str(data.get("uuid"), "uuid") or str(uuid_mod.uuid4())
     if not uuid.strip():
         raise InvalidMessage("uuid must not be blank")
+    get = data.get
     return NewMessage(
-        role=role,
-        content=content,
-        uuid=uuid,
-        type=mtype,
-        subtype=_opt_str(data.get("subtype"), "subtype", 64),
-        parent_uuid=_opt_str(data.get("parent_uuid"), "parent_uuid"),
-        timestamp=_opt_str(data.get("timestamp"), "timestamp", 40) or _now_iso(),
-        api_message_id=_opt_str(data.get("api_message_id"), "api_message_id", 200),
-        usage=dict(usage) if usage is not None else None,
-        is_meta=bool(data.get("is_meta", False)),
-        is_compact_summary=bool(data.get("is_compact_summary", False)),
-        metadata=dict(metadata),
+        role,
+        content,
+        uuid,
+        mtype,
+        _opt_str(get("subtype"), "subtype", 64),
+        _opt_str(get("parent_uuid"), "parent_uuid"),
+        _opt_str(get("timestamp"), "timestamp", 40) or _now_iso(),
+        _opt_str(get("api_message_id"), "api_message_id", 200),
+        dict(usage) if usage is not None else None,
+        bool(get("is_meta", False)),
+        bool(get("is_compact_summary", False)),
+        dict(metadata),
     )
 
 
