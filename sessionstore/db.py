@@ -139,7 +139,9 @@ class Database:
             if self._in_write:
                 yield self
                 return
-            self.conn.execute("BEGIN")
+            # PostgreSQL's default READ COMMITTED gives each statement a new snapshot; a view read
+            # spans several statements, so it needs one snapshot for all of them.
+            self.conn.execute("BEGIN" if self.is_sqlite else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
                 yield self
             finally:

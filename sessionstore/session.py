@@ -219,7 +219,7 @@ class Session:
             if self._entries is None or cached is None or cached[0] != state.view_version:
                 self._entries = self._load_view(db, state)
             elif cached[1] < state.last_seq:
-                self._extend_view(db, cached[1])
+                self._extend_view(db, cached[1], state.last_seq)
             self._state = state
             self._cached_at = (state.view_version, state.last_seq)
         return self._entries
@@ -234,15 +234,16 @@ class Session:
         )
         entries = [_entry_from_view_row(i, row) for i, row in enumerate(rows)]
         self._entries = entries
-        self._extend_view(db, state.base_seq)
+        self._extend_view(db, state.base_seq, state.last_seq)
         return entries
 
-    def _extend_view(self, db: "Database", after_seq: int) -> None:
-        """Append implicit entries for messages with seq > after_seq."""
+    def _extend_view(self, db: "Database", after_seq: int, upto_seq: int) -> None:
+        """Append implicit entries for messages with after_seq < seq <= upto_seq (the state read)."""
         assert self._entries is not None
         rows = db.all(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq > :after ORDER BY seq",
-            {"id": self.id, "after": after_seq},
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq > :after AND seq <= :upto "
+            "ORDER BY seq",
+            {"id": self.id, "after": after_seq, "upto": upto_seq},
         )
         pos = len(self._entries)
         for i, row in enumerate(rows):
