@@ -22,7 +22,7 @@ from .rows import (
 )
 from .tokens import estimate_content
 from .types import StoredMessage, ViewEntry
-from .validate import NewMessage, TailState, normalize
+from .validate import NewMessage, TailState, check_encodable, normalize
 from .view import to_api_messages
 
 if TYPE_CHECKING:
@@ -103,12 +103,12 @@ class Session:
 
     def append_many(self, messages: Iterable[Any]) -> list[StoredMessage]:
         """Record several messages in one transaction: all of them or none."""
-        batch = [normalize(m) for m in messages]
+        batch = _normalize_all(messages)
         if not batch:
             return []
         if len(batch) > 1:
             _check_batch_uuids(batch)
-        prepared = [(m, dumps(m.content), estimate_content(m.content)) for m in batch]
+        prepared = [(m, _encoded_json(m), estimate_content(m.content)) for m in batch]
         result = self.db.run_write(lambda db: self._append_in_tx(db, prepared))
         state, stored = result
         self._after_append(state, stored)
@@ -282,6 +282,29 @@ class Session:
 
             raise MessageNotFound(f"no message {uuid!r} in session {self.id}")
         return stored_from_row(row)
+
+
+def _normalize_all(messages: Iterable[Any]) -> list[NewMessage]:
+    """normalize() each message; in a batch the error names the message's index."""
+    batch = list(messages) if not isinstance(messages, list) else messages
+    if len(batch) == 1:
+        return [normalize(batch[0])]
+    out = []
+    for i, m in enumerate(batch):
+        try:
+            out.append(normalize(m))
+        except InvalidMessage as exc:
+            raise type(exc)(f"message {i}: {exc}") from None
+    return out
+
+
+def _encoded_json(msg: NewMessage) -> str:
+    """The content as stored JSON; text that cannot be UTF-8 (lone surrogates) is refused here."""
+    text = dumps(msg.content)
+    check_encodable(text, "content")
+    if msg.metadata:
+        check_encodable(dumps(msg.metadata), "metadata")
+    return text
 
 
 def _advance(tail: TailState, prepared: list[tuple[NewMessage, str, int]]) -> TailState:

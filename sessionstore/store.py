@@ -72,6 +72,9 @@ class SessionStore:
         session_id: str | None = None,
     ) -> Session:
         """Create an empty session and return its handle."""
+        for name, value in (("title", title), ("model", model), ("cwd", cwd)):
+            if value is not None and "\x00" in value:
+                raise SessionStoreError(f"{name} contains a NUL character")
         window = context_window or self.config.default_context_window
         if window <= 0:
             raise SessionStoreError("context_window must be a positive number of tokens")

@@ -137,12 +137,24 @@ _LETTERS = _mask_table("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", "
 _DIGITS = _mask_table("0123456789", "0")
 
 
+#: Long strings are estimated in slices so a huge tool result is never copied four times at once.
+SLICE_CHARS = 1 << 20
+
+
 def _text_cost(text: str) -> float:
     """Calibrated cl100k token estimate of one string, unrounded.
 
     Linear in len(text): one UTF-8 encode, three 256-entry byte translations
-    and a handful of `bytes.count` calls, all in C.
+    and a handful of `bytes.count` calls, all in C; slices of SLICE_CHARS keep
+    the temporary copies small (the few patterns cut at a slice edge are noise).
     """
+    if len(text) <= SLICE_CHARS:
+        return _slice_cost(text)
+    return sum(_slice_cost(text[i:i + SLICE_CHARS]) for i in range(0, len(text), SLICE_CHARS))
+
+
+def _slice_cost(text: str) -> float:
+    """The estimate of one slice of text."""
     if not text:
         return 0.0
     raw = text.encode("utf-8", "surrogatepass")

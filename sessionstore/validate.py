@@ -55,6 +55,8 @@ BLOCK_TYPES = frozenset(
 #: Keys an SDK `Message` dump carries that are not part of our envelope.
 _SDK_MESSAGE_KEYS = ("id", "model", "stop_reason", "stop_sequence", "container", "context_management")
 MAX_ID_LENGTH = 100
+#: Deeper JSON is refused: nothing real nests this far, and deeper values break recursion later.
+MAX_DEPTH = 100
 
 
 @dataclass(slots=True)
@@ -141,6 +143,30 @@ def _check_id(value: Any, what: str) -> None:
         raise InvalidContent(f"{what} must be a non-empty string")
     if len(value) > 200:
         raise InvalidContent(f"{what} is longer than 200 characters")
+    if "\x00" in value:
+        raise InvalidContent(f"{what} contains a NUL character")
+
+
+def check_depth(value: Any, what: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse JSON nested deeper than `limit` (checked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            raise InvalidContent(f"{what} is nested deeper than {limit} levels")
+        if type(item) is dict:
+            stack.extend((v, depth + 1) for v in item.values() if type(v) in (dict, list))
+        elif type(item) is list:
+            stack.extend((v, depth + 1) for v in item if type(v) in (dict, list))
+
+
+def check_encodable(text: str, what: str) -> None:
+    """Refuse text that is not valid Unicode (lone surrogates cannot be stored as UTF-8)."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidContent(f"{what} is not valid Unicode (a lone surrogate at {exc.start})") from None
 
 
 def _opt_str(value: Any, name: str, limit: int = MAX_ID_LENGTH) -> str | None:
@@ -152,6 +178,7 @@ def _opt_str(value: Any, name: str, limit: int = MAX_ID_LENGTH) -> str | None:
         raise InvalidMessage(f"{name} is longer than {limit} characters")
     if "\x00" in value:
         raise InvalidMessage(f"{name} contains a NUL character")
+    check_encodable(value, name)
     return value
 
 
@@ -195,6 +222,9 @@ def normalize(message: Any) -> NewMessage:
     if type(content) is not str:
         content = _plain_content(content)
         check_blocks(content)
+        check_depth(content, "content")
+    elif not content and role != "system":
+        raise InvalidContent("content must not be empty (the API refuses an empty message)")
     mtype = data.get("type") or role
     if mtype not in TYPES_FOR_ROLE[role]:
         raise InvalidMessage(f"type {mtype!r} does not go with role {role!r}")
@@ -206,6 +236,10 @@ def normalize(message: Any) -> NewMessage:
     if not isinstance(metadata, dict):
         if not isinstance(metadata, Mapping):
             raise InvalidMessage("metadata must be an object")
+    if usage is not None:
+        check_depth(usage, "usage")
+    if metadata:
+        check_depth(metadata, "metadata")
     uuid = _opt_str(data.get("uuid"), "uuid") or str(uuid_mod.uuid4())
     if not uuid.strip():
         raise InvalidMessage("uuid must not be blank")

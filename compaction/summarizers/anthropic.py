@@ -22,7 +22,7 @@ from compaction.summarizers.base import PromptTooLong, SummarizerError, SummaryR
 from sessionstore.types import Content, ViewEntry
 from sessionstore.view import as_blocks, to_api_messages
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-4-6"
 MODEL_ENV = "SESSIONSTORE_SUMMARY_MODEL"
 
 SYSTEM_PROMPT = "You are a helpful AI assistant tasked with summarizing conversations."
