@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -20,7 +21,7 @@ app = typer.Typer(
     name="sessionstore",
     help="A durable memory for LLM coding agents: sessions, active views, compaction, history.\n\n"
     "Examples:\n\n"
-    "  sessionstore new --title 'fix flaky test' --model claude-sonnet-4-5\n\n"
+    "  sessionstore new --title 'fix flaky test' --model claude-sonnet-4-6\n\n"
     "  sessionstore append SESSION messages.jsonl\n\n"
     "  sessionstore view SESSION --json",
     no_args_is_help=True,
@@ -56,11 +57,11 @@ def sessions_cmd(
     if json_out:
         print_json(rows)
         return
-    table = Table(title=f"sessions ({len(rows)})")
+    table = Table(title=f"sessions ({len(rows)}; ids shortened, any unique prefix works)")
     for col in ("id", "title", "model", "messages", "view tokens", "updated"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r["id"], Text(r["title"] or ""), Text(r["model"] or ""), str(r["messages"]),
+        table.add_row(r["id"][:8], Text(preview(r["title"] or "", 40)), Text(r["model"] or ""), str(r["messages"]),
                       f"{r['view_tokens']:,}", fmt_time(r["updated_at"]))
     console.print(table)
 
@@ -107,15 +108,16 @@ def read_messages(source: str) -> list[Any]:
     except RecursionError as exc:
         raise UsageError(f"{source}: JSON nested too deeply") from exc
     if isinstance(value, dict):
-        return [value]
+        return _checked(source, [value])
     if isinstance(value, list):
-        return value
+        return _checked(source, value)
     raise UsageError(f"{source}: expected a JSON object, a list of objects, or JSON Lines")
 
 
 def _read_jsonl(source: str, text: str) -> list[Any]:
+    """One message per line; only a newline ends a line (U+2028 and friends may sit inside JSON strings)."""
     out = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -124,7 +126,30 @@ def _read_jsonl(source: str, text: str) -> list[Any]:
             raise UsageError(f"{source}:{number}: invalid JSON ({exc.msg})") from exc
         except RecursionError as exc:
             raise UsageError(f"{source}:{number}: JSON nested too deeply") from exc
-    return out
+    return _checked(source, out)
+
+
+#: Deepest JSON nesting `append` takes: real messages stay far below, deeper input hits recursion limits.
+MAX_JSON_DEPTH = 100
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _checked(source: str, messages: list[Any]) -> list[Any]:
+    """`messages`, once no value nests deeper than MAX_JSON_DEPTH and every string is valid Unicode."""
+    stack: list[tuple[Any, int]] = [(messages, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found:
+                raise UsageError(f"{source}: a string holds a lone surrogate (U+{ord(found.group()):04X}), "
+                                 "which is not valid Unicode")
+        elif isinstance(item, (list, dict)):
+            if depth > MAX_JSON_DEPTH:
+                raise UsageError(f"{source}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
+            children = [*item, *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return messages
 
 
 @app.command("append")
@@ -213,3 +238,6 @@ def stats_cmd(
             table.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
 from . import compactcmd; compactcmd.register(app)  # noqa: E402
+from . import doctorcmd; doctorcmd.register(app)  # noqa: E402
+from . import importcmd; importcmd.register(app)  # noqa: E402
+from . import chatcmd; chatcmd.register(app)  # noqa: E402

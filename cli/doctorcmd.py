@@ -1,0 +1,51 @@
+"""`sessionstore doctor`: check the store's invariants, optionally repair the derived counters."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from sessionstore.doctor import Report, check, repair
+
+from .common import DbOption, JsonOption, open_store, print_json
+
+
+def doctor_cmd(
+    session: Annotated[Optional[str], typer.Argument(help="Check only this session (id or unique prefix).")] = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    fix: Annotated[bool, typer.Option("--repair", help="Recompute derived counters (never deletes rows).")] = False,
+) -> None:
+    """Check the database and every session (or one); exit 1 when a problem is found.
+
+    --repair recomputes what is derived from the rows (view token total,
+    explicit row count, tail state, last seq) and prints each change; it never
+    deletes or rewrites transcript rows.
+
+    Example: sessionstore doctor --repair --json
+    """
+    with open_store(db) as store:
+        report = repair(store, session) if fix else check(store, session)
+    if json_out:
+        print_json(report.to_dict())
+    else:
+        _print_report(report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _print_report(report: Report) -> None:
+    """Repairs, then problems, then a one-line verdict."""
+    for line in report.repairs:
+        typer.echo(f"repaired: {line}")
+    for problem in report.problems:
+        typer.echo(f"problem [{problem.code}]: {problem}")
+    scope = "database and " if report.database_checked else ""
+    verdict = "no problems" if report.ok else f"{len(report.problems)} problem(s)"
+    typer.echo(f"checked {scope}{report.sessions_checked} session(s): {verdict}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `doctor` to the app."""
+    app.command("doctor")(doctor_cmd)

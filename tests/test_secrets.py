@@ -1,0 +1,138 @@
+"""The API key never lands anywhere: not in output, logs, the database, exports or errors; files are owner-only.
+
+Every command runs with a recognizable fake key in the environment and the
+API pointed at a closed port, under a private HOME and XDG tree, so every
+byte any command writes can be searched afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import stat
+import traceback
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from sessionstore import SessionStore
+from tests.support.cli import Result, run_cli, run_cli_process
+from tests.support.messages import conversation
+
+KEY = f"sk-ant-test-SENTINEL-{uuid.uuid4().hex}"
+
+
+def closed_port_url() -> str:
+    """An http URL on localhost where nothing listens."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private HOME/XDG tree, the fake key in the environment, the API on a closed port."""
+    for var, sub in (("HOME", "home"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"),
+                     ("XDG_CACHE_HOME", "cache"), ("XDG_CONFIG_HOME", "config")):
+        (tmp_path / sub).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", closed_port_url())
+    monkeypatch.delenv("SESSIONSTORE_DB_URL", raising=False)
+    yield tmp_path
+
+
+def assert_no_key(where: str, data: str | bytes) -> None:
+    """Neither the key nor its random tail occurs in `data`."""
+    raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+    assert KEY.encode() not in raw and KEY[-32:].encode() not in raw, f"the API key leaked into {where}"
+
+
+def every_file(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def test_no_command_writes_the_key(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    work = sandbox / "work"
+    (work / "in.jsonl").write_text("\n".join(json.dumps(m) for m in conversation(40, seed=3)) + "\n")
+    outputs: list[tuple[str, Result]] = []
+
+    def run(*args: str, ok: bool = True) -> Result:
+        result = run_cli(capsys, *args)
+        outputs.append((" ".join(args), result))
+        if ok:
+            assert result.code == 0, (args, result)
+        return result
+
+    sid = json.loads(run("new", "--title", "secrets", "--json").out)["id"]
+    run("append", sid, "in.jsonl")
+    for args in (("view", sid), ("view", sid, "--json"), ("stats", sid, "--json"), ("sessions",),
+                 ("sessions", "--json"), ("compact", sid, "--json"), ("history", sid),
+                 ("export", sid, "-f", "jsonl", "-o", "out.jsonl"), ("export", sid, "-f", "markdown", "-o", "out.md"),
+                 ("export", sid, "-f", "html", "-o", "out.html"), ("doctor", "--json"), ("doctor", "--repair"),
+                 ("db", "current")):
+        run(*args)
+    for args in (("prepare", sid, "--json"), ("spill", "list", sid)):
+        run(*args, ok=False)
+    failed = run("compact", sid, "--summarizer", "anthropic", ok=False)
+    assert failed.code == 2 and failed.err.startswith("error: ")
+
+    for command, result in outputs:
+        assert_no_key(f"the output of `{command}`", result.out + result.err)
+    assert_no_key("the log records", caplog.text)
+    files = every_file(sandbox)
+    assert {"out.jsonl", "out.md", "out.html", "sessions.db"} <= {p.name for p in files}
+    for path in files:
+        assert_no_key(str(path), path.read_bytes())
+
+
+def test_a_failing_summarizer_process_does_not_print_the_key(sandbox: Path) -> None:
+    url = f"sqlite:///{sandbox / 'work' / 'sessions.db'}"
+    with SessionStore.open(url) as store:
+        s = store.create_session()
+        s.append_many(list(conversation(12, seed=4)))
+    result = run_cli_process("compact", s.id, "--summarizer", "anthropic", "--db", url, env=dict(os.environ))
+    assert result.code == 2, result
+    assert result.err.startswith("error: ") and "Traceback" not in result.err
+    assert_no_key("the compact process output", result.out + result.err)
+    for path in every_file(sandbox):
+        assert_no_key(str(path), path.read_bytes())
+
+
+def test_summarizer_errors_do_not_carry_the_key(sandbox: Path, sqlite_url: str) -> None:
+    from compaction.summarizers.anthropic import AnthropicSummarizer
+    from compaction.summarizers.base import SummarizerError
+
+    with SessionStore.open(sqlite_url) as store:
+        s = store.create_session()
+        s.append_many(list(conversation(8, seed=5)))
+        entries = s.active_entries()
+    for summarizer in (AnthropicSummarizer(max_retries=0, timeout=2),
+                       AnthropicSummarizer(api_key=KEY, base_url=closed_port_url(), max_retries=0, timeout=2)):
+        with pytest.raises(SummarizerError) as info:
+            summarizer.summarize(entries)
+        text = "".join(traceback.format_exception(info.value))
+        assert_no_key("a summarizer error", str(info.value) + repr(info.value) + text)
+
+
+def test_database_files_are_owner_only(sandbox: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sid = run_cli(capsys, "new").out.strip()
+    with SessionStore.open() as store:
+        store.get(sid).append({"role": "user", "content": "hello"})
+        folder = sandbox / "data" / "sessionstore"
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
+        assert {"sessions.db", "sessions.db-wal", "sessions.db-shm"} <= set(modes), "WAL files exist while open"
+        assert modes == dict.fromkeys(modes, 0o600), modes
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "sessions.db").stat().st_mode) == 0o600
