@@ -240,4 +240,5 @@ def stats_cmd(
 from . import compactcmd; compactcmd.register(app)  # noqa: E402
 from . import doctorcmd; doctorcmd.register(app)  # noqa: E402
 from . import importcmd; importcmd.register(app)  # noqa: E402
+from . import pipelinecmd; pipelinecmd.register(app)  # noqa: E402
 from . import chatcmd; chatcmd.register(app)  # noqa: E402

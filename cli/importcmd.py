@@ -1,4 +1,4 @@
-"""`sessionstore import claude-code|codex PATH...`: bring existing transcripts in."""
+"""`sessionstore import claude-code|codex|jsonl PATH...`: bring existing transcripts in."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sessionstore.importing import ImportResult, import_paths, transcript_files
 
 from .common import DbOption, JsonOption, console, open_store, print_json
 
-app = typer.Typer(help="Import transcripts you already have (Claude Code JSONL, Codex rollouts).",
+app = typer.Typer(help="Import transcripts you already have (Claude Code JSONL, Codex rollouts, our jsonl export).",
                   no_args_is_help=True)
 
 PathsArg = Annotated[list[str], typer.Argument(help="Files, or directories searched for *.jsonl (sub-agents included).")]
@@ -49,6 +49,19 @@ def codex_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False
     Example: sessionstore import codex ~/.codex/sessions
     """
     _run("codex", paths, db, strict, json_out, progress)
+
+
+@app.command("jsonl")
+def jsonl_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False,
+              json_out: JsonOption = False, progress: ProgressOption = None) -> None:
+    """Import sessions written by `sessionstore export --format jsonl` (into another store, say).
+
+    The transcript comes back exactly (exporting it again gives the same
+    bytes); the views are rebuilt from its compaction boundaries.
+
+    Example: sessionstore export SESSION -f jsonl -o s.jsonl && sessionstore import jsonl s.jsonl --db sqlite:///other.db
+    """
+    _run("jsonl", paths, db, strict, json_out, progress)
 
 
 def _run(source: str, paths: list[str], db: str | None, strict: bool, json_out: bool, show: bool | None) -> None:

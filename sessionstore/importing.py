@@ -139,8 +139,8 @@ class _Writer:
         if self.strict and self.warnings:
             raise ImportWarnings(f"{self.path}: {len(self.warnings)} warning(s) under --strict, nothing imported; "
                                  f"first: {self.warnings[0]}")
-        if self.existing and self.result.lines_added == 0:
-            self.result.status = "unchanged"
+        if self.existing and self.complete_lines == int(self.existing[2]):
+            self._unchanged()
         duplicate = self._duplicate_of(plan)
         if duplicate:
             raise _Duplicate(duplicate)
@@ -148,6 +148,11 @@ class _Writer:
         self._finish(plan)
         self.result.warnings = self.warnings
         return self.result
+
+    def _unchanged(self) -> None:
+        """No new complete line: an incomplete last line read again is not growth."""
+        self.result.status = "unchanged"
+        self.result.lines_added = 0
 
     def _create_session(self) -> None:
         now = time.time()

@@ -1,4 +1,4 @@
-"""Import of foreign agent transcripts: Claude Code JSONL and Codex CLI rollouts.
+"""Import of agent transcripts: Claude Code JSONL, Codex CLI rollouts, and our own jsonl export.
 
 Pure and storage-independent. The streaming use, for files of any size:
 
@@ -19,6 +19,7 @@ from typing import Iterator, Protocol
 
 from .claude_code import ClaudeCodeImport
 from .codex import CodexImport
+from .native import NativeImport, looks_native
 from .plan import (
     ChainNode,
     ChainResult,
@@ -36,6 +37,7 @@ __all__ = [
     "ImportPlan",
     "ImportedBoundary",
     "ImportedLine",
+    "NativeImport",
     "SourceImport",
     "detect_source",
     "open_import",
@@ -60,8 +62,8 @@ class SourceImport(Protocol):
     def plan(self) -> ImportPlan: ...
 
 
-def detect_source(path: str | os.PathLike[str]) -> Source:
-    """"codex" for a rollout file (by name or first line), else "claude-code"."""
+def detect_source(path: str | os.PathLike[str]) -> str:
+    """"codex" for a rollout file (by name or first line), "jsonl" for our export, else "claude-code"."""
     if Path(path).name.startswith("rollout-"):
         return "codex"
     with open(path, "rb") as handle:
@@ -72,20 +74,24 @@ def detect_source(path: str | os.PathLike[str]) -> Source:
         return "claude-code"
     if isinstance(entry, dict) and entry.get("type") in CODEX_LINE_TYPES:
         return "codex"
+    if looks_native(entry):
+        return "jsonl"
     return "claude-code"
 
 
-def open_import(path: str | os.PathLike[str], source: Source | None = None) -> SourceImport:
+def open_import(path: str | os.PathLike[str], source: str | None = None) -> SourceImport:
     """A streaming importer for `path` (format detected unless `source` is given)."""
     chosen = source or detect_source(path)
     if chosen == "codex":
         return CodexImport(path)
     if chosen == "claude-code":
         return ClaudeCodeImport(path)
+    if chosen == "jsonl":
+        return NativeImport(path)
     raise ValueError(f"unknown transcript source {chosen!r}")
 
 
-def parse_file(path: str | os.PathLike[str], source: Source | None = None) -> ImportPlan:
+def parse_file(path: str | os.PathLike[str], source: str | None = None) -> ImportPlan:
     """The whole plan with every line kept (for files that fit in memory)."""
     importer = open_import(path, source)
     lines = list(importer.lines())

@@ -1,0 +1,98 @@
+"""Reading spilled tool results back: the original bytes, a listing, a file for the agent.
+
+The budget layer (compaction/budget.py) decides what to spill; this module
+only reads decisions and blobs, so the CLI and agents can use it without the
+pipeline. File names for `materialize_spill` are derived from the tool_use_id
+by sanitizing and hashing it: whatever the id holds (`../`, `/`, NUL, a
+thousand characters), the file lands directly inside the given directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .blobs import get_blob
+from .errors import SessionStoreError
+from .replacements import get_replacement, list_with_blobs
+
+if TYPE_CHECKING:
+    from .session import Session
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+READABLE_PART = 48
+HASH_PART = 16
+
+
+class SpillNotFound(SessionStoreError, LookupError):
+    """The tool result was never spilled in this session."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpillInfo:
+    """One spilled tool result: where its original is and what the view shows now."""
+
+    tool_use_id: str
+    kind: str
+    original_size: int
+    blob_sha256: str
+    created_at: float
+
+    def to_dict(self) -> dict[str, object]:
+        return {"tool_use_id": self.tool_use_id, "kind": self.kind, "original_size": self.original_size,
+                "blob_sha256": self.blob_sha256, "created_at": self.created_at}
+
+
+def list_spills(session: "Session") -> list[SpillInfo]:
+    """Every spilled tool result of the session, oldest first (cleared ones included)."""
+    return [
+        SpillInfo(r.tool_use_id, r.kind, int(r.original_size or 0), str(r.blob_sha256), r.created_at)
+        for r in list_with_blobs(session.db, session.id)
+    ]
+
+
+def spill_original(session: "Session", tool_use_id: str) -> bytes:
+    """The spilled result's original content, byte for byte (UTF-8 of its text)."""
+    decision = get_replacement(session.db, session.id, tool_use_id)
+    if decision is None or decision.blob_sha256 is None:
+        raise SpillNotFound(f"tool result {tool_use_id!r} was not spilled in session {session.id}")
+    return get_blob(session.db, decision.blob_sha256)
+
+
+def spill_filename(tool_use_id: str) -> str:
+    """A file name that is safe on any filesystem and unique per tool_use_id."""
+    readable = _UNSAFE.sub("_", tool_use_id).strip("_-")[:READABLE_PART] or "result"
+    digest = hashlib.sha256(tool_use_id.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_PART]
+    return f"spill-{readable}-{digest}.txt"
+
+
+def materialize_spill(session: "Session", tool_use_id: str, directory: str | os.PathLike[str]) -> Path:
+    """Write the original to a file directly inside `directory` (created if needed); returns its path."""
+    data = spill_original(session, tool_use_id)
+    folder = Path(directory).expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    folder = folder.resolve()
+    target = folder / spill_filename(tool_use_id)
+    if target.parent != folder:
+        raise SessionStoreError(f"refusing to write outside {folder}")
+    _write_atomically(folder, target, data)
+    return target
+
+
+def _write_atomically(folder: Path, target: Path, data: bytes) -> None:
+    """Write through a fresh temporary file renamed over the target (never follows a symlink)."""
+    fd, tmp = tempfile.mkstemp(prefix=".spill-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
