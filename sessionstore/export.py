@@ -12,6 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, TextIO
 
 from .history import boundaries
+from .rows import dumps, iter_message_rows
 
 if TYPE_CHECKING:
     from .session import Session
@@ -21,13 +22,30 @@ FORMATS = ("jsonl", "markdown", "html", "claude-code")
 
 
 def export_jsonl(session: "Session", out: TextIO) -> int:
-    """Write one JSON line per transcript message; returns the count."""
+    """Write one JSON line per transcript message (StoredMessage.to_dict's shape); returns the count.
+
+    Lines are assembled from the JSON text as stored, which is exactly what
+    decoding and re-encoding would give, without the cost of doing it.
+    """
     count = 0
-    for message in session.transcript():
-        out.write(json.dumps(message.to_dict(), ensure_ascii=False, separators=(",", ":")))
-        out.write("\n")
+    for row in iter_message_rows(session.db, session.id):
+        out.write(_jsonl_line(row))
         count += 1
     return count
+
+
+
+
+def _jsonl_line(row: Any) -> str:
+    """One export line from a raw row (seq, uuid, parent, role, type, subtype, ts, api id, usage, meta flags...)."""
+    seq, uuid, parent, role, mtype, subtype, ts, api_id, usage, is_meta, is_summary, meta, content, tokens = row
+    return (
+        f'{{"seq":{int(seq)},"uuid":{dumps(uuid)},"parent_uuid":{dumps(parent)},"type":{dumps(mtype)},'
+        f'"subtype":{dumps(subtype)},"timestamp":{dumps(ts)},"api_message_id":{dumps(api_id)},'
+        f'"usage":{usage or "null"},"is_meta":{"true" if is_meta else "false"},'
+        f'"is_compact_summary":{"true" if is_summary else "false"},"metadata":{meta or "{}"},'
+        f'"tokens":{int(tokens)},"message":{{"role":{dumps(role)},"content":{content}}}}}\n'
+    )
 
 
 def export_markdown(session: "Session", out: TextIO) -> int:

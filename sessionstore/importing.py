@@ -123,6 +123,9 @@ class _Writer:
         self.warnings: list[str] = []
         self.result = ImportResult(path, source, self.session_id, "grown" if existing else "imported")
         self.complete_lines = self.lines_done
+        #: Only a Claude Code file is ever exported byte-for-byte; other sources keep the raw
+        #: lines of side and bad entries (nothing is lost) but not of messages (stored as messages).
+        self.keep_message_lines = source == "claude-code"
         self.complete_bytes = int(existing[1]) if existing else 0
 
     def run(self) -> ImportResult:
@@ -192,9 +195,10 @@ class _Writer:
         if line.kind == "message" and line.message is not None:
             seq = self._message(line)
         if line.raw:
-            self.source_rows.append({"session_id": self.session_id, "line_no": line.line_no,
-                                     "kind": line.kind if seq is not None or line.kind != "message" else "side",
-                                     "entry_type": line.entry_type[:64], "message_seq": seq, "raw": line.raw})
+            if seq is None or self.keep_message_lines:
+                self.source_rows.append({"session_id": self.session_id, "line_no": line.line_no,
+                                         "kind": line.kind if seq is not None or line.kind != "message" else "side",
+                                         "entry_type": line.entry_type[:64], "message_seq": seq, "raw": line.raw})
             self.result.lines_added += 1
             if line.raw.endswith(b"\n") or line.kind != "bad":
                 self.complete_lines = line.line_no
@@ -254,9 +258,18 @@ class _Writer:
             )
             totals.append((seqs, sum(self.tokens_of[s] for s in seqs)))
         for index, b in enumerate(plan.boundaries):
-            self._compaction(index, b, totals[index][1], totals[index + 1][1])
+            self._compaction(index, b, totals[index][1], self._post_tokens(b, totals[index + 1][0]))
         self.final_seqs, self.final_tokens = totals[-1]
         self.result.boundaries = len(plan.boundaries)
+
+    def _post_tokens(self, b: ImportedBoundary, next_view: list[int]) -> int:
+        """Tokens of the view right after the compaction: boundary, summary and preserved messages.
+
+        The next version also holds everything appended later; only what existed at the
+        summary (seq up to it) counts.
+        """
+        cutoff = self.seq_of.get(b.summary_uuid or "") or self.seq_of[b.boundary_uuid]
+        return sum(self.tokens_of[seq] for seq in next_view if seq <= cutoff)
 
     def _seqs(self, uuids: list[str]) -> list[int]:
         out = []

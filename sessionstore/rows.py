@@ -7,10 +7,13 @@ read and write messages the same way.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from .types import StoredMessage
 from .validate import NewMessage
+
+if TYPE_CHECKING:
+    from .db import Database
 
 MESSAGE_COLUMNS = (
     "seq, uuid, parent_uuid, role, type, subtype, timestamp, api_message_id, "
@@ -25,9 +28,13 @@ INSERT_MESSAGE = (
 )
 
 
+#: One encoder for every write: json.dumps with options builds a new encoder on each call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def dumps(value: Any) -> str:
     """Compact JSON, non-ASCII kept as is (what we store and export)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODE(value)
 
 
 def message_params(session_id: str, seq: int, msg: NewMessage, content_json: str, tokens: int) -> dict[str, Any]:
@@ -83,3 +90,18 @@ def stored_from_row(row: Sequence[Any], offset: int = 0) -> StoredMessage:
 
 
 _loads = json.loads
+
+
+def iter_message_rows(db: "Database", session_id: str, after_seq: int = 0, batch: int = 1000) -> Iterator[Any]:
+    """A session's transcript rows (MESSAGE_COLUMNS) in seq order, fetched in batches: constant memory."""
+    last = after_seq
+    while True:
+        rows = db.all(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq > :after "
+            f"ORDER BY seq LIMIT {int(batch)}",
+            {"id": session_id, "after": last},
+        )
+        if not rows:
+            return
+        yield from rows
+        last = int(rows[-1][0])

@@ -16,6 +16,7 @@ from .rows import (
     INSERT_MESSAGE,
     MESSAGE_COLUMNS,
     dumps,
+    iter_message_rows,
     message_params,
     stored_from_new,
     stored_from_row,
@@ -258,18 +259,8 @@ class Session:
 
     def transcript(self, *, after_seq: int = 0) -> Iterator[StoredMessage]:
         """Every message ever recorded, in order, streamed in batches (constant memory)."""
-        last = after_seq
-        while True:
-            rows = self.db.all(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq > :after "
-                f"ORDER BY seq LIMIT {TRANSCRIPT_BATCH}",
-                {"id": self.id, "after": last},
-            )
-            if not rows:
-                return
-            for row in rows:
-                yield stored_from_row(row)
-            last = int(rows[-1][0])
+        for row in iter_message_rows(self.db, self.id, after_seq, TRANSCRIPT_BATCH):
+            yield stored_from_row(row)
 
     def message(self, uuid: str) -> StoredMessage:
         """One transcript message by uuid."""
