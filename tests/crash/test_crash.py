@@ -1,5 +1,9 @@
 """Crash harness: SIGKILL a writer at random moments; after each kill nothing committed is lost
-and the view is the old one or the new one, never a mix."""
+and the view is the old one or the new one, never a mix.
+
+The writer loops over a random mix of append, append_many, every compaction kind,
+prepare with spills, and imports; 100 kills per engine (SESSIONSTORE_CRASH_TRIALS).
+"""
 
 from __future__ import annotations
 
@@ -13,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from sessionstore import SessionStore
+from sessionstore import SessionStore, doctor
 from sessionstore.history import boundaries, view_at
 from sessionstore.view import to_api_messages
 from tests.support.validity import check_messages
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-TRIALS = int(os.environ.get("SESSIONSTORE_CRASH_TRIALS", "60"))
+TRIALS = int(os.environ.get("SESSIONSTORE_CRASH_TRIALS", "100"))
 
 
 def _check_after_kill(url: str, sid: str, log: Path) -> dict[str, int]:
@@ -31,6 +35,10 @@ def _check_after_kill(url: str, sid: str, log: Path) -> dict[str, int]:
         logged = [ln.split(" ", 1) for ln in lines if ln.strip()]
         missing = [v for k, v in logged if k in ("msg", "boundary") and v not in uuids]
         assert not missing, f"committed but lost: {missing[:5]}"
+        report = doctor.check(st)
+        assert report.problems == [], f"doctor after a kill: {report.problems[:3]}"
+        _check_spills(s, [v for k, v in logged if k == "prepared"])
+        _check_imports(st, [v for k, v in logged if k == "import"])
         found = boundaries(s)
         boundary_msgs = [m for m in uuids.values() if m.subtype == "compact_boundary"]
         assert len(boundary_msgs) == len(found), "a boundary without its compactions row (or the reverse)"
@@ -48,6 +56,31 @@ def _check_after_kill(url: str, sid: str, log: Path) -> dict[str, int]:
         return {"messages": len(uuids), "boundaries": len(found)}
 
 
+def _check_spills(s, prepared_ids: list[str]) -> None:
+    """Every spill decision is whole: its replacement, its blob, and the original bytes behind it."""
+    from sessionstore.spill import spill_original
+
+    rows = s.db.all("SELECT tool_use_id, kind FROM replacements WHERE session_id = :id", {"id": s.id})
+    decided = {r[0]: r[1] for r in rows}
+    for tool_use_id in prepared_ids:
+        if decided.get(tool_use_id) == "spilled":
+            assert spill_original(s, tool_use_id).startswith(tool_use_id.encode())
+
+
+def _check_imports(store, logged: list[str]) -> None:
+    """Each import the child saw commit is complete; no session is half imported."""
+    for line in logged:
+        session_id, count = line.split()
+        assert len(list(store.get(session_id).transcript())) == int(count)
+    rows = store.db.all("SELECT s.id, s.last_seq, COUNT(m.seq) FROM sessions s LEFT JOIN messages m "
+                        "ON m.session_id = s.id GROUP BY s.id, s.last_seq")
+    for session_id, last_seq, count in rows:
+        assert int(last_seq) == int(count), f"session {session_id} is half written"
+    orphans = store.db.one("SELECT COUNT(*) FROM sessions s WHERE s.id NOT IN (SELECT session_id FROM imports) "
+                           "AND s.title IS NOT NULL AND s.title <> 'crash'")[0]
+    assert orphans == 0, "an import left a session without its imports row"
+
+
 def test_sigkill_during_appends_and_compactions(store_url: str, tmp_path: Path) -> None:
     rng = random.Random(1234)
     with SessionStore.open(store_url) as st:
@@ -56,7 +89,8 @@ def test_sigkill_during_appends_and_compactions(store_url: str, tmp_path: Path) 
     stats = {}
     for trial in range(TRIALS):
         child = subprocess.Popen([sys.executable, "-m", "tests.crash.worker", store_url, sid, str(log), str(trial)],
-                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 env={**os.environ, "CRASH_TMP": str(tmp_path)})
         time.sleep(rng.uniform(0.6, 1.6))
         if child.poll() is not None:
             pytest.fail(f"worker exited early: {child.stderr.read().decode()}")

@@ -12,20 +12,23 @@ import uuid
 
 from compaction.engine import compact
 from compaction.full import NothingToCompact
+from compaction.pipeline import Pipeline
 from sessionstore import RewriteConflict, SessionStore
+from sessionstore.importing import import_file
 from sessionstore.memory import save_memory
 
 
-def _round(rng: random.Random, tag: str) -> list[dict]:
-    """A complete API round: request, tool call, result, answer."""
+def _round(rng: random.Random, tag: str, big: bool = False) -> list[dict]:
+    """A complete API round: request, tool call, result (over the spill cap when `big`), answer."""
     tid = f"t-{uuid.uuid4().hex[:12]}"
+    size = rng.randint(60_000, 120_000) if big else rng.randint(10, 3000)
     return [
         {"role": "user", "content": f"{tag}: please check module {rng.randint(0, 99)}", "uuid": str(uuid.uuid4())},
         {"role": "assistant", "uuid": str(uuid.uuid4()), "api_message_id": f"m-{tid}",
          "content": [{"type": "tool_use", "id": tid, "name": rng.choice(["Read", "Bash"]),
                       "input": {"file_path": f"src/m{rng.randint(0, 9)}.py"}}]},
         {"role": "user", "uuid": str(uuid.uuid4()),
-         "content": [{"type": "tool_result", "tool_use_id": tid, "content": "x" * rng.randint(10, 3000)}]},
+         "content": [{"type": "tool_result", "tool_use_id": tid, "content": f"{tid} " + "x" * size}]},
         {"role": "assistant", "uuid": str(uuid.uuid4()), "content": f"checked ({tag})"},
     ]
 
@@ -57,9 +60,18 @@ def main() -> None:
         step = 0
         while True:
             step += 1
-            op = rng.choice(["append", "append", "append_many", "append_many", "full", "from", "up_to", "memory"])
-            msgs = _round(rng, f"s{seed}-{step}")
-            if op == "append":
+            op = rng.choice(["append", "append", "append_many", "append_many", "full", "from", "up_to", "memory",
+                             "prepare", "import"])
+            msgs = _round(rng, f"s{seed}-{step}", big=op == "prepare")
+            if op == "prepare":
+                session.append_many(msgs)
+                for m in msgs:
+                    log(f"msg {m['uuid']}")
+                Pipeline(store).prepare(session)
+                log(f"prepared {msgs[2]['content'][0]['tool_use_id']}")
+            elif op == "import":
+                _import(store, rng, log)
+            elif op == "append":
                 for m in msgs:
                     session.append(m)
                     log(f"msg {m['uuid']}")
@@ -69,6 +81,29 @@ def main() -> None:
                     log(f"msg {m['uuid']}")
             else:
                 _compact(session, op, rng, log)
+
+
+def _import(store, rng: random.Random, log) -> None:
+    """Import a small Claude Code transcript (a fresh file each time) as its own session."""
+    import json
+    import os
+    import tempfile
+
+    sid = str(uuid.uuid4())
+    lines = []
+    parent = None
+    for i in range(rng.randint(2, 40)):
+        u = str(uuid.uuid4())
+        role = "user" if i % 2 == 0 else "assistant"
+        lines.append(json.dumps({"type": role, "uuid": u, "parentUuid": parent, "sessionId": sid,
+                                 "timestamp": f"2026-01-01T00:00:{i % 60:02d}Z", "isSidechain": False,
+                                 "message": {"role": role, "content": f"line {i} of {sid}"}}))
+        parent = u
+    fd, path = tempfile.mkstemp(suffix=".jsonl", dir=os.environ.get("CRASH_TMP"))
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    result = import_file(store, path)
+    log(f"import {result.session_id} {len(lines)}")
 
 
 def _compact(session, op: str, rng: random.Random, log) -> None:
