@@ -14,7 +14,7 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import dbcmd
+from . import chatcmd, compactcmd, dbcmd, doctorcmd, importcmd, pipelinecmd
 from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
 
 app = typer.Typer(
@@ -237,8 +237,7 @@ def stats_cmd(
         if key != "session":
             table.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
-from . import compactcmd; compactcmd.register(app)  # noqa: E402
-from . import doctorcmd; doctorcmd.register(app)  # noqa: E402
-from . import importcmd; importcmd.register(app)  # noqa: E402
-from . import pipelinecmd; pipelinecmd.register(app)  # noqa: E402
-from . import chatcmd; chatcmd.register(app)  # noqa: E402
+
+
+for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd):
+    _module.register(app)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import SessionStoreError
 from .rows import MESSAGE_COLUMNS, stored_from_row
+from .session import entries_for_rows
 from .types import StoredMessage, ViewEntry
 
 if TYPE_CHECKING:
@@ -132,22 +133,12 @@ def view_at(session: "Session", version: int) -> list[ViewEntry]:
         return session.active_entries()
     if not 0 <= version < current.view_version:
         raise SessionStoreError(f"session {session.id} has no view version {version}")
-    cols = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
     rows = session.db.all(
-        f"SELECT v.content_json, v.tokens, {cols} FROM view_entries v "
-        "JOIN messages m ON m.session_id = v.session_id AND m.seq = v.seq "
-        "WHERE v.session_id = :id AND v.valid_from <= :v AND (v.valid_to IS NULL OR v.valid_to > :v) "
-        "ORDER BY v.key",
+        "SELECT seq, content_json, tokens FROM view_entries "
+        "WHERE session_id = :id AND valid_from <= :v AND (valid_to IS NULL OR valid_to > :v) ORDER BY key",
         {"id": session.id, "v": version},
     )
-    out = []
-    for position, row in enumerate(rows):
-        message = stored_from_row(row, 2)
-        if row[0] is None:
-            out.append(ViewEntry(position, message, message.content, int(row[1])))
-        else:
-            out.append(ViewEntry(position, message, json.loads(row[0]), int(row[1]), replaced=True))
-    return out
+    return entries_for_rows(session.db, session.id, rows)
 
 
 def view_before(session: "Session", index: int) -> list[ViewEntry]:

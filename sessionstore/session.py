@@ -7,6 +7,7 @@ else forces a reload, and a reload is two index range scans.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
@@ -228,12 +229,11 @@ class Session:
     def _load_view(self, db: "Database", state: ViewState) -> list[ViewEntry]:
         """Explicit open rows, then every message appended since the last rewrite."""
         rows = db.all(
-            f"SELECT v.content_json, v.tokens, {_prefixed('m')} FROM view_entries v "
-            "JOIN messages m ON m.session_id = v.session_id AND m.seq = v.seq "
-            "WHERE v.session_id = :id AND v.valid_to IS NULL ORDER BY v.key",
+            "SELECT seq, content_json, tokens FROM view_entries "
+            "WHERE session_id = :id AND valid_to IS NULL ORDER BY key",
             {"id": self.id},
         )
-        entries = [_entry_from_view_row(i, row) for i, row in enumerate(rows)]
+        entries = entries_for_rows(db, self.id, rows)
         self._entries = entries
         self._extend_view(db, state.base_seq, state.last_seq)
         return entries
@@ -331,15 +331,49 @@ def _duplicate_message(session_id: str, uuids: list[str]) -> str:
     return f"one of the {len(uuids)} uuids is already in session {session_id}"
 
 
-def _prefixed(alias: str) -> str:
-    return ", ".join(f"{alias}.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+#: Above this many separate seq runs, messages are fetched by id lists instead of ranges.
+MAX_RUNS = 64
 
 
-def _entry_from_view_row(position: int, row: Any) -> ViewEntry:
-    """A ViewEntry from (replacement content, tokens, message columns...)."""
-    import json
+def entries_for_rows(db: "Database", session_id: str, rows: list[Any]) -> list[ViewEntry]:
+    """ViewEntries for view rows (seq, replacement json, tokens), in the rows' order.
 
-    message = stored_from_row(row, 2)
-    if row[0] is None:
-        return ViewEntry(position, message, message.content, int(row[1]))
-    return ViewEntry(position, message, json.loads(row[0]), int(row[1]), replaced=True)
+    A view is a few long runs of consecutive seqs (what a compaction kept, then what
+    followed), so its messages are read as a few index range scans rather than one
+    lookup per entry.
+    """
+    messages = _messages_by_seq(db, session_id, sorted({int(r[0]) for r in rows}))
+    out = []
+    for position, (seq, replaced, tokens) in enumerate(rows):
+        message = messages[int(seq)]
+        if replaced is None:
+            out.append(ViewEntry(position, message, message.content, int(tokens)))
+        else:
+            out.append(ViewEntry(position, message, json.loads(replaced), int(tokens), replaced=True))
+    return out
+
+
+def _messages_by_seq(db: "Database", session_id: str, seqs: list[int]) -> dict[int, StoredMessage]:
+    """The messages with these seqs, read run by run."""
+    runs: list[tuple[int, int]] = []
+    for seq in seqs:
+        if runs and seq == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], seq)
+        else:
+            runs.append((seq, seq))
+    found: dict[int, StoredMessage] = {}
+    if len(runs) <= MAX_RUNS:
+        for first, last in runs:
+            for row in db.all(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq >= :a AND seq <= :b "
+                "ORDER BY seq",
+                {"id": session_id, "a": first, "b": last},
+            ):
+                found[int(row[0])] = stored_from_row(row)
+        return found
+    for start in range(0, len(seqs), 500):
+        chunk = ",".join(str(s) for s in seqs[start:start + 500])
+        for row in db.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq IN ({chunk})",
+                          {"id": session_id}):
+            found[int(row[0])] = stored_from_row(row)
+    return found

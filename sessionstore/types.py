@@ -14,6 +14,9 @@ Role = Literal["user", "assistant", "system"]
 MessageType = Literal["user", "assistant", "system", "attachment"]
 Content = str | list[dict[str, Any]]
 
+#: The subtype of the system message each compaction appends.
+BOUNDARY_SUBTYPE = "compact_boundary"
+
 #: Envelope keys a caller may pass to `append` next to `role` and `content`.
 ENVELOPE_KEYS = (
     "uuid",

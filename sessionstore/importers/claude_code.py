@@ -67,20 +67,6 @@ METADATA_VALUE_LIMIT = 4096
 TITLE_LENGTH = 100
 
 
-def iter_lines(path: str | os.PathLike[str]) -> Iterator[ImportedLine]:
-    """Every line of a Claude Code transcript, streaming (see `ClaudeCodeImport`)."""
-    return ClaudeCodeImport(path).lines()
-
-
-def parse(path: str | os.PathLike[str]) -> ImportPlan:
-    """The whole plan of a file, lines included (for files that fit in memory)."""
-    importer = ClaudeCodeImport(path)
-    lines = list(importer.lines())
-    plan = importer.plan()
-    plan.lines = lines
-    return plan
-
-
 class ClaudeCodeImport:
     """One streaming import: iterate `lines()` once, then call `plan()`."""
 

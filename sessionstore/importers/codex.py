@@ -58,20 +58,6 @@ MAX_HELD_LINES = 256
 TITLE_LENGTH = 100
 
 
-def iter_lines(path: str | os.PathLike[str]) -> Iterator[ImportedLine]:
-    """Every line of a rollout file, streaming (see `CodexImport`)."""
-    return CodexImport(path).lines()
-
-
-def parse(path: str | os.PathLike[str]) -> ImportPlan:
-    """The whole plan of a rollout, lines included (for files that fit in memory)."""
-    importer = CodexImport(path)
-    lines = list(importer.lines())
-    plan = importer.plan()
-    plan.lines = lines
-    return plan
-
-
 class CodexImport:
     """One streaming import: iterate `lines()` once, then call `plan()`."""
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 from ..errors import InvalidMessage
+from ..types import BOUNDARY_SUBTYPE, ENVELOPE_KEYS
 from ..validate import normalize
 from .plan import (
     BoundaryFacts,
@@ -52,24 +53,10 @@ from .plan import (
 )
 
 SOURCE = "jsonl"
-BOUNDARY_SUBTYPE = "compact_boundary"
 #: Compaction kinds that keep a prefix: [boundary, kept..., summary].
 PREFIX_KINDS = frozenset({"partial-from"})
 #: Kinds whose kept suffix leaves out earlier boundaries and summaries.
 SUFFIX_FILTERED_KINDS = frozenset({"partial-up_to"})
-#: Envelope keys copied from a line into the append-shaped message.
-ENVELOPE_KEYS = (
-    "uuid",
-    "parent_uuid",
-    "type",
-    "subtype",
-    "timestamp",
-    "api_message_id",
-    "usage",
-    "is_meta",
-    "is_compact_summary",
-    "metadata",
-)
 TITLE_LENGTH = 100
 #: How far back a streamed response's earlier piece is looked for (tool results in between).
 REGROUP_WINDOW = 64

@@ -15,32 +15,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal
 
+from ..validate import BLOCK_TYPES
+
 LineKind = Literal["message", "side", "bad"]
 Source = Literal["claude-code", "codex"]
 
-#: Block types the store accepts in message content (mirrors the store's door check).
-KNOWN_BLOCK_TYPES = frozenset(
-    {
-        "text",
-        "image",
-        "document",
-        "search_result",
-        "tool_use",
-        "tool_result",
-        "thinking",
-        "redacted_thinking",
-        "server_tool_use",
-        "web_search_tool_result",
-        "web_fetch_tool_result",
-        "code_execution_tool_result",
-        "bash_code_execution_tool_result",
-        "text_editor_code_execution_tool_result",
-        "mcp_tool_use",
-        "mcp_tool_result",
-        "container_upload",
-        "tool_reference",
-    }
-)
+#: Block types the store accepts in message content (the store's own door check).
+KNOWN_BLOCK_TYPES = BLOCK_TYPES
 
 #: Field limits of the store's envelope (longer values would be refused on append).
 MAX_UUID_LENGTH = 100
