@@ -5,11 +5,12 @@ from __future__ import annotations
 import uuid as uuid_mod
 from typing import Any
 
+from sessionstore.types import BOUNDARY_SUBTYPE
 from sessionstore.validate import NewMessage, normalize
 
 from .prompt import summary_message_text
 
-BOUNDARY_SUBTYPE = "compact_boundary"
+__all__ = ["BOUNDARY_SUBTYPE", "attachment_message", "boundary_message", "is_boundary", "summary_message"]
 
 
 def boundary_message(

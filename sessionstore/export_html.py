@@ -84,9 +84,9 @@ CHART_WIDTH, CHART_HEIGHT, CHART_MARGIN = 900, 220, 40
 
 
 def esc(value: Any) -> str:
-    """Text made safe for HTML content and attribute values."""
+    """Text made safe for HTML content and attribute values (NUL and lone surrogates replaced)."""
     text = value if isinstance(value, str) else str(value)
-    if _UNSAFE.search(text):
+    if "\x00" in text or (not text.isascii() and _UNSAFE.search(text)):
         text = _UNSAFE.sub("\ufffd", text)
     return html.escape(text, quote=True)
 
@@ -286,10 +286,14 @@ def _transcript(out: TextIO, messages: Iterable[StoredMessage], bounds: list[_Bo
     anchored: set[int] = set()
     folds = _Folds(bounds)
     out.write('<section class="transcript"><h2>Transcript</h2>')
+    pending = sorted((b for b in bounds if b.seq is not None), key=lambda b: b.seq or 0)
+    cursor = 0
     for message in messages:
         out.write(folds.before(message.seq))
-        for b in bounds:
-            if b.seq is not None and b.seq < message.seq and b.index not in anchored:
+        while cursor < len(pending) and (pending[cursor].seq or 0) < message.seq:
+            b = pending[cursor]
+            cursor += 1
+            if b.index not in anchored:
                 anchored.add(b.index)
                 out.write(f'<div id="boundary-{b.index}" class="msg boundary">{esc(b.label)}</div>')
         boundary = by_uuid.get(message.uuid) or by_seq.get(message.seq)
@@ -375,11 +379,14 @@ def _block(block: Any) -> str:
 
 
 def _tool_use(block: dict[str, Any]) -> str:
-    tool_input = json.dumps(block.get("input"), ensure_ascii=False, indent=2)
+    tool_input = _compact_json(block.get("input"))
     return (
         f'<details class="tool-use"><summary>Tool call <b>{esc(block.get("name", "?"))}</b> '
         f'<code>{esc(block.get("id", ""))}</code></summary><pre>{esc(tool_input)}</pre></details>'
     )
+
+
+_compact_json = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
 
 
 def _tool_result(block: dict[str, Any]) -> str:

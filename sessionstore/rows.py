@@ -83,9 +83,9 @@ def stored_from_row(row: Sequence[Any], offset: int = 0) -> StoredMessage:
     o = offset
     usage, meta = row[o + 8], row[o + 11]
     return StoredMessage(
-        int(row[o]), row[o + 1], row[o + 3], row[o + 4], _loads(row[o + 12]), row[o + 5], row[o + 2],
-        row[o + 6], row[o + 7], _loads(usage) if usage else None, bool(row[o + 9]), bool(row[o + 10]),
-        _loads(meta) if meta else {}, int(row[o + 13]),
+        row[o], row[o + 1], row[o + 3], row[o + 4], _loads(row[o + 12]), row[o + 5], row[o + 2],
+        row[o + 6], row[o + 7], _loads(usage) if usage else None, row[o + 9] is True or row[o + 9] == 1,
+        row[o + 10] is True or row[o + 10] == 1, _loads(meta) if meta else {}, row[o + 13],
     )
 
 

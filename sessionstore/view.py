@@ -22,6 +22,8 @@ def as_blocks(content: Content) -> list[dict[str, Any]]:
 
 def _order_user_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """tool_result blocks first, everything else after, each group in its order."""
+    if blocks and blocks[0].get("type") == "tool_result" and all(b.get("type") == "tool_result" for b in blocks):
+        return blocks
     results = [b for b in blocks if b.get("type") == "tool_result"]
     if not results or len(results) == len(blocks):
         return blocks
@@ -35,11 +37,19 @@ def _merge(role: str, contents: list[Content]) -> dict[str, Any]:
     Blocks are shallow-copied so a caller that decorates the result (for
     example with `cache_control`) cannot alter the stored view.
     """
-    if len(contents) == 1 and isinstance(contents[0], str):
-        return {"role": role, "content": contents[0]}
-    blocks: list[dict[str, Any]] = []
-    for content in contents:
-        blocks.extend(dict(b) for b in as_blocks(content))
+    if len(contents) == 1:
+        content = contents[0]
+        if type(content) is str:
+            return {"role": role, "content": content}
+        blocks = [b.copy() for b in content]
+    else:
+        blocks = []
+        for content in contents:
+            if type(content) is str:
+                if content:
+                    blocks.append({"type": "text", "text": content})
+            else:
+                blocks.extend([b.copy() for b in content])
     if role == "user":
         blocks = _order_user_blocks(blocks)
     return {"role": role, "content": blocks}
@@ -51,13 +61,16 @@ def to_api_messages(entries: Iterable[ViewEntry]) -> list[dict[str, Any]]:
     role: str | None = None
     group: list[Content] = []
     for entry in entries:
-        if not entry.message.is_sent:
+        entry_role = entry.message.role
+        if entry_role == "system":
             continue
-        if entry.role != role and group:
-            out.append(_merge(role or "user", group))
-            group = []
-        role = entry.role
-        group.append(entry.content)
+        if entry_role != role:
+            if group:
+                out.append(_merge(role or "user", group))
+            group = [entry.content]
+            role = entry_role
+        else:
+            group.append(entry.content)
     if group:
         out.append(_merge(role or "user", group))
     return out
