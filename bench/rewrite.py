@@ -12,7 +12,6 @@ Run: python bench/rewrite.py [--quick] [--out bench/RESULTS.md]
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 import statistics
 import subprocess

@@ -201,7 +201,7 @@ def _nav(bounds: list[_Boundary]) -> str:
 
 def _chart(points: list[tuple[int, int]], bounds: list[_Boundary]) -> str:
     """An inline SVG line of view tokens by seq, each compaction's drop in red."""
-    head = f'<section class="chart" id="chart"><h2>Context tokens</h2>'
+    head = '<section class="chart" id="chart"><h2>Context tokens</h2>'
     clean = sorted((int(s), int(t)) for s, t in points)
     if not clean:
         return head + '<p class="placeholder">No token data.</p></section>'

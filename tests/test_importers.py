@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sessionstore.importers import ImportPlan, detect_source, open_import, parse_file
+from sessionstore.importers import ImportPlan, detect_source, parse_file
 from sessionstore.types import StoredMessage, ViewEntry
 from sessionstore.view import to_api_messages
 from tests.support.validity import check_messages

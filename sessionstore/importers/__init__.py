@@ -37,6 +37,7 @@ __all__ = [
     "ImportPlan",
     "ImportedBoundary",
     "ImportedLine",
+    "Source",
     "NativeImport",
     "SourceImport",
     "detect_source",

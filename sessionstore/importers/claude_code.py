@@ -17,9 +17,11 @@ import os
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from .plan import (
+    TITLE_LENGTH,
+    LineStream,
     BoundaryFacts,
     ChainNode,
     ChainResult,
@@ -32,7 +34,6 @@ from .plan import (
     drop_warnings,
     envelope_problem,
     is_blank,
-    read_raw_lines,
     repair_view,
     where,
 )
@@ -64,10 +65,9 @@ _ENVELOPE_KEYS = frozenset(
 #: Metadata values whose JSON is longer than this are left out (the raw line keeps them).
 METADATA_VALUE_LIMIT = 4096
 
-TITLE_LENGTH = 100
 
 
-class ClaudeCodeImport:
+class ClaudeCodeImport(LineStream):
     """One streaming import: iterate `lines()` once, then call `plan()`."""
 
     source = "claude-code"
@@ -79,15 +79,6 @@ class ClaudeCodeImport:
         self._seen: dict[str, int] = {}
         self._header = _Header()
 
-    def lines(self) -> Iterator[ImportedLine]:
-        """Each physical line as an `ImportedLine`, in file order."""
-        for line_no, raw in read_raw_lines(self.path):
-            line = self._line(line_no, raw)
-            if line.warning:
-                self.warnings.append(line.warning)
-            if line.node is not None:
-                self.nodes.append(line.node)
-            yield line
 
     def plan(self) -> ImportPlan:
         """The plan (without lines) once `lines()` has been consumed."""

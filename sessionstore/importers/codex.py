@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from .plan import (
+    TITLE_LENGTH,
     BoundaryFacts,
     ChainNode,
     ChainResult,
@@ -55,7 +56,6 @@ TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text", "summary_text"
 
 #: Side lines held back at most while waiting for the usage of an assistant response.
 MAX_HELD_LINES = 256
-TITLE_LENGTH = 100
 
 
 class CodexImport:

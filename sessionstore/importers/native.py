@@ -31,12 +31,14 @@ import hashlib
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from ..errors import InvalidMessage
 from ..types import BOUNDARY_SUBTYPE, ENVELOPE_KEYS
 from ..validate import normalize
 from .plan import (
+    TITLE_LENGTH,
+    LineStream,
     BoundaryFacts,
     ChainNode,
     ChainResult,
@@ -47,7 +49,6 @@ from .plan import (
     decode_line,
     drop_warnings,
     is_blank,
-    read_raw_lines,
     repair_view,
     where,
 )
@@ -57,7 +58,6 @@ SOURCE = "jsonl"
 PREFIX_KINDS = frozenset({"partial-from"})
 #: Kinds whose kept suffix leaves out earlier boundaries and summaries.
 SUFFIX_FILTERED_KINDS = frozenset({"partial-up_to"})
-TITLE_LENGTH = 100
 #: How far back a streamed response's earlier piece is looked for (tool results in between).
 REGROUP_WINDOW = 64
 
@@ -78,7 +78,7 @@ class CompactionFacts:
     messages_summarized: int | None
 
 
-class NativeImport:
+class NativeImport(LineStream):
     """One streaming import: iterate `lines()` once, then call `plan()`."""
 
     source = SOURCE
@@ -95,21 +95,12 @@ class NativeImport:
         self._cwd: str | None = None
         self._model: str | None = None
 
-    def lines(self) -> Iterator[ImportedLine]:
-        """Each physical line as an `ImportedLine`, in file order."""
-        for line_no, raw in read_raw_lines(self.path):
-            line = self._line(line_no, raw)
-            if line.warning:
-                self.warnings.append(line.warning)
-            if line.node is not None:
-                self.nodes.append(line.node)
-            yield line
 
     def plan(self) -> ImportPlan:
         """The plan (without lines) once `lines()` has been consumed."""
         chain = build_chain(self.nodes, self.compactions, self.reinjected, path=self.path)
         return ImportPlan(
-            source=SOURCE,  # type: ignore[arg-type]  # plan.Source predates this importer
+            source=SOURCE,
             path=self.path,
             source_session_id=self._identity,
             title=self._title,

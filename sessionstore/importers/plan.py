@@ -11,6 +11,7 @@ bounded by one line plus about a hundred bytes of graph facts per line.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal
@@ -18,7 +19,10 @@ from typing import Any, Iterable, Iterator, Literal
 from ..validate import BLOCK_TYPES
 
 LineKind = Literal["message", "side", "bad"]
-Source = Literal["claude-code", "codex"]
+Source = Literal["claude-code", "codex", "jsonl"]
+
+#: Titles taken from a transcript are cut to this many characters.
+TITLE_LENGTH = 100
 
 #: Block types the store accepts in message content (the store's own door check).
 KNOWN_BLOCK_TYPES = BLOCK_TYPES
@@ -325,3 +329,25 @@ def _unanswered_uses(turn: list[ChainNode], following: list[ChainNode]) -> dict[
 def drop_warnings(path: str, dropped: list[tuple[ChainNode, str]], what: str) -> list[str]:
     """One `file:line: ...` warning per node dropped from a view."""
     return [f"{where(path, n.line_no)}: {n.uuid} left out of the {what}: {reason}" for n, reason in dropped]
+
+
+class LineStream(ABC):
+    """The common `lines()` of an importer: decode each physical line with `_line`, keep its facts."""
+
+    path: str
+    nodes: list[ChainNode]
+    warnings: list[str]
+
+    @abstractmethod
+    def _line(self, line_no: int, raw: bytes) -> ImportedLine:
+        """One physical line as an ImportedLine (never raises for bad input: it marks the line)."""
+
+    def lines(self) -> Iterator[ImportedLine]:
+        """Each physical line as an `ImportedLine`, in file order."""
+        for line_no, raw in read_raw_lines(self.path):
+            line = self._line(line_no, raw)
+            if line.warning:
+                self.warnings.append(line.warning)
+            if line.node is not None:
+                self.nodes.append(line.node)
+            yield line
