@@ -183,27 +183,36 @@ def claude_code_line(session: "Session", m: "StoredMessage") -> dict[str, Any]:
 
 
 def token_points(session: "Session", max_points: int = 600) -> list[tuple[int, int]]:
-    """(seq, context tokens) across the conversation, dropping at each compaction."""
+    """(seq, context tokens) across the conversation, dropping at each compaction.
+
+    A boundary's post-compaction figure already counts the summary and attachments the
+    same rewrite recorded right after it, so those are not added again.
+    """
     drops = {b.boundary_seq: b.post_tokens for b in boundaries(session)}
-    total_rows = session.refresh_state().last_seq
-    step = max(1, total_rows // max_points)
+    step = max(1, session.refresh_state().last_seq // max_points)
     points: list[tuple[int, int]] = []
     running = 0
     last = 0
+    in_rewrite = False
     while True:
         rows = session.db.all(
-            "SELECT seq, tokens FROM messages WHERE session_id = :id AND seq > :after ORDER BY seq LIMIT 5000",
+            "SELECT seq, tokens, type, is_compact_summary FROM messages WHERE session_id = :id AND seq > :after "
+            "ORDER BY seq LIMIT 5000",
             {"id": session.id, "after": last},
         )
         if not rows:
             break
-        for seq, tokens in rows:
+        for seq, tokens, mtype, is_summary in rows:
             seq = int(seq)
             if seq in drops:
                 points.append((seq, running))
                 running = drops[seq]
                 points.append((seq, running))
+                in_rewrite = True
                 continue
+            if in_rewrite and (is_summary or mtype == "attachment"):
+                continue
+            in_rewrite = False
             running += int(tokens)
             if seq % step == 0:
                 points.append((seq, running))
