@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, Optional, TextIO
+from typing import Annotated, Iterator, Optional, TextIO
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from sessionstore import history as hist
-from sessionstore.export import export_jsonl, export_markdown
+from sessionstore.export import export_claude_code, export_html, export_jsonl, export_markdown
 
 from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
 
@@ -170,31 +170,22 @@ def export_cmd(
 
       sessionstore export SESSION -f jsonl > session.jsonl
     """
-    exporters = _exporters()
-    if format not in exporters:
-        raise UsageError(f"unknown format {format!r}: use {', '.join(exporters)}")
+    text_formats = {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html}
+    if format not in (*text_formats, "claude-code"):
+        raise UsageError(f"unknown format {format!r}: use jsonl, markdown, html or claude-code")
     with open_store(db) as store:
         s = store.get(session)
         if format == "claude-code":
             _export_binary(s, output)
             return
         with _output(output) as out:
-            count = exporters[format](s, out)
+            count = text_formats[format](s, out)
     if output is not None:
         typer.echo(f"wrote {count} messages to {output}", err=True)
 
 
-def _exporters() -> dict[str, Callable[[Any, TextIO], int]]:
-    """Text formats: name -> function(session, out) -> message count (claude-code is binary)."""
-    from sessionstore.export import export_html
-
-    return {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html, "claude-code": export_jsonl}
-
-
 def _export_binary(s, output: Optional[Path]) -> None:  # type: ignore[no-untyped-def]
     """Byte-exact formats go to a binary stream."""
-    from sessionstore.export import export_claude_code
-
     if output is None:
         export_claude_code(s, sys.stdout.buffer)
         sys.stdout.buffer.flush()
