@@ -126,3 +126,23 @@ def test_read_tool_stays_inside_the_working_directory(tmp_path: Path, path: str)
     assert read_file(tmp_path, {"file_path": "inside.txt"}) == "ok"
     with pytest.raises(ToolError, match="outside the working directory"):
         read_file(tmp_path, {"file_path": path})
+
+
+def test_chat_command_answers_and_stores_everything(sqlite_url: str, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("the answer is 42\n")
+    with start_fake_api() as api:
+        api.script(Reply.tool_use("Read", {"file_path": "notes.txt"}, text="Let me read it."),
+                   "The notes say the answer is 42.")
+        proc = subprocess.run(
+            [sys.executable, "-m", "sessionstore", "chat", "--new", "--workdir", str(tmp_path), "--db", sqlite_url],
+            input="What do my notes say?\n", cwd=ROOT, env=_env(api.base_url, sqlite_url),
+            capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "The notes say the answer is 42." in proc.stdout
+        tool_results = [b for m in api.message_requests[1].messages if isinstance(m["content"], list)
+                        for b in m["content"] if b.get("type") == "tool_result"]
+        assert tool_results and "the answer is 42" in str(tool_results[0]["content"])
+    with SessionStore.open(sqlite_url) as store:
+        session = store.get(store.list()[0]["id"])
+        roles = [m.role for m in session.transcript()]
+        assert roles == ["user", "assistant", "user", "assistant"]
