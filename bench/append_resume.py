@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import os
-import platform
 import random
 import shutil
 import sqlite3
@@ -40,8 +38,11 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 REPO = Path(__file__).resolve().parents[1]
-START_MARK = "<!-- append_resume:start -->"
-END_MARK = "<!-- append_resume:end -->"
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.common import machine_info as common_machine_info, write_section  # noqa: E402
+
 BASELINE = "raw-sqlite3"
 SESSION_ID = "bench-session"
 CHILD_TIMEOUT_S = 600
@@ -428,22 +429,8 @@ def measure(factory: type, msgs: list[Message], runs: int, resumes: int, log: Ca
 
 
 def machine_info() -> dict[str, str]:
-    """CPU count and model, Python, SQLite, OS, library versions, date."""
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info = {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpus": f"{os.cpu_count()}" + (f" ({model})" if model else ""),
-        "python": f"{platform.python_version()} ({platform.python_implementation()})",
-        "sqlite": sqlite3.sqlite_version,
-        "os": platform.platform(),
-    }
+    """The shared machine facts, plus the openai-agents version compared against."""
+    info = common_machine_info()
     try:
         from importlib.metadata import version
 
@@ -487,7 +474,6 @@ def section(sizes: list[int], by_n: dict[int, list[Result]], info: dict[str, str
         for r in results:
             settings.setdefault(r.name, r.settings)
     parts = [
-        START_MARK,
         "## Append and resume",
         "",
         f"`{cmd}` — {info['date']}.",
@@ -507,22 +493,7 @@ def section(sizes: list[int], by_n: dict[int, list[Result]], info: dict[str, str
         parts += [table(n, by_n[n]), ""]
     parts += ["Subjects:", ""]
     parts += [f"- **{name}**: {text}" for name, text in settings.items() if text]
-    parts += ["", END_MARK]
     return "\n".join(parts)
-
-
-def write_section(out: Path, text: str) -> None:
-    """Replace the append_resume section of `out` (or append it); other sections stay."""
-    old = out.read_text(encoding="utf-8") if out.exists() else ""
-    start, end = old.find(START_MARK), old.find(END_MARK)
-    if start != -1 and end > start:
-        new = old[:start] + text + old[end + len(END_MARK):]
-    elif old.strip():
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    else:
-        new = "# Benchmark results\n\n" + text + "\n"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(new, encoding="utf-8")
 
 
 # --- main -------------------------------------------------------------------------------------------
@@ -644,8 +615,8 @@ def main(argv: list[str] | None = None) -> int:
     text = section(sizes, by_n, machine_info(), avg_bytes, cmd.strip())
     with tempfile.TemporaryDirectory() as tmp:
         breakdown = time_breakdown(msgs[:2000], Path(tmp))
-    text = text.replace(END_MARK, breakdown + "\n\n" + END_MARK)
-    write_section(args.out, text)
+    text = text + "\n\n" + breakdown
+    write_section(args.out, "append_resume", text)
     print(text)
     return 0
 

@@ -48,9 +48,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.common import write_section  # noqa: E402
+
 TRANSCRIPTS = REPO.parent / "shared" / "transcripts" / "claude-code"
-START_MARK = "<!-- import_export:start -->"
-END_MARK = "<!-- import_export:end -->"
 MB = 1_000_000
 FULL_MB = 200
 QUICK_MB = 20
@@ -343,7 +346,6 @@ def section(figures: list[Figures], profiles: dict[str, str], facts: dict[str, A
     """The markdown section, between its markers."""
     date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
-        START_MARK,
         "## Import and export throughput",
         "",
         f"`{cmd}` — {date}.",
@@ -363,22 +365,7 @@ def section(figures: list[Figures], profiles: dict[str, str], facts: dict[str, A
     ]
     for name, text in profiles.items():
         parts += ["", f"### Profile: {name} (cProfile, first {facts['profile_mb']:g} MB)", "", "```", text, "```"]
-    parts += ["", END_MARK]
     return "\n".join(parts)
-
-
-def write_section(out: Path, text: str) -> None:
-    """Replace this benchmark's section of `out` (or add it); other sections stay as they are."""
-    old = out.read_text(encoding="utf-8") if out.exists() else ""
-    start, end = old.find(START_MARK), old.find(END_MARK)
-    if start != -1 and end > start:
-        new = old[:start] + text + old[end + len(END_MARK):]
-    elif old.strip():
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    else:
-        new = "# Benchmark results\n\n" + text + "\n"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(new, encoding="utf-8")
 
 
 # --- main ----------------------------------------------------------------------------------------------
@@ -418,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     cmd = " ".join(["python bench/import_export.py", *argv]).strip()
     text = section(figures, profiles, facts, cmd)
-    write_section(args.out, text)
+    write_section(args.out, "import_export", text)
     print(text)
     return 0
 
