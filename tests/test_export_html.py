@@ -10,8 +10,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,12 +18,12 @@ import pytest
 from sessionstore.export_html import CSP, SCRIPT, render_html
 from sessionstore.importers import ImportPlan, parse_file
 from sessionstore.types import StoredMessage
+from tests.support.browser import chromium, problems
+from tests.support.browser import open_page as load_page
 
 REPO = Path(__file__).resolve().parents[1]
 TRANSCRIPTS = REPO.parent / "shared" / "transcripts"
 SPOTTER = TRANSCRIPTS / "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 PAYLOADS = (
     "<script>window.__pwned=1</script>",
@@ -221,49 +219,14 @@ def test_boundary_without_its_message_still_has_an_anchor() -> None:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Headless chromium via chromedriver, no downloads, fresh profile."""
-    if not CHROMIUM.is_file() or not CHROMEDRIVER.is_file():
-        pytest.skip(f"needs {CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install selenium)")
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="sessionstore-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,900",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    try:
+    with chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def open_page(driver: Any, tmp_path: Path, page: str) -> None:
     path = tmp_path / "export.html"
     path.write_text(page, encoding="utf-8")
-    driver.get_log("browser")
-    driver.get(path.as_uri())
-
-
-def problems(driver: Any) -> list[str]:
-    """Console errors, and any resource the page requested."""
-    errors = [e["message"] for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
-    resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
-    return errors + [f"resource requested: {r}" for r in resources]
+    load_page(driver, path)
 
 
 def test_real_transcript_in_a_browser(browser: Any, tmp_path: Path) -> None:
