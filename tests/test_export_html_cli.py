@@ -10,7 +10,7 @@ import pytest
 
 from compaction.engine import compact
 from sessionstore import SessionStore
-from tests.support.browser import chromium, open_page, problems
+from tests.support.browser import chromium, click_everything, open_page, problems
 from tests.support.cli import run_cli
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
@@ -93,13 +93,8 @@ def test_hostile_content_executes_nothing(
     open_page(browser, page)
     assert browser.execute_script("return window.__pwned") is None
     assert browser.execute_script("return document.querySelectorAll('img, iframe, object, embed, svg image').length") == 0
-    toggles = browser.execute_script("return document.querySelectorAll('summary').length")
-    links = browser.execute_script("return document.querySelectorAll('a').length")
+    toggles, links = click_everything(browser)
     assert toggles >= 4 and links >= 1
-    for i in range(toggles):
-        browser.execute_script("document.querySelectorAll('summary')[arguments[0]].click()", i)
-    for i in range(links):
-        browser.execute_script("document.querySelectorAll('a')[arguments[0]].click()", i)
     assert browser.execute_script("return window.__pwned") is None
     assert browser.execute_script("return [...document.querySelectorAll('details')].every(d => d.open)")
     assert browser.execute_script("return document.body.innerText").count("window.__pwned=1") >= len(PAYLOADS)

@@ -92,3 +92,14 @@ def problems(driver: Any) -> list[str]:
 def _plain(url: str) -> str:
     """A URL without its fragment (in-page navigation is not a request)."""
     return url.split("#", 1)[0]
+
+
+def click_everything(driver: Any) -> tuple[int, int]:
+    """Open every <summary> and click every link; returns (summaries, links) so tests can bound them."""
+    toggles = driver.execute_script("return document.querySelectorAll('summary').length")
+    links = driver.execute_script("return document.querySelectorAll('a').length")
+    for i in range(toggles):
+        driver.execute_script("document.querySelectorAll('summary')[arguments[0]].click()", i)
+    for i in range(links):
+        driver.execute_script("document.querySelectorAll('a')[arguments[0]].click()", i)
+    return toggles, links
