@@ -2,22 +2,26 @@
 
 The view is cached per handle and kept current in O(new messages): each read
 first checks the session row (one indexed lookup); only a rewrite by someone
-else forces a reload, and a reload is two index range scans.
+else forces a reload. The cache takes one of two forms, built on demand:
+the view's rows as (role, content JSON) pairs, all that `active_view()` needs
+and the cheapest to load on resume; or full `ViewEntry` objects, for the
+compaction code that inspects envelopes.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .errors import DuplicateUuid, InvalidMessage, SessionNotFound
+from .gcpause import gc_paused
 from .rows import (
     INSERT_MESSAGE,
     MESSAGE_COLUMNS,
     dumps,
     iter_message_rows,
+    loads_stored,
     message_params,
     stored_from_new,
     stored_from_row,
@@ -25,7 +29,7 @@ from .rows import (
 from .tokens import estimate_content
 from .types import StoredMessage, ViewEntry
 from .validate import NewMessage, TailState, check_encodable, normalize
-from .view import to_api_messages
+from .view import api_messages_from_json, to_api_messages
 
 if TYPE_CHECKING:
     from .db import Database
@@ -89,6 +93,8 @@ class Session:
         self._state: ViewState | None = None
         self._entries: list[ViewEntry] | None = None
         self._cached_at: tuple[int, int] | None = None
+        self._texts: list[tuple[str, str]] | None = None
+        self._texts_at: tuple[int, int] | None = None
 
     def __repr__(self) -> str:
         return f"<Session {self.id} {self.title!r}>"
@@ -113,7 +119,7 @@ class Session:
         prepared = [(m, _encoded_json(m), estimate_content(m.content)) for m in batch]
         result = self.db.run_write(lambda db: self._append_in_tx(db, prepared))
         state, stored = result
-        self._after_append(state, stored)
+        self._after_append(state, stored, [cj for _, cj, _ in prepared])
         return stored
 
     def _append_in_tx(
@@ -161,20 +167,18 @@ class Session:
         stored = [stored_from_new(state.last_seq + i + 1, m, t) for i, (m, _, t) in enumerate(prepared)]
         return new_state, stored
 
-    def _after_append(self, state: ViewState, stored: list[StoredMessage]) -> None:
+    def _after_append(self, state: ViewState, stored: list[StoredMessage], texts: list[str]) -> None:
         """Extend the cached view with what we just wrote, when it was current."""
-        old = self._state
         self._state = state
-        first_seq = stored[0].seq
-        if (
-            self._entries is not None
-            and self._cached_at == (state.view_version, first_seq - 1)
-            and old is not None
-        ):
+        before = (state.view_version, stored[0].seq - 1)
+        if self._entries is not None and self._cached_at == before:
             pos = len(self._entries)
             for i, m in enumerate(stored):
                 self._entries.append(ViewEntry(pos + i, m, m.content, m.tokens))
             self._cached_at = (state.view_version, state.last_seq)
+        if self._texts is not None and self._texts_at == before:
+            self._texts.extend((m.role, text) for m, text in zip(stored, texts))
+            self._texts_at = (state.view_version, state.last_seq)
 
     # ------------------------------------------------------------------ reads
 
@@ -210,8 +214,15 @@ class Session:
         return ViewSnapshot(entries, state.view_version, state.last_seq, state.view_tokens)
 
     def active_view(self) -> list[dict[str, Any]]:
-        """The `messages` for `client.messages.create`: user/assistant only, merged."""
-        return to_api_messages(self._current_entries())
+        """The `messages` for `client.messages.create`: user/assistant only, merged.
+
+        Built from the entries when this handle holds them already, else from
+        the lighter (role, content JSON) rows, which is what a resume loads.
+        """
+        with gc_paused():
+            if self._entries is not None:
+                return to_api_messages(self._current_entries())
+            return api_messages_from_json(self._current_texts())
 
     def _current_entries(self) -> list[ViewEntry]:
         """The cached view brought up to date: nothing, a tail range, or a full reload."""
@@ -224,7 +235,21 @@ class Session:
                 self._extend_view(db, cached[1], state.last_seq)
             self._state = state
             self._cached_at = (state.view_version, state.last_seq)
+        self._texts = self._texts_at = None
         return self._entries
+
+    def _current_texts(self) -> list[tuple[str, str]]:
+        """The view as (role, content JSON) rows brought up to date, like _current_entries."""
+        with self.db.read() as db:
+            state = load_state(db, self.id)
+            cached = self._texts_at
+            if self._texts is None or cached is None or cached[0] != state.view_version:
+                self._texts = _view_texts(db, self.id, state.base_seq, state.last_seq, explicit=True)
+            elif cached[1] < state.last_seq:
+                self._texts.extend(_view_texts(db, self.id, cached[1], state.last_seq, explicit=False))
+            self._state = state
+            self._texts_at = (state.view_version, state.last_seq)
+        return self._texts
 
     def _load_view(self, db: "Database", state: ViewState) -> list[ViewEntry]:
         """Explicit open rows, then every message appended since the last rewrite."""
@@ -233,9 +258,10 @@ class Session:
             "WHERE session_id = :id AND valid_to IS NULL ORDER BY key",
             {"id": self.id},
         )
-        entries = entries_for_rows(db, self.id, rows)
-        self._entries = entries
-        self._extend_view(db, state.base_seq, state.last_seq)
+        with gc_paused():
+            entries = entries_for_rows(db, self.id, rows)
+            self._entries = entries
+            self._extend_view(db, state.base_seq, state.last_seq)
         return entries
 
     def _extend_view(self, db: "Database", after_seq: int, upto_seq: int) -> None:
@@ -255,6 +281,8 @@ class Session:
         """Drop the cached view (after a rewrite through this handle)."""
         self._entries = None
         self._cached_at = None
+        self._texts = None
+        self._texts_at = None
         self._state = None
 
     def transcript(self, *, after_seq: int = 0) -> Iterator[StoredMessage]:
@@ -331,6 +359,25 @@ def _duplicate_message(session_id: str, uuids: list[str]) -> str:
     return f"one of the {len(uuids)} uuids is already in session {session_id}"
 
 
+def _view_texts(db: "Database", session_id: str, after_seq: int, upto_seq: int, *,
+                explicit: bool) -> list[tuple[str, str]]:
+    """(role, content JSON) of the view's rows: the explicit open rows (when asked), then seqs in (after, upto]."""
+    rows: list[tuple[str, str]] = []
+    if explicit:
+        rows = db.all(
+            "SELECT m.role, COALESCE(v.content_json, m.content_json) FROM view_entries v "
+            "JOIN messages m ON m.session_id = v.session_id AND m.seq = v.seq "
+            "WHERE v.session_id = :id AND v.valid_to IS NULL ORDER BY v.key",
+            {"id": session_id},
+        )
+    rows.extend(db.all(
+        "SELECT role, content_json FROM messages WHERE session_id = :id AND seq > :after AND seq <= :upto "
+        "ORDER BY seq",
+        {"id": session_id, "after": after_seq, "upto": upto_seq},
+    ))
+    return rows
+
+
 #: Above this many separate seq runs, messages are fetched by id lists instead of ranges.
 MAX_RUNS = 64
 
@@ -349,7 +396,7 @@ def entries_for_rows(db: "Database", session_id: str, rows: list[Any]) -> list[V
         if replaced is None:
             out.append(ViewEntry(position, message, message.content, int(tokens)))
         else:
-            out.append(ViewEntry(position, message, json.loads(replaced), int(tokens), replaced=True))
+            out.append(ViewEntry(position, message, loads_stored(replaced), int(tokens), replaced=True))
     return out
 
 

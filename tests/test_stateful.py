@@ -37,6 +37,7 @@ class SessionMachine(RuleBasedStateMachine):
         super().__init__()
         self.store = SessionStore.open(self.url)
         self.session = self.store.create_session(title="stateful", context_window=200_000)
+        self.reader = self.store.get(self.session.id)
         self.appended: list[dict[str, Any]] = []
         self.views_before: list[list[int]] = []
         self.pending: list[str] = []
@@ -44,16 +45,16 @@ class SessionMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.store.close()
 
-    def _append(self, message: dict[str, Any]) -> None:
+    def _append(self, message: dict[str, Any], *, via_reader: bool = False) -> None:
         message = {**message, "uuid": str(uuid.uuid4())}
-        self.session.append(message)
+        (self.reader if via_reader else self.session).append(message)
         self.appended.append(message)
 
     @rule(text=TEXT)
     @precondition(lambda self: not self.pending)
     def user_says(self, text: str) -> None:
-        self._append({"role": "user", "content": text})
-        self._append({"role": "assistant", "content": f"ok: {text[:20]}"})
+        self._append({"role": "user", "content": text}, via_reader=True)
+        self._append({"role": "assistant", "content": f"ok: {text[:20]}"}, via_reader=True)
 
     @rule(n=st.integers(min_value=1, max_value=3), size=st.integers(min_value=0, max_value=3000),
           streamed=st.booleans())
@@ -117,6 +118,7 @@ class SessionMachine(RuleBasedStateMachine):
         self.store.close()
         self.store = SessionStore.open(self.url)
         self.session = self.store.get(self.session.id)
+        self.reader = self.store.get(self.session.id)
         assert self.session.active_view() == view, "a reopened session shows the same view (invariant 6)"
 
     def _only_pending_problem(self, messages: list[dict[str, Any]]) -> bool:
@@ -150,6 +152,13 @@ class SessionMachine(RuleBasedStateMachine):
         stored = {m.seq: m.tokens for m in self.session.transcript()}
         assert all(e.tokens == stored[e.seq] for e in entries if not e.replaced)
         assert to_api_messages(entries) == self.session.active_view()
+
+    @invariant()
+    def both_cache_forms_send_the_same_messages(self) -> None:
+        """The light (role, JSON) cache, kept current across appends and rewrites, matches the entries."""
+        expected = to_api_messages(self.session.active_entries())
+        assert self.reader.active_view() == expected
+        assert self.store.get(self.session.id).active_view() == expected
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
