@@ -70,7 +70,8 @@ from sessionstore import SessionStore
 t = time.perf_counter()
 with SessionStore.open(sys.argv[1]) as store:
     view = store.get(sys.argv[2]).active_view()
-print(time.perf_counter() - t, len(view))
+    elapsed = time.perf_counter() - t
+print(elapsed, len(view))
 """
 
 RAW_CHILD = """
