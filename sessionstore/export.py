@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, TextIO
 
-from .history import boundaries
+from .history import Boundary, boundaries
 from .rows import dumps, iter_message_rows
 
 if TYPE_CHECKING:
@@ -182,13 +182,16 @@ def claude_code_line(session: "Session", m: "StoredMessage") -> dict[str, Any]:
     return entry
 
 
-def token_points(session: "Session", max_points: int = 600) -> list[tuple[int, int]]:
+def token_points(
+    session: "Session", max_points: int = 600, *, found: list[Boundary] | None = None
+) -> list[tuple[int, int]]:
     """(seq, context tokens) across the conversation, dropping at each compaction.
 
     A boundary's post-compaction figure already counts the summary and attachments the
-    same rewrite recorded right after it, so those are not added again.
+    same rewrite recorded right after it, so those are not added again. `found` is the
+    session's boundaries when the caller already has them.
     """
-    drops = {b.boundary_seq: b.post_tokens for b in boundaries(session)}
+    drops = {b.boundary_seq: b.post_tokens for b in (boundaries(session) if found is None else found)}
     step = max(1, session.refresh_state().last_seq // max_points)
     points: list[tuple[int, int]] = []
     running = 0
@@ -223,39 +226,48 @@ def token_points(session: "Session", max_points: int = 600) -> list[tuple[int, i
 
 
 def export_html(session: "Session", out: TextIO) -> int:
-    """The self-contained HTML history browser (see export_html.render_html)."""
-    from .export_html import render_html
+    """The self-contained HTML history browser (see export_html.render_html); returns the message count.
+
+    Raw rows go straight to the renderer: only the columns the page shows are
+    read, only each message's content is decoded, and no StoredMessage is built.
+    """
+    from .export_html import render_html_rows
 
     found = boundaries(session)
+    ranges = _summarized_ranges(session) if found else {}
     marks = []
     for b in found:
-        summarized = _summarized_range(session, b.id)
         marks.append({"index": b.index, "uuid": b.boundary_uuid, "seq": b.boundary_seq, "kind": b.kind,
                       "trigger": b.trigger, "pre_tokens": b.pre_tokens, "post_tokens": b.post_tokens,
-                      "summary": b.summary or "", "summarized_seqs": summarized})
-    counter = _Counting(session.transcript())
-    render_html(out, title=session.title or session.id, messages=counter, boundaries=marks,
-                token_points=token_points(session))
-    return counter.count
+                      "summary": b.summary or "", "summarized_seqs": ranges.get(b.id)})
+    return render_html_rows(out, title=session.title or session.id, rows=_html_rows(session), boundaries=marks,
+                            token_points=token_points(session, found=found))
 
 
-def _summarized_range(session: "Session", compaction_id: int) -> tuple[int, int] | None:
-    row = session.db.one("SELECT summarized_seqs_json FROM compactions WHERE id = :id", {"id": compaction_id})
-    seqs = json.loads(row[0]) if row else []
-    return (min(seqs), max(seqs)) if seqs else None
+def _html_rows(session: "Session") -> Iterator[Any]:
+    """The transcript as export_html.ROW_COLUMNS rows (only what the page shows), in batches: constant memory."""
+    from .export_html import ROW_COLUMNS
+    from .session import TRANSCRIPT_BATCH
+
+    last = 0
+    while True:
+        rows = session.db.all(
+            f"SELECT {ROW_COLUMNS} FROM messages WHERE session_id = :id AND seq > :after "
+            f"ORDER BY seq LIMIT {int(TRANSCRIPT_BATCH)}",
+            {"id": session.id, "after": last},
+        )
+        if not rows:
+            return
+        yield from rows
+        last = int(rows[-1][0])
 
 
-class _Counting:
-    """An iterator that counts what passes through it."""
+def _summarized_ranges(session: "Session") -> dict[int, tuple[int, int] | None]:
+    """(first, last) seq each compaction of the session replaced, by compaction id (one query)."""
+    rows = session.db.all("SELECT id, summarized_seqs_json FROM compactions WHERE session_id = :id", {"id": session.id})
+    ranges: dict[int, tuple[int, int] | None] = {}
+    for compaction_id, seqs_json in rows:
+        seqs = json.loads(seqs_json) if seqs_json else []
+        ranges[int(compaction_id)] = (min(seqs), max(seqs)) if seqs else None
+    return ranges
 
-    def __init__(self, inner: Iterator[Any]):
-        self.inner = inner
-        self.count = 0
-
-    def __iter__(self) -> "_Counting":
-        return self
-
-    def __next__(self) -> Any:
-        item = next(self.inner)
-        self.count += 1
-        return item

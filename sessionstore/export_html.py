@@ -3,8 +3,8 @@
 One file, nothing fetched: inline CSS, an inline SVG chart and one small
 inline script whose hash is the only script the page's Content-Security-Policy
 allows (so nothing injected could run even if escaping failed). Every piece
-of transcript content is HTML-escaped (`html.escape(..., quote=True)`), only
-numbers go into attributes, links in content stay plain text.
+of transcript content is HTML-escaped (exactly as `html.escape(..., quote=True)`
+would), only numbers go into attributes, links in content stay plain text.
 
 `boundaries` is a small list of dicts, one per compaction, with keys:
 
@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import json
+import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, TextIO
+from typing import Any, Callable, Iterable, Sequence, TextIO
 
+from .rows import loads_stored
 from .types import StoredMessage
 
 SCRIPT = """(function () {
@@ -82,13 +83,45 @@ _CLASS_SAFE = re.compile(r"[^a-z0-9_-]")
 
 CHART_WIDTH, CHART_HEIGHT, CHART_MARGIN = 900, 220, 40
 
+#: How much transcript markup render_html_rows gathers before each write.
+ROWS_FLUSH_CHARS = 1 << 16
+
+#: The messages columns render_html_rows reads, in the order it expects them.
+ROW_COLUMNS = "seq, uuid, role, type, subtype, timestamp, usage_json, is_meta, is_compact_summary, content_json"
+
 
 def esc(value: Any) -> str:
     """Text made safe for HTML content and attribute values (NUL and lone surrogates replaced)."""
     text = value if isinstance(value, str) else str(value)
     if "\x00" in text or (not text.isascii() and _UNSAFE.search(text)):
         text = _UNSAFE.sub("\ufffd", text)
-    return html.escape(text, quote=True)
+    return _escape(text)
+
+
+def _escape(value: Any) -> str:
+    """`html.escape(value, quote=True)` for text holding no NUL or lone surrogate: only present characters replaced."""
+    text = value if isinstance(value, str) else str(value)
+    if "&" in text:
+        text = text.replace("&", "&amp;")
+    if "<" in text:
+        text = text.replace("<", "&lt;")
+    if ">" in text:
+        text = text.replace(">", "&gt;")
+    if '"' in text:
+        text = text.replace('"', "&quot;")
+    if "'" in text:
+        text = text.replace("'", "&#x27;")
+    return text
+
+
+def _may_hold_unsafe(raw: str) -> bool:
+    """True when JSON text read from the store could decode to NUL or a lone surrogate.
+
+    Text from the database is valid UTF-8 (no lone surrogate) and the decoder
+    rejects raw control characters, so such characters can only come from a
+    `\\u0000` or `\\uD800`-`\\uDFFF` escape.
+    """
+    return "\\u" in raw and ("\\u0000" in raw or "\\ud" in raw or "\\uD" in raw)
 
 
 def _css_name(value: Any) -> str:
@@ -155,17 +188,46 @@ def render_html(
     messages: Iterable[StoredMessage],
     boundaries: list[dict[str, Any]],
     token_points: list[tuple[int, int]],
-) -> None:
-    """Write the whole page to `out`, one message at a time."""
+) -> int:
+    """Write the whole page to `out`, one message at a time; returns the number of messages."""
+    return _page(out, title, boundaries, token_points, lambda writer: writer.messages(messages))
+
+
+def render_html_rows(
+    out: TextIO,
+    *,
+    title: str,
+    rows: Iterable[Sequence[Any]],
+    boundaries: list[dict[str, Any]],
+    token_points: list[tuple[int, int]],
+) -> int:
+    """`render_html` from ROW_COLUMNS rows as read from the store (the export's fast path); returns their number.
+
+    The page is the same as render_html's for the same messages. Output goes out
+    in pieces of about ROWS_FLUSH_CHARS characters rather than per message: far
+    fewer writes, memory still bounded.
+    """
+    return _page(out, title, boundaries, token_points, lambda writer: writer.rows(rows), ROWS_FLUSH_CHARS)
+
+
+def _page(
+    out: TextIO, title: str, boundaries: list[dict[str, Any]], token_points: list[tuple[int, int]],
+    feed: Callable[["_TranscriptWriter"], int], flush_chars: int = 0,
+) -> int:
+    """The page around the transcript, which `feed` writes through a _TranscriptWriter."""
     bounds = [_Boundary.of(b, i + 1) for i, b in enumerate(boundaries)]
     out.write(_head(title))
     out.write('<div class="layout">')
     out.write(_nav(bounds))
     out.write(f'<main><h1 id="top">{esc(title)}</h1>')
     out.write(_chart(token_points, bounds))
-    _transcript(out, messages, bounds)
+    writer = _TranscriptWriter(out, bounds, flush_chars)
+    count = feed(writer)
+    writer.finish()
+    writer.flush()
     out.write("</main></div>")
     out.write(f"<script>{SCRIPT}</script></body></html>\n")
+    return count
 
 
 def _head(title: str) -> str:
@@ -257,6 +319,16 @@ class _Folds:
             (b for b in bounds if b.first is not None and b.last is not None), key=lambda b: (b.first, b.index)
         )
         self.open: _Boundary | None = None
+        self.watch = self._watch()
+
+    def _watch(self) -> float:
+        """The lowest seq for which `before` can change anything (below it, calling it is skipped)."""
+        if self.open is not None:
+            return (self.open.last or 0) + 1
+        if self.pending:
+            head = self.pending[0]
+            return min(head.first or 0, (head.last or 0) + 1)
+        return math.inf
 
     def before(self, seq: int) -> str:
         """Markup to emit before message `seq`: close and/or open a fold."""
@@ -273,134 +345,224 @@ class _Folds:
                     f'<details class="replaced"><summary>Messages #{self.open.first}–#{self.open.last}, '
                     f"replaced by compaction {self.open.index} (open to read)</summary>"
                 )
+        self.watch = self._watch()
         return out
 
     def close(self) -> str:
         return "</details>" if self.open is not None else ""
 
 
-def _transcript(out: TextIO, messages: Iterable[StoredMessage], bounds: list[_Boundary]) -> None:
-    """Every message in order; replaced segments folded; anchors at boundaries."""
-    by_uuid = {b.uuid: b for b in bounds if b.uuid}
-    by_seq = {b.seq: b for b in bounds if b.seq is not None}
-    anchored: set[int] = set()
-    folds = _Folds(bounds)
-    out.write('<section class="transcript"><h2>Transcript</h2>')
-    pending = sorted((b for b in bounds if b.seq is not None), key=lambda b: b.seq or 0)
-    cursor = 0
-    for message in messages:
-        out.write(folds.before(message.seq))
-        while cursor < len(pending) and (pending[cursor].seq or 0) < message.seq:
-            b = pending[cursor]
-            cursor += 1
-            if b.index not in anchored:
-                anchored.add(b.index)
-                out.write(f'<div id="boundary-{b.index}" class="msg boundary">{esc(b.label)}</div>')
-        boundary = by_uuid.get(message.uuid) or by_seq.get(message.seq)
-        if boundary is not None and boundary.index in anchored:
-            boundary = None
-        if boundary is not None:
-            anchored.add(boundary.index)
-        out.write(_message(message, boundary))
-    out.write(folds.close())
-    for b in bounds:
-        if b.index not in anchored:
-            out.write(f'<div id="boundary-{b.index}" class="msg boundary">{esc(b.label)}</div>')
-    out.write("</section>")
+_Escape = Callable[[Any], str]
+
+_META_BADGE = '<span class="badge">meta</span>'
+_SUMMARY_BADGE = '<span class="badge">compaction summary</span>'
+_ARTICLE_END = "</article>"
+_CACHE_MAX = 4096
 
 
-def _message(message: StoredMessage, boundary: _Boundary | None) -> str:
-    """One message as an <article>."""
-    classes = ["msg", f"role-{_css_name(message.role)}", f"type-{_css_name(message.type)}"]
-    anchor = f"m{message.seq}"
-    if boundary is not None:
-        classes.append("boundary")
-        anchor = f"boundary-{boundary.index}"
-    if message.is_compact_summary:
-        classes.append("summary-msg")
-    header = _header(message, boundary)
-    body = _content(message.content, summary=message.is_compact_summary)
-    return f'<article class="{" ".join(classes)}" id="{anchor}"><header>{header}</header>{body}</article>'
+class _TranscriptWriter:
+    """Streams the transcript section: replaced segments folded, anchors at boundaries.
+
+    Markup is written once `flush_chars` characters have gathered (0: after
+    every message), so memory stays bounded whatever the transcript's size.
+    """
+
+    def __init__(self, out: TextIO, bounds: list[_Boundary], flush_chars: int = 0) -> None:
+        self.out = out
+        self.flush_chars = flush_chars
+        self.parts: list[str] = []
+        self.buffered = 0
+        self.bounds = bounds
+        self.by_uuid = {b.uuid: b for b in bounds if b.uuid}
+        self.by_seq = {b.seq: b for b in bounds if b.seq is not None}
+        self.anchored: set[int] = set()
+        self.folds = _Folds(bounds)
+        self.anchors = sorted((b for b in bounds if b.seq is not None), key=lambda b: b.seq or 0)
+        self.cursor = 0
+        self.next_anchor: float = (self.anchors[0].seq or 0) if self.anchors else math.inf
+        self.heads: dict[tuple[Any, Any, Any], tuple[str, str]] = {}
+        self.usage_badges: dict[str, str] = {}
+        self.put('<section class="transcript"><h2>Transcript</h2>')
+
+    def messages(self, messages: Iterable[StoredMessage]) -> int:
+        """Write StoredMessages (any text, so every string is checked for NUL and lone surrogates)."""
+        count = 0
+        for m in messages:
+            self.write(m.seq, m.uuid, m.role, m.type, m.subtype, m.timestamp, m.is_meta, m.is_compact_summary,
+                       _usage_badge(m.usage), m.content, esc)
+            count += 1
+        return count
+
+    def rows(self, rows: Iterable[Sequence[Any]]) -> int:
+        """Write ROW_COLUMNS rows: only the content is decoded, usage once per distinct value.
+
+        Content whose JSON text could decode to NUL or a lone surrogate gets the
+        checking `esc`; the rest the plain escape (same output, less work).
+        """
+        count = 0
+        for seq, uuid, role, mtype, subtype, timestamp, usage, is_meta, is_summary, raw in rows:
+            badge = self.usage_badges.get(usage) if usage else ""
+            if badge is None:
+                badge = self._usage_badge(usage)
+            escape = esc if _may_hold_unsafe(raw) else _escape
+            self.write(seq, uuid, role, mtype, subtype, timestamp, is_meta == 1, is_summary == 1, badge,
+                       loads_stored(raw), escape)
+            count += 1
+        return count
+
+    def write(
+        self, seq: int, uuid: str, role: Any, mtype: Any, subtype: Any, timestamp: Any, is_meta: Any,
+        is_summary: Any, usage_badge: str, content: Any, escape: _Escape,
+    ) -> None:
+        """One message as an <article>, preceded by any fold or anchor due before it."""
+        if seq >= self.folds.watch or seq > self.next_anchor:
+            self.put(self._before(seq))
+        classes, header = self.heads.get((role, mtype, subtype)) or self._head(role, mtype, subtype)
+        boundary = self.by_uuid.get(uuid) or self.by_seq.get(seq)
+        if boundary is None or boundary.index in self.anchored:
+            anchor, label = f"m{seq}", ""
+        else:
+            self.anchored.add(boundary.index)
+            classes += " boundary"
+            anchor, label = f"boundary-{boundary.index}", f"<div><b>{esc(boundary.label)}</b></div>"
+        body = _content(content, escape)
+        if is_summary:
+            classes += " summary-msg"
+            body = f'<details class="summary-text"><summary>Compaction summary</summary>{body}</details>'
+        opening = (
+            f'<article class="{classes}" id="{anchor}"><header>{header} #{seq}'
+            f'{f" · {esc(timestamp)}" if timestamp else ""}{_META_BADGE if is_meta else ""}'
+            f'{_SUMMARY_BADGE if is_summary else ""}{usage_badge}{label}</header>'
+        )
+        self.parts += (opening, body, _ARTICLE_END)
+        self.buffered += len(opening) + len(body) + len(_ARTICLE_END)
+        if self.buffered >= self.flush_chars:
+            self.flush()
+
+    def put(self, markup: str) -> None:
+        """Queue markup, writing the queue out once it holds `flush_chars` characters."""
+        self.parts.append(markup)
+        self.buffered += len(markup)
+        if self.buffered >= self.flush_chars:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write out everything queued, in one piece."""
+        self.out.write("".join(self.parts))
+        self.parts.clear()
+        self.buffered = 0
+
+    def _head(self, role: Any, mtype: Any, subtype: Any) -> tuple[str, str]:
+        """Class list and header start for a (role, type, subtype), remembered (bounded) as they repeat."""
+        badge = f'<span class="badge">{esc(subtype)}</span>' if subtype else ""
+        head = (f"msg role-{_css_name(role)} type-{_css_name(mtype)}", f"<b>{esc(mtype)}</b>{badge}")
+        if len(self.heads) >= _CACHE_MAX:
+            self.heads.clear()
+        self.heads[(role, mtype, subtype)] = head
+        return head
+
+    def _usage_badge(self, usage_json: str) -> str:
+        """The usage badge of a stored usage object, remembered (bounded): a response's messages share it."""
+        badge = _usage_badge(json.loads(usage_json))
+        if len(self.usage_badges) >= _CACHE_MAX:
+            self.usage_badges.clear()
+        self.usage_badges[usage_json] = badge
+        return badge
+
+    def _before(self, seq: int) -> str:
+        """Fold markup, then anchors of boundaries whose message never came, due before message `seq`."""
+        parts = [self.folds.before(seq)]
+        while self.cursor < len(self.anchors) and (self.anchors[self.cursor].seq or 0) < seq:
+            b = self.anchors[self.cursor]
+            self.cursor += 1
+            if b.index not in self.anchored:
+                self.anchored.add(b.index)
+                parts.append(_anchor(b))
+        self.next_anchor = (self.anchors[self.cursor].seq or 0) if self.cursor < len(self.anchors) else math.inf
+        return "".join(parts)
+
+    def finish(self) -> None:
+        """Close an open fold, add anchors still missing, end the section."""
+        self.put(self.folds.close())
+        for b in self.bounds:
+            if b.index not in self.anchored:
+                self.put(_anchor(b))
+        self.put("</section>")
 
 
-def _header(message: StoredMessage, boundary: _Boundary | None) -> str:
-    parts = [f"<b>{esc(message.type)}</b>"]
-    if message.subtype:
-        parts.append(f'<span class="badge">{esc(message.subtype)}</span>')
-    parts.append(f" #{message.seq}")
-    if message.timestamp:
-        parts.append(f" · {esc(message.timestamp)}")
-    if message.is_meta:
-        parts.append('<span class="badge">meta</span>')
-    if message.is_compact_summary:
-        parts.append('<span class="badge">compaction summary</span>')
-    if message.usage:
-        total = sum(v for v in message.usage.values() if isinstance(v, int) and not isinstance(v, bool))
-        parts.append(f'<span class="badge">usage {total:,} tokens</span>')
-    if boundary is not None:
-        parts.append(f"<div><b>{esc(boundary.label)}</b></div>")
-    return "".join(parts)
+def _anchor(b: _Boundary) -> str:
+    """A stand-in boundary marker (its message is not in the transcript)."""
+    return f'<div id="boundary-{b.index}" class="msg boundary">{esc(b.label)}</div>'
 
 
-def _content(content: Any, *, summary: bool = False) -> str:
+def _usage_badge(usage: Any) -> str:
+    """The usage badge: the sum of the top-level integer counters; empty without usage."""
+    if not usage:
+        return ""
+    total = sum(v for v in usage.values() if isinstance(v, int) and not isinstance(v, bool))
+    return f'<span class="badge">usage {total:,} tokens</span>'
+
+
+def _content(content: Any, escape: _Escape) -> str:
     """Message content: a string or a list of blocks."""
     if isinstance(content, str):
-        body = f'<div class="text">{esc(content)}</div>'
-    elif isinstance(content, list):
-        body = "".join(_block(b) for b in content)
-    else:
-        body = f"<pre>{esc(json.dumps(content, ensure_ascii=False))}</pre>"
-    if summary:
-        return f'<details class="summary-text"><summary>Compaction summary</summary>{body}</details>'
-    return body
+        return f'<div class="text">{escape(content)}</div>'
+    if isinstance(content, list):
+        if len(content) == 1:
+            return _block(content[0], escape)
+        return "".join([_block(b, escape) for b in content])
+    return f"<pre>{escape(_compact_json(content))}</pre>"
 
 
-def _block(block: Any) -> str:
+_TOOL_USES = ("tool_use", "server_tool_use", "mcp_tool_use")
+
+
+def _block(block: Any, escape: _Escape) -> str:
     """One content block; tool calls, results and thinking folded."""
     if not isinstance(block, dict):
-        return f"<pre>{esc(json.dumps(block, ensure_ascii=False))}</pre>"
+        return f"<pre>{escape(_compact_json(block))}</pre>"
     kind = block.get("type")
     if kind == "text":
-        return f'<div class="text">{esc(block.get("text", ""))}</div>'
+        return f'<div class="text">{escape(block.get("text", ""))}</div>'
+    if kind in _TOOL_USES:
+        return (
+            f'<details class="tool-use"><summary>Tool call <b>{escape(block.get("name", "?"))}</b> '
+            f'<code>{escape(block.get("id", ""))}</code></summary>'
+            f'<pre>{escape(_compact_json(block.get("input")))}</pre></details>'
+        )
+    if kind == "tool_result":
+        return _tool_result(block, escape)
     if kind == "thinking":
-        return f'<details class="thinking"><summary>Thinking</summary><div class="text">{esc(block.get("thinking", ""))}</div></details>'
+        return (
+            '<details class="thinking"><summary>Thinking</summary>'
+            f'<div class="text">{escape(block.get("thinking", ""))}</div></details>'
+        )
     if kind == "redacted_thinking":
         return '<details class="thinking"><summary>Thinking (redacted)</summary></details>'
-    if kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
-        return _tool_use(block)
-    if kind == "tool_result":
-        return _tool_result(block)
     if kind in ("image", "document"):
-        return f'<div class="placeholder">[{esc(kind)}: {esc(_source_label(block))}]</div>'
+        return f'<div class="placeholder">[{escape(kind)}: {escape(_source_label(block))}]</div>'
     return (
-        f'<details class="block"><summary>{esc(kind)} block</summary>'
-        f"<pre>{esc(json.dumps(block, ensure_ascii=False, indent=2))}</pre></details>"
+        f'<details class="block"><summary>{escape(kind)} block</summary>'
+        f"<pre>{escape(_pretty_json(block))}</pre></details>"
     )
 
 
-def _tool_use(block: dict[str, Any]) -> str:
-    tool_input = _compact_json(block.get("input"))
-    return (
-        f'<details class="tool-use"><summary>Tool call <b>{esc(block.get("name", "?"))}</b> '
-        f'<code>{esc(block.get("id", ""))}</code></summary><pre>{esc(tool_input)}</pre></details>'
-    )
-
-
+#: json.dumps(value, ensure_ascii=False) and the same with indent=2, without building an encoder per call.
 _compact_json = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+_pretty_json = json.JSONEncoder(ensure_ascii=False, indent=2).encode
 
 
-def _tool_result(block: dict[str, Any]) -> str:
+def _tool_result(block: dict[str, Any], escape: _Escape) -> str:
+    """A tool result, folded; its content a string or blocks."""
     error = bool(block.get("is_error"))
     inner = block.get("content")
-    if isinstance(inner, str) or inner is None:
-        body = f"<pre>{esc(inner or '')}</pre>"
-    else:
-        body = _content(inner)
-    label = " (error)" if error else ""
-    return (
+    summary = (
         f'<details class="tool-result{" error" if error else ""}"><summary>Tool result for '
-        f'<code>{esc(block.get("tool_use_id", ""))}</code>{label}</summary>{body}</details>'
+        f'<code>{escape(block.get("tool_use_id", ""))}</code>{" (error)" if error else ""}</summary>'
     )
+    if isinstance(inner, str) or inner is None:
+        return f"{summary}<pre>{escape(inner or '')}</pre></details>"
+    return f"{summary}{_content(inner, escape)}</details>"
 
 
 def _source_label(block: dict[str, Any]) -> str:

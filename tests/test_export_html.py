@@ -15,8 +15,12 @@ from typing import Any, Iterator
 
 import pytest
 
-from sessionstore.export_html import CSP, SCRIPT, render_html
+from sessionstore import SessionStore
+from sessionstore.export import export_html
+from sessionstore.export_html import CSP, ROW_COLUMNS, ROWS_FLUSH_CHARS, SCRIPT, render_html, render_html_rows
 from sessionstore.importers import ImportPlan, parse_file
+from sessionstore.importing import import_file
+from sessionstore.rows import dumps
 from sessionstore.types import StoredMessage
 from tests.support.browser import chromium, click_everything, problems
 from tests.support.browser import open_page as load_page
@@ -133,6 +137,19 @@ def render(messages: Any, boundaries: list[dict[str, Any]], points: list[tuple[i
     return out.getvalue()
 
 
+def as_row(m: StoredMessage) -> tuple[Any, ...]:
+    """The ROW_COLUMNS row the store would hold for `m` (JSON as the store writes it, flags as SQLite gives them)."""
+    usage = dumps(m.usage) if m.usage is not None else None
+    return (m.seq, m.uuid, m.role, m.type, m.subtype, m.timestamp, usage, int(m.is_meta), int(m.is_compact_summary),
+            dumps(m.content))
+
+
+def render_rows(rows: Any, boundaries: list[dict[str, Any]], points: list[tuple[int, int]], title: str = "t") -> str:
+    out = io.StringIO()
+    render_html_rows(out, title=title, rows=rows, boundaries=boundaries, token_points=points)
+    return out.getvalue()
+
+
 # ---------------------------------------------------------------- string checks
 
 
@@ -205,6 +222,64 @@ def test_lone_surrogates_and_nul_do_not_break_the_page() -> None:
     page = render([message(1, "user", "a\ud800b\x00c")], [], [])
     page.encode("utf-8")
     assert "a\ufffdb\ufffdc" in page
+
+
+def test_rows_give_the_same_page_as_messages() -> None:
+    """The export's fast path (raw rows, cheaper escaping) renders exactly what render_html does."""
+    messages, boundaries, points = evil_transcript()
+    messages.append(message(8, "user", "a\x00b", usage={"input_tokens": 3, "cache": {"n": 1}}, is_meta=True))
+    assert render_rows([as_row(m) for m in messages], boundaries, points, title=EVIL) == render(
+        messages, boundaries, points, title=EVIL
+    )
+    if SPOTTER.is_file():
+        real, real_boundaries, real_points = stored_from_plan(parse_file(SPOTTER))
+        assert render_rows(map(as_row, real), real_boundaries, real_points) == render(real, real_boundaries, real_points)
+
+
+def test_rows_render_streams_in_bounded_pieces() -> None:
+    """Rows are written in pieces: what is held back never exceeds ROWS_FLUSH_CHARS."""
+    rows = [as_row(message(seq, "user", f"{seq} " + "<x> " * 250)) for seq in range(1, 401)]
+    out = io.StringIO()
+    written: list[int] = []
+
+    def feed() -> Iterator[tuple[Any, ...]]:
+        for row in rows:
+            written.append(len(out.getvalue()))
+            yield row
+
+    render_html_rows(out, title="t", rows=feed(), boundaries=[], token_points=[])
+    page = out.getvalue()
+    assert len(page) > 4 * ROWS_FLUSH_CHARS
+    for seq, size in enumerate(written, start=1):
+        rendered_before = page.index(f'<article class="msg role-user type-user" id="m{seq}">')
+        assert rendered_before - size < ROWS_FLUSH_CHARS, f"row {seq}: too much output held back"
+    assert len(set(written)) > 4
+
+
+def test_stored_nul_and_lone_surrogate_escapes_are_replaced(store: SessionStore) -> None:
+    """Content from the store whose JSON escapes decode to NUL or a lone surrogate still renders safely."""
+    s = store.create_session(title="t")
+    s.append_many([{"role": "user", "content": "a\x00b <i>"}, {"role": "assistant", "content": "c"}])
+    raw = '[{"type":"text","text":"c\\ud800d <b>"}]'
+    store.db.run_write(lambda db: db.execute(
+        "UPDATE messages SET content_json = :raw WHERE session_id = :id AND seq = 2", {"raw": raw, "id": s.id}
+    ).close())
+    out = io.StringIO()
+    assert export_html(store.get(s.id), out) == 2
+    page = out.getvalue()
+    page.encode("utf-8")
+    assert "a\ufffdb &lt;i&gt;" in page and "c\ufffdd &lt;b&gt;" in page
+
+
+def test_export_of_a_stored_transcript_matches_render_html(sqlite_url: str, transcripts_dir: Path) -> None:
+    """Rows read back from the store (real JSON as stored) render like the StoredMessages they hold."""
+    with SessionStore.open(sqlite_url) as st:
+        sid = import_file(st, str(SPOTTER), source="claude-code").session_id
+        session = st.get(sid)
+        rows = st.db.all(f"SELECT {ROW_COLUMNS} FROM messages WHERE session_id = :id ORDER BY seq", {"id": sid})
+        messages = list(session.transcript())
+    assert len(rows) == len(messages) > 0
+    assert render_rows(rows, [], []) == render(messages, [], [])
 
 
 def test_boundary_without_its_message_still_has_an_anchor() -> None:
