@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .errors import InvalidMessage, SessionStoreError
+from .fastjson import compact_dumps
+from .gcpause import gc_paused
 from .importers import open_import
 from .importers.plan import ImportedBoundary, ImportedLine, ImportPlan
 from .rewrite import KEY_GAP, tail_state_for
-from .rows import INSERT_MESSAGE, dumps, message_params
+from .rows import dumps
 from .tokens import estimate_content
-from .validate import normalize
+from .validate import NewMessage, normalize
 
 if TYPE_CHECKING:
     from .db import Database
@@ -34,6 +36,16 @@ if TYPE_CHECKING:
 BATCH = 1000
 PREFIX_BYTES = 65536
 Progress = Callable[[int], None]
+
+#: Columns of the transcript rows an import writes, in the order of `_message_row`.
+_MESSAGE_COLUMNS = (
+    "session_id", "seq", "uuid", "parent_uuid", "role", "type", "subtype", "timestamp", "api_message_id",
+    "usage_json", "is_meta", "is_compact_summary", "metadata_json", "content_json", "tokens",
+)
+#: Columns of the raw-line rows, in the order `_take` builds them.
+_SOURCE_LINE_COLUMNS = ("session_id", "line_no", "kind", "entry_type", "message_seq", "raw")
+#: Columns of the view rows `_layout` writes (content_json stays NULL: the view shows the message as stored).
+_VIEW_ENTRY_COLUMNS = ("session_id", "valid_from", "key", "seq", "valid_to", "tokens")
 
 
 class ImportConflict(SessionStoreError):
@@ -103,7 +115,9 @@ def import_file(
         writer = _Writer(db, resolved, importer_source, existing, strict, progress)
         return writer.run()
 
-    return store.db.run_write(body)
+    # Nothing an import builds is cyclic; collections would only walk its ever-growing graph facts.
+    with gc_paused():
+        return store.db.run_write(body)
 
 
 class _Writer:
@@ -118,8 +132,8 @@ class _Writer:
         self.seq_of: dict[str, int] = {}
         self.tokens_of: dict[int, int] = {}
         self.last_seq = 0
-        self.messages: list[dict[str, Any]] = []
-        self.source_rows: list[dict[str, Any]] = []
+        self.messages: list[tuple[Any, ...]] = []
+        self.source_rows: list[tuple[Any, ...]] = []
         self.warnings: list[str] = []
         self.result = ImportResult(path, source, self.session_id, "grown" if existing else "imported")
         self.complete_lines = self.lines_done
@@ -196,9 +210,8 @@ class _Writer:
             seq = self._message(line)
         if line.raw:
             if seq is None or self.keep_message_lines:
-                self.source_rows.append({"session_id": self.session_id, "line_no": line.line_no,
-                                         "kind": line.kind if seq is not None or line.kind != "message" else "side",
-                                         "entry_type": line.entry_type[:64], "message_seq": seq, "raw": line.raw})
+                kind = line.kind if seq is not None or line.kind != "message" else "side"
+                self.source_rows.append((self.session_id, line.line_no, kind, line.entry_type[:64], seq, line.raw))
             self.result.lines_added += 1
             if line.raw.endswith(b"\n") or line.kind != "bad":
                 self.complete_lines = line.line_no
@@ -218,19 +231,15 @@ class _Writer:
             return None
         self.last_seq += 1
         tokens = estimate_content(msg.content)
-        self.messages.append(message_params(self.session_id, self.last_seq, msg, dumps(msg.content), tokens))
+        self.messages.append(_message_row(self.session_id, self.last_seq, msg, tokens))
         self.seq_of[msg.uuid] = self.last_seq
         self.tokens_of[self.last_seq] = tokens
         self.result.messages_added += 1
         return self.last_seq
 
     def _flush(self) -> None:
-        self.db.executemany(INSERT_MESSAGE, self.messages)
-        self.db.executemany(
-            "INSERT INTO source_lines (session_id, line_no, kind, entry_type, message_seq, raw) "
-            "VALUES (:session_id, :line_no, :kind, :entry_type, :message_seq, :raw)",
-            self.source_rows,
-        )
+        self.db.insert_rows("messages", _MESSAGE_COLUMNS, self.messages)
+        self.db.insert_rows("source_lines", _SOURCE_LINE_COLUMNS, self.source_rows)
         self.messages, self.source_rows = [], []
 
     def _duplicate_of(self, plan: ImportPlan) -> str | None:
@@ -250,12 +259,11 @@ class _Writer:
         for version, uuids in enumerate(versions):
             seqs = self._seqs(uuids)
             current = version == len(versions) - 1
-            self.db.executemany(
-                "INSERT INTO view_entries (session_id, valid_from, key, seq, valid_to, content_json, tokens) "
-                "VALUES (:s, :v, :k, :seq, :to, NULL, :t)",
-                [{"s": self.session_id, "v": version, "k": (i + 1) * KEY_GAP, "seq": seq,
-                  "to": None if current else version + 1, "t": self.tokens_of[seq]} for i, seq in enumerate(seqs)],
-            )
+            valid_to = None if current else version + 1
+            self.db.insert_rows("view_entries", _VIEW_ENTRY_COLUMNS, [
+                (self.session_id, version, (i + 1) * KEY_GAP, seq, valid_to, self.tokens_of[seq])
+                for i, seq in enumerate(seqs)
+            ])
             totals.append((seqs, sum(self.tokens_of[s] for s in seqs)))
         for index, b in enumerate(plan.boundaries):
             self._compaction(index, b, totals[index][1], self._post_tokens(b, totals[index + 1][0]))
@@ -335,6 +343,16 @@ class _Writer:
                 "WHERE source = :s AND source_key LIKE :k)",
                 {"p": self.session_id, "s": self.source, "k": plan.source_session_id.replace("%", "") + "/agent-%"},
             ).close()
+
+
+def _message_row(session_id: str, seq: int, msg: NewMessage, tokens: int) -> tuple[Any, ...]:
+    """The _MESSAGE_COLUMNS of one message: what `rows.message_params` holds, as a tuple (bound by position)."""
+    return (
+        session_id, seq, msg.uuid, msg.parent_uuid, msg.role, msg.type, msg.subtype, msg.timestamp,
+        msg.api_message_id, compact_dumps(msg.usage) if msg.usage is not None else None, msg.is_meta,
+        msg.is_compact_summary, compact_dumps(msg.metadata) if msg.metadata else None, compact_dumps(msg.content),
+        tokens,
+    )
 
 
 class _Duplicate(SessionStoreError):

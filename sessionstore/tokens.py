@@ -160,15 +160,21 @@ def _slice_cost(text: str) -> float:
     raw = text.encode("utf-8", "surrogatepass")
     cls = raw.translate(_CLASSES)
     letters = raw.translate(_LETTERS)
-    digits = raw.translate(_DIGITS)
+    # Most short texts have no digit or no line break: their passes are skipped (the counts are 0).
+    digit_count = cls.count(b"0")
+    number_count = 0
+    if digit_count:
+        digits = raw.translate(_DIGITS)
+        number_count = digits.count(b" 0") + (digits[0] == 48)
+    newline_count = cls.count(b"\n")
     cost = (
         W_WORD * (letters.count(b" a") + (letters[0] == 97))
         + W_CASE * cls.count(b"aA")
-        + W_NUMBER * (digits.count(b" 0") + (digits[0] == 48))
-        + W_DIGIT * digits.count(b"0")
+        + W_NUMBER * number_count
+        + W_DIGIT * digit_count
         + W_PUNCT * cls.count(b".")
-        + W_NEWLINE * cls.count(b"\n")
-        + W_INDENT * cls.count(b"\n  ")
+        + W_NEWLINE * newline_count
+        + W_INDENT * (cls.count(b"\n  ") if newline_count else 0)
     )
     if len(raw) != len(text):
         cost += W_UTF8_2 * cls.count(b"U") + W_UTF8_3 * cls.count(b"V") + W_UTF8_4 * cls.count(b"W")

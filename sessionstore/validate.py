@@ -54,6 +54,7 @@ BLOCK_TYPES = frozenset(
 )
 #: Keys an SDK `Message` dump carries that are not part of our envelope.
 _SDK_MESSAGE_KEYS = ("id", "model", "stop_reason", "stop_sequence", "container", "context_management")
+_SDK_MESSAGE_KEY_SET = frozenset(_SDK_MESSAGE_KEYS)  # for one C-level membership test per message
 MAX_ID_LENGTH = 100
 #: Deeper JSON is refused: nothing real nests this far, and deeper values break recursion later.
 MAX_DEPTH = 100
@@ -113,7 +114,10 @@ def _plain_content(content: Any) -> Content:
         raise InvalidContent(
             f"content must be a string or a list of blocks, got {type(content).__name__}"
         )
-    blocks: list[dict[str, Any]] = []
+    blocks = [block.copy() for block in content if type(block) is dict]  # the common case: plain dicts only
+    if len(blocks) == len(content):
+        return blocks
+    blocks = []
     for i, block in enumerate(content):
         if type(block) is dict:
             blocks.append(dict(block))
@@ -162,16 +166,24 @@ def _check_id(value: Any, what: str) -> None:
 
 
 def check_depth(value: Any, what: str, limit: int = MAX_DEPTH) -> None:
-    """Refuse JSON nested deeper than `limit` (checked without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            raise InvalidContent(f"{what} is nested deeper than {limit} levels")
-        if type(item) is dict:
-            stack.extend((v, depth + 1) for v in item.values() if type(v) in (dict, list))
-        elif type(item) is list:
-            stack.extend((v, depth + 1) for v in item if type(v) in (dict, list))
+    """Refuse JSON nested deeper than `limit`, the value itself being level 1 (checked level by level, no recursion)."""
+    level = [value]
+    depth = 1
+    while depth <= limit:
+        below = []
+        for item in level:
+            if type(item) is dict:
+                item = item.values()
+            elif type(item) is not list:
+                continue
+            for child in item:
+                if type(child) is dict or type(child) is list:
+                    below.append(child)
+        if not below:
+            return
+        level = below
+        depth += 1
+    raise InvalidContent(f"{what} is nested deeper than {limit} levels")
 
 
 def check_encodable(text: str, what: str) -> None:
@@ -202,7 +214,7 @@ _ALLOWED_KEYS = frozenset({"role", "content", *ENVELOPE_KEYS})
 def _message_data(message: Any) -> dict[str, Any]:
     """The message as a dict of allowed keys; an SDK `Message` (or its dump) is mapped onto the envelope."""
     data = message if type(message) is dict else dict(_plain(message))
-    if data.get("type") != "message" and not any(k in data for k in _SDK_MESSAGE_KEYS):
+    if data.get("type") != "message" and _SDK_MESSAGE_KEY_SET.isdisjoint(data):
         return data
     data = dict(data)
     if data.get("type") == "message":

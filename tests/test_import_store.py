@@ -350,3 +350,46 @@ def test_strict_writes_nothing(
     assert "--strict" in result.err and f"{path.resolve()}:" in result.err
     assert row_counts(store_url) == counts
     assert cli_json(capsys, "sessions", "--db", store_url) == listed
+
+
+def test_a_message_nested_too_deep_is_kept_as_a_side_line(
+    store: SessionStore, transcripts_dir: Path, tmp_path: Path
+) -> None:
+    """A user entry whose tool result nests past the store's limit (and past the fast JSON parser's) stays raw."""
+    lines = (transcripts_dir / TOOL_HEAVY).read_bytes().splitlines(keepends=True)
+    number, entry = next((i + 1, json.loads(raw)) for i, raw in enumerate(lines)
+                         if json.loads(raw).get("type") == "user")
+    entry["toolUseResult"] = json.loads("[" * 300 + "]" * 300)
+    lines[number - 1] = json.dumps(entry).encode() + b"\n"
+    path = tmp_path / "deep.jsonl"
+    path.write_bytes(b"".join(lines))
+    result = import_paths(store, [path], source="claude-code")[0]
+    assert any(w.startswith(f"{path.resolve()}:{number}: kept as a side entry: metadata is nested deeper than 100")
+               for w in result.warnings), result.warnings
+    counts, _ = claude_counts(path)
+    assert result.messages_added == sum(counts.values()) - 1
+    session = store.get(result.session_id or "")
+    assert entry["uuid"] not in {m.uuid for m in session.transcript()}
+    out = io.BytesIO()
+    export_claude_code(session, out)
+    assert out.getvalue() == path.read_bytes()
+
+
+def test_imported_rows_hold_what_message_params_holds() -> None:
+    """The import binds transcript rows by position: the same values `rows.message_params` names."""
+    from sessionstore.importing import _MESSAGE_COLUMNS, _message_row
+    from sessionstore.rows import dumps, message_params
+    from sessionstore.validate import normalize
+
+    messages = [
+        {"role": "user", "content": "hello", "uuid": "u1", "timestamp": "2026-01-01T00:00:00Z"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"c": "é"}}],
+         "uuid": "a1", "parent_uuid": "u1", "api_message_id": "msg_1", "usage": {"input_tokens": 3},
+         "metadata": {"model": "m", "nested": {"x": [1.5, None, True]}}},
+        {"role": "system", "type": "system", "subtype": "compact_boundary", "content": "", "uuid": "s1",
+         "is_meta": True, "is_compact_summary": True},
+    ]
+    for seq, raw in enumerate(messages, start=1):
+        msg = normalize(raw)
+        assert dict(zip(_MESSAGE_COLUMNS, _message_row("sid", seq, msg, 42))) == message_params(
+            "sid", seq, msg, dumps(msg.content), 42)

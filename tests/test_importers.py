@@ -562,6 +562,44 @@ def test_each_boundary_keeps_the_view_it_replaced(tmp_path: Path) -> None:
     assert second.summarized == second.view_before
 
 
+def test_oversized_metadata_values_are_left_out(tmp_path: Path) -> None:
+    """On a line over 4 KiB, a value whose JSON (a string: its length) is over 4096 characters is left out."""
+    spaced_over = {f"k{i}": i for i in range(340)}  # compact JSON under the limit, json.dumps' spacing over it
+    assert len(json.dumps(spaced_over, separators=(",", ":"))) <= 4096 < len(json.dumps(spaced_over))
+    extra = {
+        "s_at_limit": "x" * 4096, "s_over": "x" * 4097,
+        "outer_string_over": {"file": {"content": "y" * 5000}},
+        "deep_string_over": [[["z" * 5000]]],
+        "escapes_over": ["\n" * 2100],
+        "spaced_over": spaced_over,
+        "spaced_under": {f"k{i}": i for i in range(330)},
+        "number": 12345,
+    }
+    expected = [k for k, v in extra.items()
+                if len(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list))
+                       else "") > 4096]
+    assert expected == ["s_over", "outer_string_over", "deep_string_over", "escapes_over", "spaced_over"]
+    entry = cc_entry("user", "u1", None, "hello", "2026-01-01T00:00:01Z", **extra)
+    plan = parse_file(write_jsonl(tmp_path / "s.jsonl", [entry]))
+    message = plan.lines[0].message
+    assert message is not None
+    assert message["metadata"]["omitted"] == expected
+    assert {k for k in extra if k in message["metadata"]} == set(extra) - set(expected)
+
+
+def test_lines_past_the_fast_parser_decode_as_json_does(tmp_path: Path) -> None:
+    """Lone surrogate escapes and very deep values are still read (by json.loads), as before."""
+    entries: list[Any] = basic_cc()
+    entries[0]["note"] = "\ud800"
+    entries.insert(1, b'{"type":"progress","uuid":"p1","parentUuid":"u1","data":' + b"[" * 300 + b"]" * 300 + b"}")
+    entries[2]["parentUuid"] = "p1"
+    path = write_jsonl(tmp_path / "s.jsonl", entries)
+    plan = parse_file(path)
+    assert [line.kind for line in plan.lines] == ["message", "side", "message"] and plan.warnings == []
+    assert plan.lines[0].message is not None and plan.lines[0].message["metadata"]["note"] == "\ud800"
+    assert plan.active_chain == ["u1", "a1"]
+
+
 def test_attachment_entries_are_user_messages(tmp_path: Path) -> None:
     attachment = {
         "type": "attachment",

@@ -337,6 +337,20 @@ def test_estimate_text_basics() -> None:
     assert estimate_text("日本語のテキスト 🎉") > 0
 
 
+@pytest.mark.parametrize("text, cost", [
+    ("plain words only here", 4.36),
+    ("no digits but\nlines\n  indented\n    more", 11.02),
+    ("digits 123 and 4567 in one line", 10.043333333333333),
+    ("Mixed 12\n  34 camelCaseWord \u00e9 \u4e2d\u6587 \U0001f600", 17.25333333333333),
+    ("7", 1.4633333333333332),
+    ("\n\n  \n", 2.5999999999999996),
+    ("", 0.0),
+])
+def test_text_cost_is_stable(text: str, cost: float) -> None:
+    """The write-path estimate is stored with every message: the same text always gives the same float."""
+    assert tokens._text_cost(text) == cost
+
+
 # --- exact counting and its fallback ---------------------------------------------------
 
 

@@ -151,3 +151,40 @@ def test_cli_unknown_session_and_missing_file(capsys: pytest.CaptureFixture[str]
         sid = st.create_session().id
     result = run_cli(capsys, "append", sid, "/does/not/exist.json", "--db", sqlite_url)
     assert result.code == 2 and "cannot read" in result.err
+
+
+def nest(levels: int) -> Any:
+    """A value `levels` containers deep (lists and dicts alternating around a string)."""
+    value: Any = "leaf"
+    for i in range(levels):
+        value = {"k": value} if i % 2 else [value]
+    return value
+
+
+@pytest.mark.parametrize("levels, accepted", [(1, True), (99, True), (100, True), (101, False), (500, False)])
+def test_depth_limit_is_exact(levels: int, accepted: bool) -> None:
+    from sessionstore.validate import check_depth, normalize
+
+    value = nest(levels)
+    if accepted:
+        check_depth(value, "content")
+        normalize({"role": "user", "content": "x", "metadata": {"v": nest(levels - 1)}})
+        return
+    with pytest.raises(InvalidContent, match="content is nested deeper than 100 levels"):
+        check_depth(value, "content")
+    with pytest.raises(InvalidContent, match="metadata is nested deeper than 100 levels"):
+        normalize({"role": "user", "content": "x", "metadata": {"v": nest(levels - 1)}})
+    with pytest.raises(InvalidContent, match="usage is nested deeper than 100 levels"):
+        normalize({"role": "assistant", "content": "x", "usage": {"v": nest(levels - 1)}})
+
+
+def test_depth_check_edges() -> None:
+    from sessionstore.validate import check_depth
+
+    check_depth("scalar", "x", limit=1)
+    check_depth({"a": 1, "b": [1, 2]}, "x", limit=2)
+    check_depth([{}, [], "s"], "x", limit=2)
+    with pytest.raises(InvalidContent):
+        check_depth({"a": {"b": {}}}, "x", limit=2)
+    with pytest.raises(InvalidContent):
+        check_depth("scalar", "x", limit=0)

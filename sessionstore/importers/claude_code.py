@@ -19,6 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..fastjson import spaced_dumps
 from .plan import (
     TITLE_LENGTH,
     LineStream,
@@ -62,9 +63,15 @@ _ENVELOPE_KEYS = frozenset(
     {"type", "message", "uuid", "parentUuid", "timestamp", "isMeta", "isCompactSummary", "subtype", "sessionId"}
 )
 
+#: Entry keys a message's metadata leaves out: the envelope's and the attachment (and a system entry's content).
+_NOT_METADATA = _ENVELOPE_KEYS | {"attachment"}
+_NOT_METADATA_SYSTEM = _NOT_METADATA | {"content"}
+
+#: API message fields copied into an assistant message's metadata.
+_API_METADATA_KEYS = ("model", "stop_reason", "stop_sequence")
+
 #: Metadata values whose JSON is longer than this are left out (the raw line keeps them).
 METADATA_VALUE_LIMIT = 4096
-
 
 
 class ClaudeCodeImport(LineStream):
@@ -146,17 +153,19 @@ class ClaudeCodeImport(LineStream):
 
     def _conversation(self, line_no: int, raw: bytes, entry: dict[str, Any], etype: str) -> ImportedLine:
         """A user/assistant/system/attachment entry: a message, or a side line saying why not."""
-        here = where(self.path, line_no)
         uuid = entry.get("uuid")
         if not isinstance(uuid, str) or not uuid:
-            return ImportedLine(line_no, raw, "side", etype, warning=f"{here}: {etype} entry without a uuid")
-        if uuid in self._seen:
-            first = self._seen[uuid]
-            return ImportedLine(line_no, raw, "side", etype, warning=f"{here}: duplicate uuid {uuid} (first on line {first})")
+            return ImportedLine(line_no, raw, "side", etype,
+                                warning=f"{where(self.path, line_no)}: {etype} entry without a uuid")
+        first = self._seen.get(uuid)
+        if first is not None:
+            return ImportedLine(line_no, raw, "side", etype,
+                                warning=f"{where(self.path, line_no)}: duplicate uuid {uuid} (first on line {first})")
         message, problem = build_message(entry, etype, len(raw))
         if message is None:
             node = self._side_node(line_no, entry, etype)
-            return ImportedLine(line_no, raw, "side", etype, warning=f"{here}: {problem}", node=node)
+            return ImportedLine(line_no, raw, "side", etype, warning=f"{where(self.path, line_no)}: {problem}",
+                                node=node)
         self._seen[uuid] = line_no
         return ImportedLine(line_no, raw, "message", etype, message=message, node=_node(line_no, entry, etype, message))
 
@@ -172,6 +181,9 @@ def build_message(entry: dict[str, Any], etype: str, size: int = 0) -> tuple[dic
     if problem:
         return None, f"{etype} entry not importable as a message: {problem}"
     subtype = entry.get("subtype") if etype == "system" else None
+    api_id = usage = None
+    if role == "assistant":
+        api_id, usage = api.get("id"), api.get("usage")
     return {
         "role": role,
         "content": content,
@@ -180,8 +192,8 @@ def build_message(entry: dict[str, Any], etype: str, size: int = 0) -> tuple[dic
         "type": etype,
         "subtype": subtype if isinstance(subtype, str) else None,
         "timestamp": entry.get("timestamp"),
-        "api_message_id": api.get("id") if role == "assistant" and isinstance(api.get("id"), str) else None,
-        "usage": api.get("usage") if role == "assistant" and isinstance(api.get("usage"), dict) else None,
+        "api_message_id": api_id if isinstance(api_id, str) else None,
+        "usage": usage if isinstance(usage, dict) else None,
         "is_meta": bool(entry.get("isMeta")),
         "is_compact_summary": bool(entry.get("isCompactSummary")),
         "metadata": _metadata(entry, etype, api, size),
@@ -215,15 +227,18 @@ def attachment_text(attachment: Any) -> str:
 
 def _metadata(entry: dict[str, Any], etype: str, api: dict[str, Any], size: int) -> dict[str, Any]:
     """Entry fields a viewer needs beyond the envelope; oversized values left out."""
-    consumed = _ENVELOPE_KEYS | ({"content"} if etype == "system" else set()) | {"attachment"}
+    consumed = _NOT_METADATA_SYSTEM if etype == "system" else _NOT_METADATA
     meta = {k: v for k, v in entry.items() if k not in consumed}
-    for key in ("model", "stop_reason", "stop_sequence"):
-        if api.get(key) is not None:
-            meta[key] = api[key]
-    if isinstance(entry.get("attachment"), dict):
-        meta["attachment_type"] = entry["attachment"].get("type")
+    if api:
+        for key in _API_METADATA_KEYS:
+            value = api.get(key)
+            if value is not None:
+                meta[key] = value
+    attachment = entry.get("attachment")
+    if isinstance(attachment, dict):
+        meta["attachment_type"] = attachment.get("type")
     if size > METADATA_VALUE_LIMIT:
-        omitted = [k for k, v in meta.items() if _json_size(v) > METADATA_VALUE_LIMIT]
+        omitted = [k for k, v in meta.items() if _too_long(v)]
         for key in omitted:
             del meta[key]
         if omitted:
@@ -231,13 +246,35 @@ def _metadata(entry: dict[str, Any], etype: str, api: dict[str, Any], size: int)
     return meta
 
 
-def _json_size(value: Any) -> int:
-    """Characters of `value` as JSON (strings measured directly)."""
+def _too_long(value: Any) -> bool:
+    """True when `value` as JSON (a string: its length) is longer than METADATA_VALUE_LIMIT."""
     if isinstance(value, str):
-        return len(value)
-    if isinstance(value, (dict, list)):
-        return len(json.dumps(value, ensure_ascii=False))
-    return 0
+        return len(value) > METADATA_VALUE_LIMIT
+    if not isinstance(value, (dict, list)):
+        return False
+    if _outer_strings_length(value) > METADATA_VALUE_LIMIT:
+        return True
+    return _json_size(value) > METADATA_VALUE_LIMIT
+
+
+def _outer_strings_length(value: dict[str, Any] | list[Any]) -> int:
+    """Characters of the strings in `value`'s first two levels: a lower bound of its JSON size.
+
+    The JSON holds each of them whole (escaping only lengthens them), so an
+    oversized tool result is recognized without encoding it.
+    """
+    total = 0
+    for item in value.values() if isinstance(value, dict) else value:
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, (dict, list)):
+            total += sum(len(s) for s in (item.values() if isinstance(item, dict) else item) if isinstance(s, str))
+    return total
+
+
+def _json_size(value: Any) -> int:
+    """Characters of `value` as `json.dumps(value, ensure_ascii=False)` writes it."""
+    return len(spaced_dumps(value))
 
 
 def _node(line_no: int, entry: dict[str, Any], etype: str, message: dict[str, Any]) -> ChainNode:

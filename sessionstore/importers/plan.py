@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal
 
+from ..fastjson import loads_line
 from ..validate import BLOCK_TYPES
 
 LineKind = Literal["message", "side", "bad"]
@@ -147,9 +148,13 @@ def where(path: str | os.PathLike[str], line_no: int) -> str:
     return f"{os.fspath(path)}:{line_no}"
 
 
+#: Read buffer of a transcript: with the default 8 KiB, every longer line costs several reads and joins.
+READ_BUFFER = 1 << 20
+
+
 def read_raw_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
     """(line number, exact bytes with terminator) of every physical line, streaming."""
-    with open(path, "rb") as handle:
+    with open(path, "rb", buffering=READ_BUFFER) as handle:
         for line_no, raw in enumerate(handle, start=1):
             yield line_no, raw
 
@@ -159,14 +164,15 @@ def decode_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
 
     A blank line gives (None, None): it is kept as a side line, not an error.
     """
-    if not raw.strip():
+    if not raw or raw.isspace():
         return None, None
+    if not raw.isascii():  # ASCII is valid UTF-8; anything else is checked before the parser sees it
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return None, f"invalid UTF-8 at byte {exc.start}"
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, f"invalid UTF-8 at byte {exc.start}"
-    try:
-        entry = json.loads(text)
+        entry = loads_line(raw)
     except json.JSONDecodeError as exc:
         if not raw.endswith(b"\n"):
             return None, f"truncated last line (no line terminator): {exc.msg}"
@@ -217,9 +223,8 @@ def block_ids(content: Any, kind: str, key: str) -> tuple[str, ...]:
     """The `key` of every block of type `kind` in `content`."""
     if not isinstance(content, list):
         return ()
-    return tuple(
-        b[key] for b in content if isinstance(b, dict) and b.get("type") == kind and isinstance(b.get(key), str)
-    )
+    ids = [b[key] for b in content if isinstance(b, dict) and b.get("type") == kind and isinstance(b.get(key), str)]
+    return tuple(ids)
 
 
 def is_blank(content: Any) -> bool:

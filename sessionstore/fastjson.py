@@ -1,0 +1,51 @@
+"""JSON decoding and encoding for hot loops: the json module's results, with less work per call.
+
+An import decodes every line of a transcript and encodes several values per
+message. `loads_line` parses a line with jiter (a dependency of the anthropic
+SDK), about a third faster than json.loads, and hands anything jiter refuses
+(invalid JSON, lone surrogates, deep nesting) to json.loads, which decodes it
+or raises its usual error. `JSONEncoder.encode` (so `json.dumps` and
+`rows.dumps`) builds a new C encoder on every call; `encoder` builds one once.
+"""
+
+from __future__ import annotations
+
+import json
+import json.encoder
+from typing import Any, Callable
+
+from jiter import from_json
+
+
+def loads_line(data: bytes) -> Any:
+    """`json.loads(data.decode("utf-8"))` for one line of JSON Lines, `data` being valid UTF-8.
+
+    For what jiter accepts both give the same value (same numbers, NaN and
+    Infinity, the last of duplicate keys); the rest goes to json.loads.
+    """
+    try:
+        return from_json(data)
+    except ValueError:
+        return json.loads(data.decode("utf-8"))
+
+
+def encoder(item_separator: str, key_separator: str) -> Callable[[Any], str]:
+    """`json.JSONEncoder(ensure_ascii=False, separators=...).encode`, its C encoder built once.
+
+    For JSON data (no cycles: the circular-reference check is left out). Falls
+    back to the plain `encode` where the C encoder is missing.
+    """
+    plain = json.JSONEncoder(ensure_ascii=False, separators=(item_separator, key_separator))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return plain.encode
+    encode = make(None, plain.default, json.encoder.encode_basestring, None, key_separator, item_separator,
+                  False, False, True)
+    return lambda value: "".join(encode(value, 0))
+
+
+#: What `rows.dumps` writes (compact, non-ASCII kept).
+compact_dumps = encoder(",", ":")
+
+#: What `json.dumps(value, ensure_ascii=False)` writes.
+spaced_dumps = encoder(", ", ": ")
