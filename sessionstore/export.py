@@ -249,17 +249,7 @@ def _html_rows(session: "Session") -> Iterator[Any]:
     from .export_html import ROW_COLUMNS
     from .session import TRANSCRIPT_BATCH
 
-    last = 0
-    while True:
-        rows = session.db.all(
-            f"SELECT {ROW_COLUMNS} FROM messages WHERE session_id = :id AND seq > :after "
-            f"ORDER BY seq LIMIT {int(TRANSCRIPT_BATCH)}",
-            {"id": session.id, "after": last},
-        )
-        if not rows:
-            return
-        yield from rows
-        last = int(rows[-1][0])
+    return iter_message_rows(session.db, session.id, batch=TRANSCRIPT_BATCH, columns=ROW_COLUMNS)
 
 
 def _summarized_ranges(session: "Session") -> dict[int, tuple[int, int] | None]:

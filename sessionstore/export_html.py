@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TextIO
 
-from .rows import loads_stored
+from .fastjson import loads_stored
 from .types import StoredMessage
 
 SCRIPT = """(function () {

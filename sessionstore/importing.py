@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .errors import InvalidMessage, SessionStoreError
-from .fastjson import compact_dumps
 from .gcpause import gc_paused
 from .importers import open_import
 from .importers.plan import ImportedBoundary, ImportedLine, ImportPlan
 from .rewrite import KEY_GAP, tail_state_for
-from .rows import dumps
+from .rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
 from .tokens import estimate_content
-from .validate import NewMessage, normalize
+from .validate import normalize
 
 if TYPE_CHECKING:
     from .db import Database
@@ -37,11 +36,6 @@ BATCH = 1000
 PREFIX_BYTES = 65536
 Progress = Callable[[int], None]
 
-#: Columns of the transcript rows an import writes, in the order of `_message_row`.
-_MESSAGE_COLUMNS = (
-    "session_id", "seq", "uuid", "parent_uuid", "role", "type", "subtype", "timestamp", "api_message_id",
-    "usage_json", "is_meta", "is_compact_summary", "metadata_json", "content_json", "tokens",
-)
 #: Columns of the raw-line rows, in the order `_take` builds them.
 _SOURCE_LINE_COLUMNS = ("session_id", "line_no", "kind", "entry_type", "message_seq", "raw")
 #: Columns of the view rows `_layout` writes (content_json stays NULL: the view shows the message as stored).
@@ -231,14 +225,14 @@ class _Writer:
             return None
         self.last_seq += 1
         tokens = estimate_content(msg.content)
-        self.messages.append(_message_row(self.session_id, self.last_seq, msg, tokens))
+        self.messages.append(message_row(self.session_id, self.last_seq, msg, dumps(msg.content), tokens))
         self.seq_of[msg.uuid] = self.last_seq
         self.tokens_of[self.last_seq] = tokens
         self.result.messages_added += 1
         return self.last_seq
 
     def _flush(self) -> None:
-        self.db.insert_rows("messages", _MESSAGE_COLUMNS, self.messages)
+        self.db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, self.messages)
         self.db.insert_rows("source_lines", _SOURCE_LINE_COLUMNS, self.source_rows)
         self.messages, self.source_rows = [], []
 
@@ -343,16 +337,6 @@ class _Writer:
                 "WHERE source = :s AND source_key LIKE :k)",
                 {"p": self.session_id, "s": self.source, "k": plan.source_session_id.replace("%", "") + "/agent-%"},
             ).close()
-
-
-def _message_row(session_id: str, seq: int, msg: NewMessage, tokens: int) -> tuple[Any, ...]:
-    """The _MESSAGE_COLUMNS of one message: what `rows.message_params` holds, as a tuple (bound by position)."""
-    return (
-        session_id, seq, msg.uuid, msg.parent_uuid, msg.role, msg.type, msg.subtype, msg.timestamp,
-        msg.api_message_id, compact_dumps(msg.usage) if msg.usage is not None else None, msg.is_meta,
-        msg.is_compact_summary, compact_dumps(msg.metadata) if msg.metadata else None, compact_dumps(msg.content),
-        tokens,
-    )
 
 
 class _Duplicate(SessionStoreError):

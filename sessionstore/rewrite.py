@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import RewriteConflict, SessionStoreError
-from .rows import INSERT_MESSAGE, dumps, message_params
+from .rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
 from .session import ViewState, load_state
 from .tokens import estimate_content
 from .types import Content
@@ -152,7 +152,7 @@ def _apply(
                                    old_from=old.old_from, virtual=old.virtual, changed=True))
         else:
             next_seq += 1
-            message_rows.append(message_params(session_id, next_seq, p.message, content_json, tokens))
+            message_rows.append(message_row(session_id, next_seq, p.message, content_json, tokens))
             added[p.message.uuid] = next_seq
             items.append(_Item(next_seq, tokens, None))
     meanwhile = [i for i in current if i.seq > snapshot_last_seq and i.seq not in planned_seqs]
@@ -162,7 +162,7 @@ def _apply(
                            old_from=item.old_from, virtual=item.virtual))
     upper = (next_seq + 1) * KEY_GAP
     _assign_keys(items, upper)
-    db.executemany(INSERT_MESSAGE, message_rows)
+    db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, message_rows)
     _write_rows(db, session_id, version, new_version, current, items, planned_seqs)
     post_tokens = sum(i.tokens for i in items)
     tail = tail_state_for(db, session_id, [(i.seq, i.content_json) for i in items])

@@ -6,9 +6,9 @@ read and write messages the same way.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from .fastjson import compact_dumps, loads_stored
 from .types import StoredMessage
 from .validate import NewMessage
 
@@ -20,42 +20,33 @@ MESSAGE_COLUMNS = (
     "usage_json, is_meta, is_compact_summary, metadata_json, content_json, tokens"
 )
 
-INSERT_MESSAGE = (
-    "INSERT INTO messages (session_id, seq, uuid, parent_uuid, role, type, subtype, timestamp, "
-    "api_message_id, usage_json, is_meta, is_compact_summary, metadata_json, content_json, tokens) "
-    "VALUES (:session_id, :seq, :uuid, :parent_uuid, :role, :type, :subtype, :timestamp, "
-    ":api_message_id, :usage_json, :is_meta, :is_compact_summary, :metadata_json, :content_json, :tokens)"
+#: The columns a transcript row is written with, in the order of `message_row`.
+MESSAGE_INSERT_COLUMNS = (
+    "session_id", "seq", "uuid", "parent_uuid", "role", "type", "subtype", "timestamp", "api_message_id",
+    "usage_json", "is_meta", "is_compact_summary", "metadata_json", "content_json", "tokens",
 )
 
+INSERT_MESSAGE = (
+    f"INSERT INTO messages ({', '.join(MESSAGE_INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in MESSAGE_INSERT_COLUMNS)})"
+)
 
-#: One encoder for every write: json.dumps with options builds a new encoder on each call.
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+#: Compact JSON, non-ASCII kept as is (what we store and export).
+dumps = compact_dumps
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON, non-ASCII kept as is (what we store and export)."""
-    return _ENCODE(value)
+def message_row(session_id: str, seq: int, msg: NewMessage, content_json: str, tokens: int) -> tuple[Any, ...]:
+    """The MESSAGE_INSERT_COLUMNS of one validated message, bound by position (bulk writes)."""
+    return (
+        session_id, seq, msg.uuid, msg.parent_uuid, msg.role, msg.type, msg.subtype, msg.timestamp,
+        msg.api_message_id, dumps(msg.usage) if msg.usage is not None else None, msg.is_meta,
+        msg.is_compact_summary, dumps(msg.metadata) if msg.metadata else None, content_json, tokens,
+    )
 
 
 def message_params(session_id: str, seq: int, msg: NewMessage, content_json: str, tokens: int) -> dict[str, Any]:
-    """Parameters of INSERT_MESSAGE for one validated message."""
-    return {
-        "session_id": session_id,
-        "seq": seq,
-        "uuid": msg.uuid,
-        "parent_uuid": msg.parent_uuid,
-        "role": msg.role,
-        "type": msg.type,
-        "subtype": msg.subtype,
-        "timestamp": msg.timestamp,
-        "api_message_id": msg.api_message_id,
-        "usage_json": dumps(msg.usage) if msg.usage is not None else None,
-        "is_meta": msg.is_meta,
-        "is_compact_summary": msg.is_compact_summary,
-        "metadata_json": dumps(msg.metadata) if msg.metadata else None,
-        "content_json": content_json,
-        "tokens": tokens,
-    }
+    """Parameters of INSERT_MESSAGE for one validated message (the same values as message_row, by name)."""
+    return dict(zip(MESSAGE_INSERT_COLUMNS, message_row(session_id, seq, msg, content_json, tokens)))
 
 
 def stored_from_new(seq: int, msg: NewMessage, tokens: int) -> StoredMessage:
@@ -78,25 +69,6 @@ def stored_from_new(seq: int, msg: NewMessage, tokens: int) -> StoredMessage:
     )
 
 
-#: The C scanner json.loads ends in; called directly it skips loads' per-call checks.
-_scan_once = json.JSONDecoder().scan_once
-
-
-def loads_stored(text: str) -> Any:
-    """Decode JSON this package stored (compact, no padding): about 30% faster than json.loads per row.
-
-    Anything the scanner does not consume whole goes through json.loads, which
-    decodes it or raises the usual JSONDecodeError.
-    """
-    try:
-        value, end = _scan_once(text, 0)
-    except StopIteration:
-        return json.loads(text)
-    if end != len(text):
-        return json.loads(text)
-    return value
-
-
 def stored_from_row(row: Sequence[Any], offset: int = 0) -> StoredMessage:
     """A StoredMessage from the MESSAGE_COLUMNS of a result row, starting at `offset` (the resume hot path)."""
     o = offset
@@ -108,12 +80,13 @@ def stored_from_row(row: Sequence[Any], offset: int = 0) -> StoredMessage:
     )
 
 
-def iter_message_rows(db: "Database", session_id: str, after_seq: int = 0, batch: int = 1000) -> Iterator[Any]:
-    """A session's transcript rows (MESSAGE_COLUMNS) in seq order, fetched in batches: constant memory."""
+def iter_message_rows(db: "Database", session_id: str, after_seq: int = 0, batch: int = 1000, *,
+                      columns: str = MESSAGE_COLUMNS) -> Iterator[Any]:
+    """A session's transcript rows (`columns`, seq first) in seq order, fetched in batches: constant memory."""
     last = after_seq
     while True:
         rows = db.all(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq > :after "
+            f"SELECT {columns} FROM messages WHERE session_id = :id AND seq > :after "
             f"ORDER BY seq LIMIT {int(batch)}",
             {"id": session_id, "after": last},
         )

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .errors import DuplicateUuid, InvalidMessage, SessionNotFound
+from .fastjson import loads_stored
 from .gcpause import gc_paused
 from .rows import (
-    INSERT_MESSAGE,
+    MESSAGE_INSERT_COLUMNS,
     MESSAGE_COLUMNS,
     dumps,
     iter_message_rows,
-    loads_stored,
-    message_params,
+    message_row,
     stored_from_new,
     stored_from_row,
 )
@@ -153,11 +153,11 @@ class Session:
             ).close()
         assert state is not None and tail is not None
         rows = [
-            message_params(self.id, state.last_seq + i + 1, m, cj, tokens)
+            message_row(self.id, state.last_seq + i + 1, m, cj, tokens)
             for i, (m, cj, tokens) in enumerate(prepared)
         ]
         try:
-            db.executemany(INSERT_MESSAGE, rows)
+            db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, rows)
         except Exception as exc:
             if _is_integrity_error(exc) and "uuid" in str(exc):
                 raise DuplicateUuid(_duplicate_message(self.id, [m.uuid for m, _, _ in prepared])) from exc

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from .rows import loads_stored
+from .fastjson import loads_stored
 from .types import Content, ViewEntry
 
 

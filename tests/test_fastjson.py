@@ -92,5 +92,5 @@ def test_loads_line_on_any_json(value: Any, ascii_only: bool, compact: bool) -> 
 @settings(max_examples=300, deadline=None)
 @given(value=JSON_VALUES)
 def test_encoders_write_what_json_writes(value: Any) -> None:
-    assert compact_dumps(value) == dumps(value)
+    assert compact_dumps(value) == dumps(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     assert spaced_dumps(value) == json.dumps(value, ensure_ascii=False)

@@ -373,23 +373,3 @@ def test_a_message_nested_too_deep_is_kept_as_a_side_line(
     out = io.BytesIO()
     export_claude_code(session, out)
     assert out.getvalue() == path.read_bytes()
-
-
-def test_imported_rows_hold_what_message_params_holds() -> None:
-    """The import binds transcript rows by position: the same values `rows.message_params` names."""
-    from sessionstore.importing import _MESSAGE_COLUMNS, _message_row
-    from sessionstore.rows import dumps, message_params
-    from sessionstore.validate import normalize
-
-    messages = [
-        {"role": "user", "content": "hello", "uuid": "u1", "timestamp": "2026-01-01T00:00:00Z"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"c": "é"}}],
-         "uuid": "a1", "parent_uuid": "u1", "api_message_id": "msg_1", "usage": {"input_tokens": 3},
-         "metadata": {"model": "m", "nested": {"x": [1.5, None, True]}}},
-        {"role": "system", "type": "system", "subtype": "compact_boundary", "content": "", "uuid": "s1",
-         "is_meta": True, "is_compact_summary": True},
-    ]
-    for seq, raw in enumerate(messages, start=1):
-        msg = normalize(raw)
-        assert dict(zip(_MESSAGE_COLUMNS, _message_row("sid", seq, msg, 42))) == message_params(
-            "sid", seq, msg, dumps(msg.content), 42)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -171,19 +172,7 @@ def test_boundary_views_before_are_valid(path: Path) -> None:
 
 
 def _with_chain(plan: ImportPlan, chain: list[str]) -> ImportPlan:
-    return ImportPlan(
-        source=plan.source,
-        path=plan.path,
-        source_session_id=plan.source_session_id,
-        title=plan.title,
-        cwd=plan.cwd,
-        model=plan.model,
-        parent_source_session_id=plan.parent_source_session_id,
-        lines=plan.lines,
-        boundaries=plan.boundaries,
-        active_chain=chain,
-        warnings=plan.warnings,
-    )
+    return replace(plan, active_chain=chain)
 
 
 # ---------------------------------------------------------------- specific files

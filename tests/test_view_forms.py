@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionstore.rows import dumps, loads_stored
+from sessionstore.fastjson import loads_stored
+from sessionstore.rows import dumps
 from sessionstore.view import api_messages_from_json, to_api_messages
 from tests.support.convo import Convo
 

@@ -95,7 +95,6 @@ class NativeImport(LineStream):
         self._cwd: str | None = None
         self._model: str | None = None
 
-
     def plan(self) -> ImportPlan:
         """The plan (without lines) once `lines()` has been consumed."""
         chain = build_chain(self.nodes, self.compactions, self.reinjected, path=self.path)
