@@ -26,6 +26,29 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 TRIALS = int(os.environ.get("SESSIONSTORE_CRASH_TRIALS", "100"))
 
 
+def _wait_for_dead_backends(url: str, timeout: float = 3.0) -> None:
+    """On PostgreSQL, wait until the killed child's server backend has finished its last command.
+
+    SIGKILL ends the client at once, but a COMMIT the server already received still
+    lands a moment later; checking before it does would compare two reads that
+    straddle that commit. SQLite has no server side: its commits are done when the
+    process dies.
+    """
+    if not url.startswith("postgresql"):
+        return
+    deadline = time.monotonic() + timeout
+    with SessionStore.open(url) as st:
+        while time.monotonic() < deadline:
+            busy = st.db.one(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction', "
+                "'idle in transaction (aborted)')"
+            )[0]
+            if busy == 0:
+                return
+            time.sleep(0.05)
+
+
 def _check_after_kill(url: str, sid: str, log: Path, seen: int) -> dict[str, int]:
     """Everything the child logged as committed is there, and the view is whole.
 
@@ -107,6 +130,7 @@ def test_sigkill_during_appends_and_compactions(store_url: str, tmp_path: Path) 
         child.send_signal(signal.SIGKILL)
         child.wait()
         child.stderr.close()
+        _wait_for_dead_backends(store_url)
         stats = _check_after_kill(store_url, sid, log, stats["logged"])
     assert stats["boundaries"] >= 5, f"the kills should land across compactions too: {stats}"
     with SessionStore.open(store_url) as st:
