@@ -516,9 +516,9 @@ def time_breakdown(msgs: list[Message], tmpdir: Path) -> str:
     raw baseline's single INSERT, and through each Python step on its own.
     """
     from sessionstore import SessionStore
-    from sessionstore.rows import INSERT_MESSAGE, dumps, message_params
-    from sessionstore.tokens import estimate_content
-    from sessionstore.validate import TailState, normalize
+    from sessionstore.storage.rows import INSERT_MESSAGE, dumps, message_params
+    from sessionstore.storage.tokens import estimate_content
+    from sessionstore.storage.validate import TailState, normalize
 
     def best_of_3(make_pass: Callable[[int], Callable[[Any], Any]], items: list[Any]) -> float:
         """µs per item of the fastest of three passes; each pass gets a fresh setup."""

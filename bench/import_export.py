@@ -152,8 +152,8 @@ def current_rss_kb() -> int:
 def stage(name: str, url: str, arg: str, out: str) -> Callable[[], dict[str, Any]]:
     """The body of one child stage, run after the store and modules are loaded."""
     from sessionstore import SessionStore
-    from sessionstore.export import export_html, export_jsonl
-    from sessionstore.importing import import_file
+    from sessionstore.interchange.export import export_html, export_jsonl
+    from sessionstore.interchange.importing import import_file
 
     store = SessionStore.open(url)
 

@@ -34,7 +34,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import RESULTS, machine_info, machine_line, write_section  # noqa: E402
-from compaction.pipeline import Pipeline  # noqa: E402
+from sessionstore.compaction.pipeline import Pipeline  # noqa: E402
 from sessionstore import SessionStore  # noqa: E402
 from tests.support.messages import conversation  # noqa: E402
 

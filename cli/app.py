@@ -32,6 +32,24 @@ app = typer.Typer(
 app.add_typer(dbcmd.app, name="db")
 
 
+def _print_version(value: bool) -> None:
+    """`--version`: print the installed version and exit."""
+    if value:
+        from sessionstore import __version__
+
+        typer.echo(f"sessionstore {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """A durable memory for LLM coding agents: sessions, active views, compaction, history."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning expected errors into one line and exit code 2."""
     try:
@@ -175,7 +193,7 @@ def append_cmd(
 def view_payload(s: Any) -> dict[str, Any]:
     """The `view --json` document: the API messages and the entries behind them."""
     entries = s.active_entries()
-    from sessionstore.view import to_api_messages
+    from sessionstore.storage.view import to_api_messages
 
     state = s.refresh_state()
     return {
@@ -223,7 +241,7 @@ def stats_cmd(
 
     Example: sessionstore stats SESSION --json
     """
-    from sessionstore.stats import session_stats
+    from sessionstore.storage.stats import session_stats
 
     with open_store(db) as store:
         stats = session_stats(store.get(session))

@@ -36,8 +36,8 @@ def chat_cmd(
     """
     import anthropic
 
-    from compaction.engine import make_summarizer
-    from compaction.pipeline import Pipeline
+    from sessionstore.compaction.engine import make_summarizer
+    from sessionstore.compaction.pipeline import Pipeline
     from sessionstore.agent import DEFAULT_MODEL, Agent
 
     if bool(session) == new:

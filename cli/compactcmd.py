@@ -11,8 +11,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from sessionstore import history as hist
-from sessionstore.export import export_claude_code, export_html, export_jsonl, export_markdown
+from sessionstore.storage import history as hist
+from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
 
 from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
 
@@ -42,13 +42,13 @@ def compact_cmd(
 
       sessionstore compact SESSION --up-to 3f2a... --instructions 'keep the API design'
     """
-    from compaction.engine import compact, make_summarizer
+    from sessionstore.compaction.engine import compact, make_summarizer
 
     if from_uuid and up_to:
         raise UsageError("give --from or --up-to, not both")
     if summarizer not in ("extractive", "anthropic"):
         raise UsageError(f"unknown summarizer {summarizer!r}: use extractive or anthropic")
-    from compaction.summarizers.base import SummarizerError
+    from sessionstore.compaction.summarizers.base import SummarizerError
 
     with open_store(db) as store:
         s = store.get(session)
@@ -113,7 +113,7 @@ def _list_boundaries(s, json_out: bool) -> None:  # type: ignore[no-untyped-def]
 
 
 def _show_boundary(s, index: int, json_out: bool) -> None:  # type: ignore[no-untyped-def]
-    from sessionstore.view import to_api_messages
+    from sessionstore.storage.view import to_api_messages
 
     b = hist.boundary(s, index)
     entries = hist.view_at(s, b.replaced_version)

@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
-from sessionstore.config import default_db_url
-from sessionstore.db import make_engine
-from sessionstore.migrate import current_revision, head_revision, upgrade, alembic_config
+from sessionstore.storage.config import default_db_url
+from sessionstore.storage.db import make_engine
+from sessionstore.storage.migrate import current_revision, head_revision, upgrade, alembic_config
 
 from .common import DbOption, JsonOption, print_json
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sessionstore.doctor import Report, check, repair
+from sessionstore.storage.doctor import Report, check, repair
 
 from .common import DbOption, JsonOption, open_store, print_json
 

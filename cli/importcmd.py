@@ -11,7 +11,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 from rich.text import Text
 
-from sessionstore.importing import ImportResult, import_paths, transcript_files
+from sessionstore.interchange.importing import ImportResult, import_paths, transcript_files
 
 from .common import DbOption, JsonOption, console, open_store, print_json
 

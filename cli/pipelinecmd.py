@@ -35,7 +35,7 @@ def prepare_cmd(
 
       sessionstore prepare SESSION --json --messages
     """
-    from compaction.pipeline import Pipeline
+    from sessionstore.compaction.pipeline import Pipeline
 
     moment = _parse_now(now)
     with open_store(db) as store:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from sessionstore.spill import list_spills, materialize_spill, spill_original
+from sessionstore.storage.spill import list_spills, materialize_spill, spill_original
 
 from .common import DbOption, JsonOption, console, fmt_time, open_store, print_json
 

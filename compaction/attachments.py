@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from sessionstore.config import Config
-from sessionstore.tokens import estimate_text
-from sessionstore.types import ViewEntry
-from sessionstore.validate import NewMessage
+from sessionstore.storage.config import Config
+from sessionstore.storage.tokens import estimate_text
+from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.validate import NewMessage
 
 from .messages import attachment_message
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessionstore.blobs import blob_sha
-from sessionstore.config import Config
-from sessionstore.replacements import SPILLED, Replacement
+from sessionstore.storage.blobs import blob_sha
+from sessionstore.storage.config import Config
+from sessionstore.storage.replacements import SPILLED, Replacement
 
 from .working import LayerReport, Spill, WorkingView, blocks
 

@@ -7,7 +7,7 @@ its own rewrite transaction.
 
 from __future__ import annotations
 
-from sessionstore.session import Session
+from sessionstore.storage.session import Session
 
 
 def compact_failures(session: Session) -> int:

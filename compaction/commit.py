@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
-from sessionstore.rewrite import Add, CompactionRecord, Keep, RewriteResult, commit_rewrite
-from sessionstore.session import Session, ViewSnapshot
-from sessionstore.tokens import estimate_content
-from sessionstore.types import ViewEntry
-from sessionstore.validate import NewMessage
+from sessionstore.storage.rewrite import Add, CompactionRecord, Keep, RewriteResult, commit_rewrite
+from sessionstore.storage.session import Session, ViewSnapshot
+from sessionstore.storage.tokens import estimate_content
+from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.validate import NewMessage
 
 from .messages import boundary_message, summary_message
 

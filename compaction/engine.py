@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sessionstore.config import Config
-from sessionstore.session import Session
+from sessionstore.storage.config import Config
+from sessionstore.storage.session import Session
 
 from .commit import CompactionOutcome
 from .full import compact_full

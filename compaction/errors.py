@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sessionstore.errors import SessionStoreError
+from sessionstore.storage.errors import SessionStoreError
 
 
 class ContextFull(SessionStoreError):

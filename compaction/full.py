@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from sessionstore.config import Config
-from sessionstore.session import Session
-from sessionstore.types import ViewEntry
+from sessionstore.storage.config import Config
+from sessionstore.storage.session import Session
+from sessionstore.storage.types import ViewEntry
 
 from .attachments import carried_attachments, file_attachments
 from .commit import CompactionOutcome, commit_compaction

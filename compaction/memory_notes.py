@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
-from compaction.rounds import group_rounds
-from compaction.summarizers.extractive import (
+from sessionstore.compaction.rounds import group_rounds
+from sessionstore.compaction.summarizers.extractive import (
     Activity,
     ToolCall,
     assistant_text,
@@ -31,7 +31,7 @@ from compaction.summarizers.extractive import (
     pending_todos,
     user_text,
 )
-from sessionstore.types import ViewEntry
+from sessionstore.storage.types import ViewEntry
 
 INIT_TOKENS = 10_000
 UPDATE_TOKENS = 5_000

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sessionstore.config import Config
-from sessionstore.errors import MessageNotFound
-from sessionstore.session import Session
+from sessionstore.storage.config import Config
+from sessionstore.storage.errors import MessageNotFound
+from sessionstore.storage.session import Session
 
 from .commit import CompactionOutcome, commit_compaction
 from .full import NothingToCompact

@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from sessionstore.config import Config
-from sessionstore.errors import RewriteConflict
-from sessionstore.replacements import load_replacements
-from sessionstore.session import Session, ViewSnapshot
-from sessionstore.store import SessionStore
-from sessionstore.view import to_api_messages
+from sessionstore.storage.config import Config
+from sessionstore.storage.errors import RewriteConflict
+from sessionstore.storage.replacements import load_replacements
+from sessionstore.storage.session import Session, ViewSnapshot
+from sessionstore.storage.store import SessionStore
+from sessionstore.storage.view import to_api_messages
 
-from sessionstore.memory import load_memory
+from sessionstore.storage.memory import load_memory
 
 from .budget import BudgetState, apply_budget
 from .circuit import compact_failures, record_compact_failure

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from sessionstore.config import Config
-from sessionstore.memory import SessionMemory, load_memory, save_memory
-from sessionstore.session import Session
-from sessionstore.types import ViewEntry
+from sessionstore.storage.config import Config
+from sessionstore.storage.memory import SessionMemory, load_memory, save_memory
+from sessionstore.storage.session import Session
+from sessionstore.storage.types import ViewEntry
 
 from .commit import CompactionOutcome, commit_compaction
 from .memory_notes import count_tool_calls, is_empty_template, should_update, truncate_sections, update_notes
@@ -80,7 +80,7 @@ def compact_with_memory(
         memory.notes, per_section_tokens=config.memory_section_tokens, total_tokens=config.memory_total_tokens
     )
     if threshold is not None:
-        from sessionstore.tokens import estimate_text
+        from sessionstore.storage.tokens import estimate_text
 
         if sum(e.tokens for e in kept) + estimate_text(notes) >= threshold:
             return None

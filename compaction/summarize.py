@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from compaction.rounds import group_rounds
-from compaction.summarizers.base import PromptTooLong, Summarizer, SummarizerError, SummaryResult
-from sessionstore.types import ViewEntry
+from sessionstore.compaction.rounds import group_rounds
+from sessionstore.compaction.summarizers.base import PromptTooLong, Summarizer, SummarizerError, SummaryResult
+from sessionstore.storage.types import ViewEntry
 
 #: Share of the rounds dropped per retry when the error states no token counts.
 FALLBACK_DROP_SHARE = 0.2

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from sessionstore.blobs import put_blob
-from sessionstore.replacements import Replacement, save_cleared, save_spills
-from sessionstore.rewrite import Add, Keep, RewriteResult, commit_rewrite
-from sessionstore.rows import stored_from_new
-from sessionstore.session import Session, ViewSnapshot
-from sessionstore.tokens import estimate_content
-from sessionstore.types import Content, ViewEntry
-from sessionstore.validate import NewMessage, normalize
+from sessionstore.storage.blobs import put_blob
+from sessionstore.storage.replacements import Replacement, save_cleared, save_spills
+from sessionstore.storage.rewrite import Add, Keep, RewriteResult, commit_rewrite
+from sessionstore.storage.rows import stored_from_new
+from sessionstore.storage.session import Session, ViewSnapshot
+from sessionstore.storage.tokens import estimate_content
+from sessionstore.storage.types import Content, ViewEntry
+from sessionstore.storage.validate import NewMessage, normalize
 
 #: Subtypes of the system messages the layers append; never snipped, never counted as notices.
 MARKER_SUBTYPES = frozenset({"snip_marker", "microcompact_boundary", "collapse_commit", "compact_boundary"})

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import anthropic
 
-from compaction.engine import make_summarizer
-from compaction.pipeline import Pipeline
+from sessionstore.compaction.engine import make_summarizer
+from sessionstore.compaction.pipeline import Pipeline
 from sessionstore import SessionStore
 from sessionstore.agent import DEFAULT_MODEL, Agent
 

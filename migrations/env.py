@@ -5,9 +5,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import text
 
-from sessionstore.config import default_db_url
-from sessionstore.db import make_engine
-from sessionstore.models import Base
+from sessionstore.storage.config import default_db_url
+from sessionstore.storage.db import make_engine
+from sessionstore.storage.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -7,8 +7,8 @@
     client.messages.create(model=..., max_tokens=..., messages=session.active_view())
 """
 
-from .config import Config
-from .errors import (
+from .storage.config import Config
+from .storage.errors import (
     DuplicateUuid,
     InvalidContent,
     InvalidMessage,
@@ -23,9 +23,9 @@ from .errors import (
     StoreBusy,
     UnknownBlockType,
 )
-from .session import Session
-from .store import SessionStore
-from .types import StoredMessage, ViewEntry
+from .storage.session import Session
+from .storage.store import SessionStore
+from .storage.types import StoredMessage, ViewEntry
 
 __all__ = [
     "Config",

@@ -1,5 +1,5 @@
 """`python -m sessionstore` runs the CLI."""
 
-from cli.app import main
+from sessionstore.cli.app import main
 
 main()

@@ -10,18 +10,18 @@ from typing import Any, Iterator
 
 import pytest
 
-from compaction.prompt import compact_prompt
-from compaction.rounds import group_rounds
-from compaction.summarize import CompactionFailed, rounds_to_drop, summarize_with_retry
-from compaction.summarizers.anthropic import (
+from sessionstore.compaction.prompt import compact_prompt
+from sessionstore.compaction.rounds import group_rounds
+from sessionstore.compaction.summarize import CompactionFailed, rounds_to_drop, summarize_with_retry
+from sessionstore.compaction.summarizers.anthropic import (
     DEFAULT_MODEL,
     MODEL_ENV,
     OMITTED_START,
     AnthropicSummarizer,
     parse_token_counts,
 )
-from compaction.summarizers.base import PromptTooLong, Summarizer, SummarizerError
-from sessionstore.types import ViewEntry
+from sessionstore.compaction.summarizers.base import PromptTooLong, Summarizer, SummarizerError
+from sessionstore.storage.types import ViewEntry
 from tests.support.factory import (
     assistant_text,
     assistant_tool_use,

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from cli.app import main
-from compaction.budget import CLOSE_TAG, OPEN_TAG, preview
-from compaction.pipeline import Pipeline
+from sessionstore.cli.app import main
+from sessionstore.compaction.budget import CLOSE_TAG, OPEN_TAG, preview
+from sessionstore.compaction.pipeline import Pipeline
 from sessionstore import SessionStore
-from sessionstore.blobs import BlobNotFound, get_blob, put_blob
-from sessionstore.replacements import get_replacement, load_replacements
-from sessionstore.rewrite import Keep, commit_rewrite
-from sessionstore.spill import SpillNotFound, materialize_spill, spill_filename, spill_original
+from sessionstore.storage.blobs import BlobNotFound, get_blob, put_blob
+from sessionstore.storage.replacements import get_replacement, load_replacements
+from sessionstore.storage.rewrite import Keep, commit_rewrite
+from sessionstore.storage.spill import SpillNotFound, materialize_spill, spill_filename, spill_original
 from tests.support.cli import run_cli
 from tests.support.layers import (
     assert_transcript_kept,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from compaction.errors import ContextFull
-from compaction.pipeline import Pipeline
+from sessionstore.compaction.errors import ContextFull
+from sessionstore.compaction.pipeline import Pipeline
 from sessionstore import SessionStore, SessionStoreError
 from tests.support.cli import run_cli
 from tests.support.layers import assert_transcript_kept, assert_valid_view, assistant, tool_round, transcript, user

@@ -11,15 +11,15 @@ from typing import Any, Sequence
 
 import pytest
 
-from compaction.engine import compact
-from compaction.full import NothingToCompact, compact_full
-from compaction.session_memory import compact_with_memory, maybe_update_memory
-from compaction.summarizers.base import SummaryResult
-from compaction.summarizers.extractive import ExtractiveSummarizer
+from sessionstore.compaction.engine import compact
+from sessionstore.compaction.full import NothingToCompact, compact_full
+from sessionstore.compaction.session_memory import compact_with_memory, maybe_update_memory
+from sessionstore.compaction.summarizers.base import SummaryResult
+from sessionstore.compaction.summarizers.extractive import ExtractiveSummarizer
 from sessionstore import RewriteConflict, SessionStore
-from sessionstore.history import boundaries, summarized_messages, view_before
-from sessionstore.memory import save_memory
-from sessionstore.types import ViewEntry
+from sessionstore.storage.history import boundaries, summarized_messages, view_before
+from sessionstore.storage.memory import save_memory
+from sessionstore.storage.types import ViewEntry
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
 from tests.support.validity import check_messages
@@ -223,7 +223,7 @@ def test_session_memory_declines_without_usable_notes(store: SessionStore) -> No
     s = store.create_session()
     s.append_many(_complete(300, seed=7))
     assert compact_with_memory(s) is None
-    from compaction.memory_notes import empty_notes
+    from sessionstore.compaction.memory_notes import empty_notes
 
     e = s.active_entries()
     save_memory(s, empty_notes(), covers_seq=e[-5].seq, covers_uuid=e[-5].uuid, tokens=0, tool_calls=0)

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.blobs import put_blob
-from sessionstore.db import Database
-from sessionstore.doctor import Report, api_problems, check, repair
-from sessionstore.session import Session
+from sessionstore.storage.blobs import put_blob
+from sessionstore.storage.db import Database
+from sessionstore.storage.doctor import Report, api_problems, check, repair
+from sessionstore.storage.session import Session
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
 
@@ -84,7 +84,7 @@ def test_a_clean_store_is_clean(store: SessionStore) -> None:
 
 
 def test_a_compacted_session_is_clean(store: SessionStore) -> None:
-    from compaction.engine import compact, make_summarizer
+    from sessionstore.compaction.engine import compact, make_summarizer
 
     s = _seeded(store, 120)
     compact(s, summarizer=make_summarizer("extractive"))

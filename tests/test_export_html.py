@@ -16,12 +16,12 @@ from typing import Any, Iterator
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.export import export_html
-from sessionstore.export_html import CSP, ROW_COLUMNS, ROWS_FLUSH_CHARS, SCRIPT, render_html, render_html_rows
-from sessionstore.importers import ImportPlan, parse_file
-from sessionstore.importing import import_file
-from sessionstore.rows import dumps
-from sessionstore.types import StoredMessage
+from sessionstore.interchange.export import export_html
+from sessionstore.interchange.export_html import CSP, ROW_COLUMNS, ROWS_FLUSH_CHARS, SCRIPT, render_html, render_html_rows
+from sessionstore.interchange.importers import ImportPlan, parse_file
+from sessionstore.interchange.importing import import_file
+from sessionstore.storage.rows import dumps
+from sessionstore.storage.types import StoredMessage
 from tests.support.browser import chromium, click_everything, problems
 from tests.support.browser import open_page as load_page
 

@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from compaction.engine import compact
+from sessionstore.compaction.engine import compact
 from sessionstore import SessionStore
 from tests.support.browser import chromium, click_everything, open_page, problems
 from tests.support.cli import run_cli

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from compaction.prompt import SUMMARY_SECTIONS, strip_analysis
-from compaction.summarizers.base import Summarizer
-from compaction.summarizers.extractive import (
+from sessionstore.compaction.prompt import SUMMARY_SECTIONS, strip_analysis
+from sessionstore.compaction.summarizers.base import Summarizer
+from sessionstore.compaction.summarizers.extractive import (
     ExtractiveSummarizer,
     budget_user_messages,
     estimate_tokens,
     outcome_of,
 )
-from sessionstore.types import StoredMessage, ViewEntry
+from sessionstore.storage.types import StoredMessage, ViewEntry
 from tests.support.convo import Convo, text, thinking, tool_result, tool_use
 
 TRANSCRIPTS = Path("/work/shared/transcripts/claude-code")

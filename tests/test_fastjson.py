@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from sessionstore.fastjson import compact_dumps, loads_line, spaced_dumps
-from sessionstore.rows import dumps
+from sessionstore.storage.fastjson import compact_dumps, loads_line, spaced_dumps
+from sessionstore.storage.rows import dumps
 
 
 def same(a: Any, b: Any) -> bool:

@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.export import export_claude_code
-from sessionstore.history import boundaries
-from sessionstore.importing import import_paths
+from sessionstore.interchange.export import export_claude_code
+from sessionstore.storage.history import boundaries
+from sessionstore.interchange.importing import import_paths
 from tests.conftest import TRANSCRIPTS
 from tests.support.cli import Result, run_cli
 from tests.support.validity import check_messages

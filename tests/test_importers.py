@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from sessionstore.importers import ImportPlan, detect_source, parse_file
-from sessionstore.types import StoredMessage, ViewEntry
-from sessionstore.view import to_api_messages
+from sessionstore.interchange.importers import ImportPlan, detect_source, parse_file
+from sessionstore.storage.types import StoredMessage, ViewEntry
+from sessionstore.storage.view import to_api_messages
 from tests.support.validity import check_messages
 
 REPO = Path(__file__).resolve().parents[1]
@@ -689,7 +689,7 @@ def test_codex_legacy_items_without_payload(tmp_path: Path) -> None:
 MEMORY_PROBE = textwrap.dedent(
     """
     import re, sys
-    from sessionstore.importers import open_import
+    from sessionstore.interchange.importers import open_import
 
     def peak_mb():
         status = open("/proc/self/status").read()

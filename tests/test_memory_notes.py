@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.memory_notes import (
+from sessionstore.compaction.memory_notes import (
     EARLIER_MARK,
     NOTE_SECTIONS,
     SECTION_NAMES,
@@ -23,8 +23,8 @@ from compaction.memory_notes import (
     truncate_sections,
     update_notes,
 )
-from compaction.rounds import group_rounds
-from sessionstore.types import ViewEntry
+from sessionstore.compaction.rounds import group_rounds
+from sessionstore.storage.types import ViewEntry
 from tests.support.convo import Convo, text, thinking, tool_result, tool_use
 
 

@@ -6,11 +6,11 @@ from datetime import timedelta
 
 import pytest
 
-from compaction.microcompact import CLEARED_TEXT
-from compaction.pipeline import Pipeline
+from sessionstore.compaction.microcompact import CLEARED_TEXT
+from sessionstore.compaction.pipeline import Pipeline
 from sessionstore import SessionStore
-from sessionstore.replacements import load_replacements
-from sessionstore.spill import list_spills, spill_original
+from sessionstore.storage.replacements import load_replacements
+from sessionstore.storage.spill import list_spills, spill_original
 from tests.support.layers import (
     T0,
     assert_transcript_kept,

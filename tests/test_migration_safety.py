@@ -24,11 +24,11 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine, make_url
 
 from sessionstore import MigrationError, SessionStore
-from sessionstore import migrate
-from sessionstore import store as store_module
-from sessionstore.db import make_engine
-from sessionstore.doctor import check
-from sessionstore.migrate import alembic_config, current_revision, head_revision, upgrade
+from sessionstore.storage import migrate
+from sessionstore.storage import store as store_module
+from sessionstore.storage.db import make_engine
+from sessionstore.storage.doctor import check
+from sessionstore.storage.migrate import alembic_config, current_revision, head_revision, upgrade
 from tests.support.validity import check_messages
 
 REVISIONS = [r.revision for r in reversed(list(ScriptDirectory.from_config(alembic_config()).walk_revisions()))]

@@ -8,9 +8,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from sessionstore import MigrationError, SessionStore
-from sessionstore.db import make_engine
-from sessionstore.migrate import current_revision, downgrade, ensure_current, head_revision, upgrade
-from sessionstore.models import Base
+from sessionstore.storage.db import make_engine
+from sessionstore.storage.migrate import current_revision, downgrade, ensure_current, head_revision, upgrade
+from sessionstore.storage.models import Base
 from tests.support.cli import run_cli
 
 TABLES = {"sessions", "messages", "view_entries", "compactions", "replacements", "blobs",
@@ -83,6 +83,6 @@ def test_db_commands(capsys: pytest.CaptureFixture[str], sqlite_url: str) -> Non
 
 
 def test_schema_head_constant_matches_alembic() -> None:
-    from sessionstore.migrate import SCHEMA_HEAD
+    from sessionstore.storage.migrate import SCHEMA_HEAD
 
-    assert SCHEMA_HEAD == head_revision(), "update SCHEMA_HEAD in sessionstore/migrate.py with each new revision"
+    assert SCHEMA_HEAD == head_revision(), "update SCHEMA_HEAD in sessionstore/storage/migrate.py with each new revision"

@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-import compaction.pipeline as pipeline_mod
-from compaction.pipeline import LAYERS, Pipeline
-from compaction.pressure import Thresholds
+import sessionstore.compaction.pipeline as pipeline_mod
+from sessionstore.compaction.pipeline import LAYERS, Pipeline
+from sessionstore.compaction.pressure import Thresholds
 from sessionstore import Config, RewriteConflict, SessionStore
 from tests.support.cli import run_cli
 from tests.support.layers import (
@@ -179,8 +179,8 @@ def test_steady_state_neither_tokenizes_nor_reads_the_transcript(store: SessionS
         return 0
 
     monkeypatch.setattr(s.db, "execute", spy_execute)
-    monkeypatch.setattr("compaction.working.estimate_content", no_estimate)
-    monkeypatch.setattr("sessionstore.session.estimate_content", no_estimate)
+    monkeypatch.setattr("sessionstore.compaction.working.estimate_content", no_estimate)
+    monkeypatch.setattr("sessionstore.storage.session.estimate_content", no_estimate)
     prepared = pipe.prepare(s)
     assert not prepared.acted
     assert estimates == []

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction.rounds import (
+from sessionstore.compaction.rounds import (
     adjust_split,
     group_rounds,
     is_valid_split,
     kept_suffix_start,
     valid_splits,
 )
-from sessionstore.types import ViewEntry
-from sessionstore.view import as_blocks, to_api_messages
+from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.view import as_blocks, to_api_messages
 from tests.support.convo import Convo, text, thinking, tool_result, tool_use
 
 

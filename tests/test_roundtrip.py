@@ -14,15 +14,15 @@ from typing import Any, Iterator, Sequence
 
 import pytest
 
-from compaction.engine import compact
-from compaction.summarizers.base import SummaryResult
-from compaction.summarizers.extractive import ExtractiveSummarizer
+from sessionstore.compaction.engine import compact
+from sessionstore.compaction.summarizers.base import SummaryResult
+from sessionstore.compaction.summarizers.extractive import ExtractiveSummarizer
 from sessionstore import SessionStore
-from sessionstore.history import boundaries, summarized_messages, view_before
-from sessionstore.importing import import_paths
-from sessionstore.memory import save_memory
-from sessionstore.session import Session
-from sessionstore.types import ViewEntry
+from sessionstore.storage.history import boundaries, summarized_messages, view_before
+from sessionstore.interchange.importing import import_paths
+from sessionstore.storage.memory import save_memory
+from sessionstore.storage.session import Session
+from sessionstore.storage.types import ViewEntry
 from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.cli import run_cli
 from tests.support.messages import FILES, conversation
@@ -167,7 +167,7 @@ def test_every_shared_transcript_round_trips(store: SessionStore, other_url: str
     results = import_paths(store, [transcripts_dir / "claude-code"], source="claude-code")
     results += import_paths(store, [transcripts_dir / "codex"], source="codex")
     assert len(results) == len(list(transcripts_dir.rglob("*.jsonl")))
-    from sessionstore.export import export_jsonl as write_jsonl
+    from sessionstore.interchange.export import export_jsonl as write_jsonl
 
     with SessionStore.open(other_url) as fresh:
         for k, result in enumerate(results):

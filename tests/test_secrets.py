@@ -111,8 +111,8 @@ def test_a_failing_summarizer_process_does_not_print_the_key(sandbox: Path) -> N
 
 
 def test_summarizer_errors_do_not_carry_the_key(sandbox: Path, sqlite_url: str) -> None:
-    from compaction.summarizers.anthropic import AnthropicSummarizer
-    from compaction.summarizers.base import SummarizerError
+    from sessionstore.compaction.summarizers.anthropic import AnthropicSummarizer
+    from sessionstore.compaction.summarizers.base import SummarizerError
 
     with SessionStore.open(sqlite_url) as store:
         s = store.create_session()

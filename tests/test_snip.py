@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from compaction.pipeline import Pipeline
-from compaction.snip import is_acknowledgement, is_trivial_output
+from sessionstore.compaction.pipeline import Pipeline
+from sessionstore.compaction.snip import is_acknowledgement, is_trivial_output
 from sessionstore import SessionStore
 from tests.support.layers import (
     assert_transcript_kept,

@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from compaction.engine import compact
-from compaction.full import NothingToCompact
-from compaction.pipeline import Pipeline
+from sessionstore.compaction.engine import compact
+from sessionstore.compaction.full import NothingToCompact
+from sessionstore.compaction.pipeline import Pipeline
 from sessionstore import SessionStore
-from sessionstore.history import boundaries, view_before
-from sessionstore.memory import save_memory
-from sessionstore.view import to_api_messages
+from sessionstore.storage.history import boundaries, view_before
+from sessionstore.storage.memory import save_memory
+from sessionstore.storage.view import to_api_messages
 from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.validity import check_messages
 

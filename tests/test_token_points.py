@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from compaction.engine import compact
+from sessionstore.compaction.engine import compact
 from sessionstore import SessionStore
-from sessionstore.export import token_points
+from sessionstore.interchange.export import token_points
 from tests.support.messages import conversation
 
 

@@ -21,8 +21,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from sessionstore import tokens
-from sessionstore.tokens import (
+from sessionstore.storage import tokens
+from sessionstore.storage.tokens import (
     DOCUMENT_TOKENS,
     IMAGE_TOKENS,
     MESSAGE_TOKENS,

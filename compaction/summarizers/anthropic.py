@@ -17,10 +17,10 @@ from typing import Any, Sequence
 
 import anthropic
 
-from compaction.prompt import compact_prompt, strip_analysis
-from compaction.summarizers.base import PromptTooLong, SummarizerError, SummaryResult
-from sessionstore.types import Content, ViewEntry
-from sessionstore.view import as_blocks, to_api_messages
+from sessionstore.compaction.prompt import compact_prompt, strip_analysis
+from sessionstore.compaction.summarizers.base import PromptTooLong, SummarizerError, SummaryResult
+from sessionstore.storage.types import Content, ViewEntry
+from sessionstore.storage.view import as_blocks, to_api_messages
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 MODEL_ENV = "SESSIONSTORE_SUMMARY_MODEL"

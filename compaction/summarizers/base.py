@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
-from sessionstore.types import ViewEntry
+from sessionstore.storage.types import ViewEntry
 
 
 class SummarizerError(Exception):

@@ -15,9 +15,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from compaction.prompt import SUMMARY_SECTIONS
-from compaction.summarizers.base import SummaryResult
-from sessionstore.types import Content, ViewEntry
+from sessionstore.compaction.prompt import SUMMARY_SECTIONS
+from sessionstore.compaction.summarizers.base import SummaryResult
+from sessionstore.storage.types import Content, ViewEntry
 
 USER_MESSAGE_BUDGET = 20_000
 FIRST_LINE_CHARS = 300

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from sessionstore import SessionStore, doctor
-from sessionstore.history import boundaries, view_at
-from sessionstore.view import to_api_messages
+from sessionstore import SessionStore
+from sessionstore.storage import doctor
+from sessionstore.storage.history import boundaries, view_at
+from sessionstore.storage.view import to_api_messages
 from tests.support.validity import check_messages
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -91,7 +92,7 @@ def _check_after_kill(url: str, sid: str, log: Path, seen: int) -> dict[str, int
 
 def _check_spills(s, prepared_ids: list[str]) -> None:
     """Every spill decision is whole: its replacement, its blob, and the original bytes behind it."""
-    from sessionstore.spill import spill_original
+    from sessionstore.storage.spill import spill_original
 
     rows = s.db.all("SELECT tool_use_id, kind FROM replacements WHERE session_id = :id", {"id": s.id})
     decided = {r[0]: r[1] for r in rows}

@@ -10,12 +10,12 @@ import random
 import sys
 import uuid
 
-from compaction.engine import compact
-from compaction.full import NothingToCompact
-from compaction.pipeline import Pipeline
+from sessionstore.compaction.engine import compact
+from sessionstore.compaction.full import NothingToCompact
+from sessionstore.compaction.pipeline import Pipeline
 from sessionstore import RewriteConflict, SessionStore
-from sessionstore.importing import import_file
-from sessionstore.memory import save_memory
+from sessionstore.interchange.importing import import_file
+from sessionstore.storage.memory import save_memory
 
 
 def _round(rng: random.Random, tag: str, big: bool = False) -> list[dict]:

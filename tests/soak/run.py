@@ -51,8 +51,8 @@ def writer(url: str, sid: str, tag: str, seconds: float, out: Any) -> None:
 
 def compactor(url: str, sid: str, seconds: float, out: Any) -> None:
     """Compact over and over; an abandoned rewrite (another won) is counted, not an error."""
-    from compaction.engine import compact
-    from compaction.full import NothingToCompact
+    from sessionstore.compaction.engine import compact
+    from sessionstore.compaction.full import NothingToCompact
 
     done = conflicts = 0
     errors: list[str] = []

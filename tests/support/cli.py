@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from cli.app import main
+from sessionstore.cli.app import main
 
 
 @dataclass

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import SessionStoreError
+from sessionstore.storage.errors import SessionStoreError
 
 if TYPE_CHECKING:
-    from compaction.pipeline import Pipeline
+    from sessionstore.compaction.pipeline import Pipeline
 
-    from .session import Session
+    from sessionstore.storage.session import Session
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 SYSTEM_PROMPT = (

@@ -29,8 +29,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TextIO
 
-from .fastjson import loads_stored
-from .types import StoredMessage
+from sessionstore.storage.fastjson import loads_stored
+from sessionstore.storage.types import StoredMessage
 
 SCRIPT = """(function () {
   function reveal(id) {

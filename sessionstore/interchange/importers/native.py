@@ -33,9 +33,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..errors import InvalidMessage
-from ..types import BOUNDARY_SUBTYPE, ENVELOPE_KEYS
-from ..validate import normalize
+from sessionstore.storage.errors import InvalidMessage
+from sessionstore.storage.types import BOUNDARY_SUBTYPE, ENVELOPE_KEYS
+from sessionstore.storage.validate import normalize
 from .plan import (
     TITLE_LENGTH,
     LineStream,

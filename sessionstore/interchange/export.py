@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, TextIO
 
-from .history import Boundary, boundaries
-from .rows import dumps, iter_message_rows
+from sessionstore.storage.history import Boundary, boundaries
+from sessionstore.storage.rows import dumps, iter_message_rows
 
 if TYPE_CHECKING:
-    from .session import Session
-    from .types import StoredMessage
+    from sessionstore.storage.session import Session
+    from sessionstore.storage.types import StoredMessage
 
 FORMATS = ("jsonl", "markdown", "html", "claude-code")
 
@@ -231,7 +231,7 @@ def export_html(session: "Session", out: TextIO) -> int:
     Raw rows go straight to the renderer: only the columns the page shows are
     read, only each message's content is decoded, and no StoredMessage is built.
     """
-    from .export_html import render_html_rows
+    from sessionstore.interchange.export_html import render_html_rows
 
     found = boundaries(session)
     ranges = _summarized_ranges(session) if found else {}
@@ -246,8 +246,8 @@ def export_html(session: "Session", out: TextIO) -> int:
 
 def _html_rows(session: "Session") -> Iterator[Any]:
     """The transcript as export_html.ROW_COLUMNS rows (only what the page shows), in batches: constant memory."""
-    from .export_html import ROW_COLUMNS
-    from .session import TRANSCRIPT_BATCH
+    from sessionstore.interchange.export_html import ROW_COLUMNS
+    from sessionstore.storage.session import TRANSCRIPT_BATCH
 
     return iter_message_rows(session.db, session.id, batch=TRANSCRIPT_BATCH, columns=ROW_COLUMNS)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sqlite3
@@ -18,7 +19,16 @@ from sqlalchemy.engine import Connection, Engine
 
 from .errors import MigrationError
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+def _migrations_dir() -> Path:
+    """Where the Alembic scripts are: the checkout's `migrations/` or the wheel's `sessionstore/migrations`."""
+    spec = importlib.util.find_spec("sessionstore.migrations")
+    if spec is None or not spec.submodule_search_locations:
+        raise MigrationError("the migration scripts (sessionstore.migrations) are not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+MIGRATIONS_DIR = _migrations_dir()
 
 #: The newest revision shipped; opening a store compares the database against it without
 #: loading the migration scripts (a test checks it equals Alembic's head).

@@ -19,18 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from .errors import InvalidMessage, SessionStoreError
-from .gcpause import gc_paused
-from .importers import open_import
-from .importers.plan import ImportedBoundary, ImportedLine, ImportPlan
-from .rewrite import KEY_GAP, tail_state_for
-from .rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
-from .tokens import estimate_content
-from .validate import normalize
+from sessionstore.storage.errors import InvalidMessage, SessionStoreError
+from sessionstore.storage.gcpause import gc_paused
+from sessionstore.interchange.importers import open_import
+from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan
+from sessionstore.storage.rewrite import KEY_GAP, tail_state_for
+from sessionstore.storage.rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
+from sessionstore.storage.tokens import estimate_content
+from sessionstore.storage.validate import normalize
 
 if TYPE_CHECKING:
-    from .db import Database
-    from .store import SessionStore
+    from sessionstore.storage.db import Database
+    from sessionstore.storage.store import SessionStore
 
 BATCH = 1000
 PREFIX_BYTES = 65536

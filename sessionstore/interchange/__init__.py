@@ -1,0 +1,1 @@
+"""Import and export: other tools' transcripts in, every format out. Sits above storage and compaction."""

@@ -1,0 +1,101 @@
+"""The wheel a user installs works: built from the checkout, installed into a fresh venv outside it.
+
+Every other test runs the editable install, which would hide a subpackage the wheel
+leaves out or a data file it does not ship. This one builds the wheel, installs it
+with pip into a new virtual environment in a temporary folder, and runs the main
+commands from there, with no path back into the checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = REPO / "sessionstore" / "fixtures" / "demo_conversation.jsonl"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `sessionstore` executable of a fresh venv holding only the built wheel and its dependencies."""
+    root = tmp_path_factory.mktemp("wheel")
+    dist = root / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(dist)],
+                   check=True, cwd=root, capture_output=True, text=True)
+    wheel = next(dist.glob("sessionstore-*.whl"))
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+                          cwd=root, capture_output=True, text=True)
+    if done.returncode != 0 and "No matching distribution" in done.stderr + done.stdout:
+        pytest.skip(f"the package index is unreachable, so the wheel's dependencies cannot install: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr
+    return venv / "bin" / "sessionstore"
+
+
+def run(exe: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the installed command from a folder outside the checkout, with a clean environment."""
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "SESSIONSTORE_DB_URL", "VIRTUAL_ENV"}}
+    env["HOME"] = str(cwd)
+    env["XDG_DATA_HOME"] = str(cwd / "data")
+    return subprocess.run([str(exe), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_wheel_ships_every_package_under_the_project_name() -> None:
+    """Every importable folder is in the wheel, and nothing lands at the top level but `sessionstore`."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", tmp],
+                       check=True, capture_output=True)
+        names = zipfile.ZipFile(next(Path(tmp).glob("*.whl"))).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"sessionstore"}
+    for folder, installed_as in [("sessionstore", "sessionstore"), ("compaction", "sessionstore/compaction"),
+                                 ("cli", "sessionstore/cli"), ("migrations", "sessionstore/migrations")]:
+        for path in (REPO / folder).rglob("*.py"):
+            rel = path.relative_to(REPO / folder).as_posix()
+            if folder == "sessionstore" and rel.split("/")[0] in {"compaction", "cli", "migrations"}:
+                continue
+            assert f"{installed_as}/{rel}" in names, f"{folder}/{rel} is missing from the wheel"
+    assert "sessionstore/migrations/script.py.mako" in names
+    assert "sessionstore/fixtures/demo_conversation.jsonl" in names
+
+
+def test_installed_wheel_runs_the_main_commands(installed: Path, tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    assert run(installed, "--version", cwd=tmp_path).stdout.startswith("sessionstore ")
+    up = run(installed, "db", "upgrade", "--db", db, cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    new = run(installed, "new", "--title", "wheel", "--db", db, cwd=tmp_path)
+    assert new.returncode == 0, new.stderr
+    sid = new.stdout.strip()
+    appended = run(installed, "append", sid, str(FIXTURE), "--db", db, cwd=tmp_path)
+    assert appended.returncode == 0, appended.stderr
+    compacted = run(installed, "compact", sid, "--db", db, cwd=tmp_path)
+    assert compacted.returncode == 0, compacted.stderr
+    history = run(installed, "history", sid, "--json", "--db", db, cwd=tmp_path)
+    assert history.returncode == 0, history.stderr
+    assert len(json.loads(history.stdout)) >= 1
+    cc = tmp_path / "session.jsonl"
+    exported = run(installed, "export", sid, "--format", "claude-code", "-o", str(cc), "--db", db, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    html = run(installed, "export", sid, "--format", "html", "-o", str(tmp_path / "s.html"), "--db", db, cwd=tmp_path)
+    assert html.returncode == 0, html.stderr
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    imported = run(installed, "import", "claude-code", str(cc), "--db", other, cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    listed = run(installed, "sessions", "--json", "--db", other, cwd=tmp_path)
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 1, listed.stderr
+    doctor = run(installed, "doctor", "--db", db, cwd=tmp_path)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    current = run(installed, "db", "current", "--db", db, cwd=tmp_path)
+    assert current.returncode == 0, current.stderr
+    default = run(installed, "sessions", cwd=tmp_path)
+    assert default.returncode == 0 and "Traceback" not in default.stderr, default.stderr
