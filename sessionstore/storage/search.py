@@ -303,18 +303,32 @@ def rebuild(store: "SessionStore") -> int:
     return indexed
 
 
-def index_problems(db: "Database", max_chars: int = 1_000_000) -> list[tuple[str, str, str | None]]:
-    """(code, message, session) for each way the index disagrees with the transcript."""
+def index_problems(db: "Database", session_id: str | None = None,
+                   max_chars: int = 1_000_000) -> list[tuple[str, str, str | None]]:
+    """(code, message, session) for each way the index disagrees with the transcript (all sessions or one)."""
     problems: list[tuple[str, str, str | None]] = []
+    only = " WHERE s.id = :id" if session_id is not None else ""
     for sid, last_seq, mark in db.all(
-        "SELECT s.id, s.last_seq, m.indexed_seq FROM sessions s JOIN search_marks m ON m.session_id = s.id"
+        "SELECT s.id, s.last_seq, COALESCE(m.indexed_seq, 0) FROM sessions s "
+        f"LEFT JOIN search_marks m ON m.session_id = s.id{only}", {"id": session_id}
     ):
         if int(mark) > int(last_seq):
             problems.append(("search-mark-ahead", f"search index mark {mark} is past the last seq {last_seq}", sid))
         problems += _session_index_problems(db, sid, int(mark), max_chars)
-    if db.is_sqlite:
+    if db.is_sqlite and session_id is None:
         problems += _fts_problems(db)
     return problems
+
+
+def reindex_session(store: "SessionStore", session_id: str) -> int:
+    """Forget one session's index rows and mark, then index it again; returns the messages indexed."""
+    def forget(db: "Database") -> None:
+        table = "search_rows" if db.is_sqlite else "search_docs"
+        db.execute(f"DELETE FROM {table} WHERE session_id = :id", {"id": session_id}).close()
+        db.execute("DELETE FROM search_marks WHERE session_id = :id", {"id": session_id}).close()
+
+    store.db.run_write(forget)
+    return catch_up(store.db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
 
 
 def _session_index_problems(db: "Database", sid: str, mark: int, max_chars: int) -> list[tuple[str, str, str | None]]:
