@@ -93,7 +93,9 @@ def print_hits(query: str, hits: list[Hit]) -> None:
 
 
 def marked(snippet: str) -> Text:
-    """The snippet as Rich text with the matches in bold (never parsed as markup)."""
+    """The snippet as Rich text, matches in reverse on a terminal, «marked» elsewhere (never parsed as markup)."""
+    if not console.is_terminal:
+        return Text(snippet)
     text = Text()
     rest = snippet
     while MARK_OPEN in rest:
