@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
 from sessionstore.storage.gcpause import gc_paused
 from sessionstore.interchange.importers import open_import
-from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan
+from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan, whole_lines_end
 from sessionstore.storage.rewrite import KEY_GAP, tail_state_for
 from sessionstore.storage.rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
 from sessionstore.storage.tokens import estimate_content
@@ -57,7 +57,7 @@ class ImportResult:
     path: str
     source: str
     session_id: str | None
-    status: str  # imported | grown | unchanged | duplicate
+    status: str  # imported | grown | unchanged | duplicate | waiting (live: no whole line yet)
     lines_added: int = 0
     messages_added: int = 0
     boundaries: int = 0
@@ -88,17 +88,27 @@ def transcript_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
 
 def import_file(
     store: "SessionStore", path: str | os.PathLike[str], *, source: str | None = None,
-    strict: bool = False, progress: Progress | None = None,
+    strict: bool = False, progress: Progress | None = None, live: bool = False, hold_tail: bool = False,
 ) -> ImportResult:
-    """Import one transcript file in one transaction (nothing is written on failure)."""
+    """Import one transcript file in one transaction (nothing is written on failure).
+
+    `live` is for a file still being written (`watch`): only whole lines are
+    read (a half-written last line waits for the next call, unwarned); a file
+    with no whole line yet gives status "waiting" and creates nothing. With
+    `hold_tail` too, an importer may leave a tail that is not settled yet (a
+    Codex response whose usage is written just after it) to the next call.
+    """
     resolved = str(Path(path).resolve())
+    limit = whole_lines_end(resolved) if live else None
+    size = limit if limit is not None else os.path.getsize(resolved)
+    if live and size == 0:
+        return ImportResult(resolved, source or "", None, "waiting")
     importer_source = source or open_import(resolved).source
     existing = store.db.one(
         "SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM imports WHERE source = :s AND path = :p",
         {"s": importer_source, "p": resolved},
     )
     if existing is not None:
-        size = os.path.getsize(resolved)
         if size == int(existing[1]) and _prefix_sha(resolved, int(existing[1])) == existing[3]:
             return ImportResult(resolved, importer_source, existing[0], "unchanged")
         if _prefix_sha(resolved, int(existing[1])) != existing[3] or size < int(existing[1]):
@@ -106,7 +116,8 @@ def import_file(
                                  "only growth (appended lines) can be imported again")
 
     def body(db: "Database") -> ImportResult:
-        writer = _Writer(db, resolved, importer_source, existing, strict, progress)
+        writer = _Writer(db, resolved, importer_source, existing, strict, progress, limit=limit,
+                         hold_tail=live and hold_tail)
         return writer.run()
 
     # Nothing an import builds is cyclic; collections would only walk its ever-growing graph facts.
@@ -118,8 +129,9 @@ class _Writer:
     """One import transaction: stream lines, then lay out the view history."""
 
     def __init__(self, db: "Database", path: str, source: str, existing: Any, strict: bool,
-                 progress: Progress | None):
+                 progress: Progress | None, *, limit: int | None = None, hold_tail: bool = False):
         self.db, self.path, self.source, self.strict, self.progress = db, path, source, strict, progress
+        self.limit, self.hold_tail = limit, hold_tail
         self.existing = existing
         self.session_id = existing[0] if existing else str(uuid_mod.uuid4())
         self.lines_done = int(existing[2]) if existing else 0
@@ -141,7 +153,7 @@ class _Writer:
             self._load_existing()
         else:
             self._create_session()
-        importer = open_import(self.path, self.source)  # type: ignore[arg-type]
+        importer = open_import(self.path, self.source, limit=self.limit, hold_tail=self.hold_tail)
         for line in importer.lines():
             self._take(line)
         self._flush()

@@ -62,6 +62,10 @@ class CodexImport:
     """One streaming import: iterate `lines()` once, then call `plan()`."""
 
     source = "codex"
+    #: Read only this many bytes of the file (None: all of it).
+    limit: int | None = None
+    #: Leave an assistant response still waiting for its usage to the next import (a file being written).
+    hold_tail: bool = False
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
@@ -77,6 +81,8 @@ class CodexImport:
         self._context_tokens: int | None = None
         self._held: list[ImportedLine] = []
         self._held_assistant: ImportedLine | None = None
+        #: Lines of a live import left for the next one (a response whose usage has not arrived yet).
+        self.held_back = 0
 
     def lines(self) -> Iterator[ImportedLine]:
         """Each physical line (plus replacement-history messages), in file order.
@@ -84,12 +90,24 @@ class CodexImport:
         An assistant line is held back until the next `token_count` event (at
         most a few side lines later) so it can carry the usage of its response.
         """
-        for line_no, raw in read_raw_lines(self.path):
+        for line_no, raw in read_raw_lines(self.path, self.limit):
             usage, produced = self._convert(line_no, raw)
             for line in produced:
                 self._record(line)
             yield from self._release(produced, usage)
+        if self.hold_tail and self._held_assistant is not None:
+            self._hold_back()
+            return
         yield from self._flush()
+
+    def _hold_back(self) -> None:
+        """Leave the held tail to the next live import: its lines, graph facts and warnings."""
+        first = self._held[0].line_no
+        self.held_back = len(self._held)
+        self.nodes = [n for n in self.nodes if n.line_no < first]
+        held_warnings = {line.warning for line in self._held if line.warning}
+        self.warnings = [w for w in self.warnings if w not in held_warnings]
+        self._held, self._held_assistant = [], None
 
     def plan(self) -> ImportPlan:
         """The plan (without lines) once `lines()` has been consumed."""
