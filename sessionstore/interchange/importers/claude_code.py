@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from bisect import bisect_left
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
@@ -400,7 +401,7 @@ def _str_or_none(value: Any) -> str | None:
 
 def build_chain(nodes: Sequence[ChainNode], *, path: str = "") -> ChainResult:
     """The active chain and the boundaries from the graph facts of a file."""
-    graph = _Graph(nodes)
+    graph = _Graph(nodes, path)
     active: list[ChainNode] = []
     dropped: list[tuple[ChainNode, str]] = []
     leaf = graph.leaf()
@@ -410,16 +411,25 @@ def build_chain(nodes: Sequence[ChainNode], *, path: str = "") -> ChainResult:
     return ChainResult(
         active_chain=[n.uuid for n in active],
         boundaries=boundaries,
-        warnings=drop_warnings(path, dropped, "active view"),
+        warnings=list(graph.warnings) + drop_warnings(path, dropped, "active view"),
     )
 
 
 class _Graph:
-    """Indexes over the nodes of one file, and the walks over them."""
+    """Indexes over the nodes of one file, and the walks over them.
 
-    def __init__(self, nodes: Sequence[ChainNode]) -> None:
+    A link that names no line of the file (a boundary's logical parent, an
+    entry's parent) is rebuilt from file order along the main chain, as the
+    tool had it in context; each such repair is one named warning.
+    """
+
+    def __init__(self, nodes: Sequence[ChainNode], path: str = "") -> None:
         self.nodes = nodes
+        self.path = path
+        self.warnings: dict[str, None] = {}
         self.index = {n.uuid: n for n in nodes}
+        self.main = [n for n in nodes if not n.sidechain]
+        self.main_lines = [n.line_no for n in self.main]
         self.pieces: dict[tuple[str, bool], list[ChainNode]] = defaultdict(list)
         self.results: dict[str, list[ChainNode]] = defaultdict(list)
         self.relinks: dict[str, tuple[str, int]] = {}
@@ -476,10 +486,38 @@ class _Graph:
             relink = self.relinks.get(current)
             if relink is not None and relink[1] < before_line and relink[0] in self.index:
                 current = relink[0]
+            elif node.parent is not None and node.parent not in self.index:
+                current = self._adopted_parent(node)
             else:
                 current = node.parent
         out.reverse()
         return out
+
+    def _previous_main(self, line_no: int, *, conversation: bool = False) -> ChainNode | None:
+        """The last main-chain entry (a conversation message, if asked) written before line `line_no`."""
+        at = bisect_left(self.main_lines, line_no)
+        for node in reversed(self.main[:at]) if conversation else self.main[max(at - 1, 0):at]:
+            if not conversation or (node.role is not None and node.in_view):
+                return node
+        return None
+
+    def _adopted_parent(self, node: ChainNode) -> str | None:
+        """For a main-chain entry whose parent is not in the file: the entry written just before it.
+
+        A sidechain entry's missing parent is expected (a sub-agent file starts
+        from its parent session's lines) and ends the walk, as does a first line.
+        """
+        if node.sidechain:
+            return None
+        previous = self._previous_main(node.line_no)
+        if previous is None:
+            return None
+        self._warn(node.line_no, f"parent {node.parent} of {node.uuid} is not in the file; linked to the main-chain "
+                                 f"entry written before it (line {previous.line_no})")
+        return previous.uuid
+
+    def _warn(self, line_no: int, text: str) -> None:
+        self.warnings[f"{where(self.path, line_no)}: {text}"] = None
 
     def _with_preserved(self, chain: list[ChainNode]) -> list[ChainNode]:
         """Insert a leading boundary's preserved segment after its anchor if the walk missed it."""
@@ -552,6 +590,8 @@ class _Graph:
         before: list[ChainNode] = []
         if node.logical_parent in self.index:
             before, _ = self.view(node.logical_parent or "", before_line=node.line_no)
+        else:
+            before = self._view_before_unlinked(node)
         segment = facts.preserved_segment
         kept = {n.uuid for n in self._run(segment["tail_uuid"], segment["head_uuid"])} if segment else set()
         summary = self._summary_of(node)
@@ -565,6 +605,18 @@ class _Graph:
             view_before=[n.uuid for n in before],
             summarized=[n.uuid for n in before if n.uuid not in kept],
         )
+
+    def _view_before_unlinked(self, node: ChainNode) -> list[ChainNode]:
+        """A boundary whose logical parent is missing: the main chain ending at the last message before it."""
+        last = self._previous_main(node.line_no, conversation=True)
+        said = f"logical parent {node.logical_parent}" if node.logical_parent else "no logical parent"
+        if last is None:
+            self._warn(node.line_no, f"boundary {node.uuid} has {said} in the file and no message before it")
+            return []
+        self._warn(node.line_no, f"boundary {node.uuid}: {said} in the file; the view before it is rebuilt from the "
+                                 f"main chain ending at line {last.line_no} ({last.uuid})")
+        before, _ = self.view(last.uuid, before_line=node.line_no)
+        return before
 
     def _summary_of(self, boundary: ChainNode) -> ChainNode | None:
         """The compact-summary message of a boundary: its child, else the next one in the file."""
