@@ -289,7 +289,8 @@ def test_viewer_sidechains_stay_out_of_the_active_chain() -> None:
     assert sidechain <= imported, "sidechain entries are transcript messages, just not in the view"
     main = [e["uuid"] for e in raw_entries(path) if e.get("type") in CC_CONVERSATION and not e["isSidechain"]]
     assert plan.active_chain == main
-    assert plan.title == "Empty Repo Setup: CLAUDE.md Foundation Created"
+    # The file's summary entry names a leaf outside the file: the title is the person's slash command.
+    assert plan.title == "/orchestrator create TODO app by Next.js"
     assert plan.parent_source_session_id is None
 
 

@@ -16,6 +16,7 @@ import os
 import time
 import uuid as uuid_mod
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -147,6 +148,9 @@ class _Writer:
         #: lines of side and bad entries (nothing is lost) but not of messages (stored as messages).
         self.keep_message_lines = source == "claude-code"
         self.complete_bytes = int(existing[1]) if existing else 0
+        #: Earliest and latest source timestamps of the messages this import adds (epoch seconds).
+        self.first_time: float | None = None
+        self.last_time: float | None = None
 
     def run(self) -> ImportResult:
         if self.existing:
@@ -240,8 +244,16 @@ class _Writer:
         self.messages.append(message_row(self.session_id, self.last_seq, msg, dumps(msg.content), tokens))
         self.seq_of[msg.uuid] = self.last_seq
         self.tokens_of[self.last_seq] = tokens
+        self._saw_time(msg.timestamp)
         self.result.messages_added += 1
         return self.last_seq
+
+    def _saw_time(self, timestamp: str | None) -> None:
+        """Widen the span of source times the new messages cover."""
+        moment = source_time(timestamp)
+        if moment is not None:
+            self.first_time = moment if self.first_time is None else min(self.first_time, moment)
+            self.last_time = moment if self.last_time is None else max(self.last_time, moment)
 
     def _flush(self) -> None:
         self.db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, self.messages)
@@ -307,9 +319,16 @@ class _Writer:
              "kind": b.kind, "trigger": b.trigger, "pre": b.pre_tokens if b.pre_tokens is not None else pre_total,
              "post": post_total, "n": len(b.summarized), "seqs": dumps(self._seqs(b.summarized)),
              "head": seg.get("head_uuid"), "anchor": seg.get("anchor_uuid"), "tail": seg.get("tail_uuid"),
-             "summarizer": f"imported:{self.source}", "now": time.time(),
+             "summarizer": f"imported:{self.source}", "now": self._time_of(self.seq_of[b.boundary_uuid]),
              "meta": dumps({"imported": True})},
         ).close()
+
+    def _time_of(self, seq: int) -> float:
+        """A stored message's source time (epoch seconds); now when it has none."""
+        row = self.db.one("SELECT timestamp FROM messages WHERE session_id = :id AND seq = :seq",
+                          {"id": self.session_id, "seq": seq})
+        moment = source_time(row[0]) if row else None
+        return time.time() if moment is None else moment
 
     def _finish(self, plan: ImportPlan) -> None:
         """Session counters, header fields, the imports row and sub-agent links."""
@@ -318,10 +337,12 @@ class _Writer:
                 "source_session_id": plan.source_session_id}
         self.db.execute(
             "UPDATE sessions SET last_seq = :last, base_seq = :last, view_version = :v, view_tokens = :t, "
-            "explicit_count = :n, tail_state = :tail, updated_at = :now, title = COALESCE(:title, title), "
+            "explicit_count = :n, tail_state = :tail, updated_at = COALESCE(:updated, updated_at), "
+            "created_at = COALESCE(:created, created_at), title = COALESCE(:title, title), "
             "cwd = COALESCE(:cwd, cwd), model = COALESCE(:model, model), metadata_json = :meta WHERE id = :id",
             {"last": self.last_seq, "v": len(plan.boundaries), "t": self.final_tokens, "n": len(self.final_seqs),
-             "tail": tail.dumps(), "now": time.time(), "title": plan.title, "cwd": plan.cwd, "model": plan.model,
+             "tail": tail.dumps(), "updated": self.last_time, "created": None if self.existing else self.first_time,
+             "title": plan.title, "cwd": plan.cwd, "model": plan.model,
              "meta": dumps(meta), "id": self.session_id},
         ).close()
         params = {"id": self.session_id, "s": self.source, "k": plan.source_session_id or self.path,
@@ -371,6 +392,19 @@ def import_paths(
         except _Duplicate as dup:
             results.append(ImportResult(str(path), source or "", dup.session_id, "duplicate"))
     return results
+
+
+def source_time(timestamp: str | None) -> float | None:
+    """An ISO-8601 timestamp of a source file as epoch seconds (UTC unless it says otherwise); None if unreadable."""
+    if not timestamp:
+        return None
+    try:
+        moment = datetime.fromisoformat(timestamp.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
 
 
 def _prefix_sha(path: str, length: int) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from bisect import bisect_left
 from collections import defaultdict
@@ -96,7 +97,7 @@ class ClaudeCodeImport(LineStream):
             source="claude-code",
             path=self.path,
             source_session_id=session_id,
-            title=self._header.title(),
+            title=self._title(),
             cwd=self._header.cwd,
             model=self._header.model,
             parent_source_session_id=parent,
@@ -105,6 +106,13 @@ class ClaudeCodeImport(LineStream):
             active_chain=chain.active_chain,
             warnings=self.warnings + chain.warnings,
         )
+
+    def _title(self) -> str | None:
+        """The header's title, once summary entries naming a leaf outside the file are set aside (and named)."""
+        for line_no, leaf in self._header.foreign_summaries(set(self._seen)):
+            self.warnings.append(f"{where(self.path, line_no)}: summary entry names leaf {leaf}, which is not in "
+                                 "this file; kept as a side line, not used as the title")
+        return self._header.title(set(self._seen))
 
     def _session_ids(self) -> tuple[str | None, str]:
         """(parent session id, this file's session id); sub-agent files get a parent."""
@@ -128,7 +136,7 @@ class ClaudeCodeImport(LineStream):
             return ImportedLine(line_no, raw, "side", "blank")
         etype = entry.get("type")
         etype = etype if isinstance(etype, str) else ""
-        self._header.observe(entry, etype)
+        self._header.observe(entry, etype, line_no)
         if etype in CONVERSATION_TYPES:
             return self._conversation(line_no, raw, entry, etype)
         warning = None
@@ -342,8 +350,10 @@ class _Header:
         self.cwd: str | None = None
         self.model: str | None = None
         self.custom_title: str | None = None
-        self.summary: str | None = None
+        #: (line, summary text, leafUuid) of every `summary` entry.
+        self.summaries: list[tuple[int, str, str | None]] = []
         self.first_prompt: str | None = None
+        self.first_side_prompt: str | None = None
         self.seen_conversation = False
         self.seen_main = False
 
@@ -352,7 +362,7 @@ class _Header:
         """True when every conversation entry is a sidechain one (a sub-agent file)."""
         return self.seen_conversation and not self.seen_main
 
-    def observe(self, entry: dict[str, Any], etype: str) -> None:
+    def observe(self, entry: dict[str, Any], etype: str, line_no: int = 0) -> None:
         """Take what the header needs from one entry."""
         self.session_id = self.session_id or _str_or_none(entry.get("sessionId"))
         self.agent_id = self.agent_id or _str_or_none(entry.get("agentId"))
@@ -360,37 +370,66 @@ class _Header:
         if etype == "custom-title":
             self.custom_title = _str_or_none(entry.get("customTitle")) or self.custom_title
         elif etype == "summary":
-            self.summary = _str_or_none(entry.get("summary")) or self.summary
+            text = _str_or_none(entry.get("summary"))
+            if text:
+                self.summaries.append((line_no, text, _str_or_none(entry.get("leafUuid"))))
         elif etype in CONVERSATION_TYPES:
             self._observe_conversation(entry, etype)
 
     def _observe_conversation(self, entry: dict[str, Any], etype: str) -> None:
+        sidechain = bool(entry.get("isSidechain"))
         self.seen_conversation = True
-        self.seen_main = self.seen_main or not entry.get("isSidechain")
+        self.seen_main = self.seen_main or not sidechain
         api = entry.get("message")
         if not isinstance(api, dict):
             return
         model = api.get("model")
         if etype == "assistant" and isinstance(model, str) and not model.startswith("<"):
             self.model = model
-        if etype == "user" and self.first_prompt is None and not entry.get("isMeta"):
+        if etype != "user" or entry.get("isMeta") or entry.get("isCompactSummary"):
+            return
+        if sidechain:
+            if self.first_side_prompt is None:
+                self.first_side_prompt = _prompt_text(api.get("content"))
+        elif self.first_prompt is None:
             self.first_prompt = _prompt_text(api.get("content"))
 
-    def title(self) -> str | None:
-        """custom title, else the summary entry, else the first user prompt."""
-        title = self.custom_title or self.summary or self.first_prompt
+    def foreign_summaries(self, uuids: set[str]) -> list[tuple[int, str]]:
+        """(line, leafUuid) of each summary entry whose leaf is not in the file."""
+        return [(line, leaf or "(none)") for line, _text, leaf in self.summaries if leaf not in uuids]
+
+    def title(self, uuids: set[str] | None = None) -> str | None:
+        """The custom title, else the last summary of a leaf in the file, else the person's first prompt.
+
+        Never a sidechain or meta entry, unless the file is one sub-agent's
+        conversation (then its first prompt is what it was asked).
+        """
+        own = [text for _line, text, leaf in self.summaries if uuids is None or leaf in uuids]
+        prompt = self.first_prompt if self.seen_main else self.first_side_prompt
+        title = self.custom_title or (own[-1] if own else None) or prompt
         if not title:
             return None
         first = title.strip().splitlines()[0] if title.strip() else ""
         return first[:TITLE_LENGTH] or None
 
 
+_COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+
+
 def _prompt_text(content: Any) -> str | None:
-    """The text of a user prompt, None for tool results and command echoes."""
+    """What a person typed: a prompt's text, or a slash command with its arguments; None for anything else."""
     if isinstance(content, list):
         texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
         content = next((t for t in texts if isinstance(t, str)), None)
-    if not isinstance(content, str) or not content.strip() or content.lstrip().startswith("<"):
+    if not isinstance(content, str) or not content.strip():
+        return None
+    command = _COMMAND_NAME.search(content)
+    if command and command.group(1):
+        args = _COMMAND_ARGS.search(content)
+        name = command.group(1) if command.group(1).startswith("/") else "/" + command.group(1)
+        return " ".join(part for part in (name, args.group(1).strip() if args else "") if part)
+    if content.lstrip().startswith("<"):
         return None
     return content
 
