@@ -104,3 +104,36 @@ def test_doctor_flags_a_boundary_with_an_empty_view_before_it(
         "DELETE FROM view_entries WHERE session_id = :id AND valid_to IS NOT NULL", {"id": sid}).close())
     flagged = [p for p in check(store).problems if p.code == "empty_view_before_boundary"]
     assert len(flagged) == 1 and flagged[0].session_id == sid and "boundary 1" in flagged[0].message
+
+
+CODEX_COMPACTED = "codex/localpush/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
+
+
+def test_a_codex_compaction_without_replacement_history_carries_the_typed_user_messages(
+    capsys: pytest.CaptureFixture[str], store_url: str, transcripts_dir: Path, tmp_path: Path
+) -> None:
+    """A local compaction records only its summary; Codex rebuilds the history from the user messages before it."""
+    source = transcripts_dir / CODEX_COMPACTED
+    raw = source.read_bytes().splitlines(keepends=True)
+    entries = [json.loads(line) for line in raw]
+    at = next(i for i, e in enumerate(entries) if e["type"] == "compacted")
+    entries[at]["payload"] = {"message": "The summary Codex wrote."}
+    raw[at] = json.dumps(entries[at]).encode() + b"\n"
+    path = tmp_path / source.name
+    path.write_bytes(b"".join(raw))
+    typed = [f"codex-{i + 1}" for i, e in enumerate(entries[:at])
+             if e["type"] == "response_item" and e["payload"].get("type") == "message"
+             and e["payload"].get("role") == "user"]
+    assert sum(len(json.dumps(entries[int(u.split("-")[1]) - 1]["payload"]["content"])) for u in typed) < 80_000
+
+    report = cli_json(capsys, "import", "codex", str(path), "--db", store_url)["files"][0]
+    assert [w for w in report["warnings"] if f":{at + 1}:" in w and "without a replacement history" in w]
+    view = cli_json(capsys, "view", report["session"], "--db", store_url)
+    uuids = [e["uuid"] for e in view["entries"]]
+    assert uuids[0] == f"codex-{at + 1}", "the view starts at the boundary"
+    assert uuids[1 : 1 + len(typed)] == typed, "then every user message typed before it, in order"
+    summary = view["entries"][1 + len(typed)]
+    assert summary["is_compact_summary"] and summary["content"] == "The summary Codex wrote."
+    assert check_messages(view["messages"]) == []
+    before = view_before_first_boundary(capsys, store_url, report["session"])
+    assert {f"codex-{n}" for n in (5, 9)} <= {e["uuid"] for e in before["entries"]}
