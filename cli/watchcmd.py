@@ -55,14 +55,14 @@ def watch_cmd(
     with open_store(db) as store:
         watcher = Watcher(store, roots, out.event, settle_seconds=store.config.watch_settle_seconds,
                           debounce_ms=store.config.watch_debounce_ms)
-        if once:
-            _catch_up(watcher, show)
-            out.summary(len(watcher.files()))
-            return
         try:
-            watcher.run(ready=lambda: out.watching(watcher.roots))
+            _catch_up(watcher, show)
+            if once:
+                out.summary(len(watcher.files()))
+                return
+            watcher.run(ready=lambda: out.watching(watcher.roots), caught_up=True)
         except KeyboardInterrupt:
-            pass
+            sys.stderr.write("stopped; every file is in the store up to its last whole line imported\n")
 
 
 def _roots(paths: list[str] | None) -> list[Path]:

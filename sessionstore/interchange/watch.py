@@ -187,23 +187,25 @@ class Watcher:
 
     # ------------------------------------------------------------ following
 
-    def run(self, stop: threading.Event | None = None, *, ready: Callable[[], None] | None = None) -> None:
-        """Catch up on every file, then follow changes until `stop` is set (or the process is killed)."""
+    def run(self, stop: threading.Event | None = None, *, ready: Callable[[], None] | None = None,
+            caught_up: bool = False) -> None:
+        """Catch up on every file (unless the caller just did), then follow changes until `stop` is set."""
         import watchfiles
 
         missing = [str(r) for r in self.roots if not r.exists()]
         if missing:
             raise SessionStoreError(f"cannot watch {', '.join(missing)}: no such file or directory")
-        self.sync_all()
-        caught_up = False
+        if not caught_up:
+            self.sync_all()
+        first = True
         for changes in watchfiles.watch(
             *self.roots, watch_filter=_wanted, debounce=self.debounce_ms, step=STEP_MS, stop_event=stop,
             rust_timeout=WAKE_MS, yield_on_timeout=True, raise_interrupt=False,
         ):
-            if not caught_up:
+            if first:
                 # Anything written between the first pass and the watch starting is taken now.
                 self.sync_all()
-                caught_up = True
+                first = False
                 if ready is not None:
                     ready()
             self._changed(changes)
