@@ -273,3 +273,44 @@ def test_sigkilled_watchers_lose_and_duplicate_nothing(
     assert transcript_and_view(store_url, session_of(store_url, codex_target)) == \
         transcript_and_view(sqlite_url, once.session_id or "")
     assert kills >= 3
+
+
+def store_snapshot(store: SessionStore, session_id: str) -> tuple[Any, ...]:
+    """Transcript, active view and every past view of a session: what must not depend on how it came in."""
+    from sessionstore.storage.history import boundaries, view_before
+
+    session = store.get(session_id)
+    out = io.StringIO()
+    export_jsonl(session, out)
+    found = boundaries(session)
+    return (out.getvalue(), session.active_view(), [b.to_dict() for b in found],
+            [[e.seq for e in view_before(session, b.index)] for b in found])
+
+
+@pytest.mark.parametrize("name", [FASTHOOKS, ROLLOUT, "codex/localpush/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"])
+def test_following_a_file_chunk_by_chunk_gives_what_one_import_gives(
+    store: SessionStore, transcripts_dir: Path, tmp_path: Path, name: str
+) -> None:
+    """The watcher keeps each file's importer between changes and reads only new lines; nothing differs."""
+    import random
+
+    data = (transcripts_dir / name).read_bytes()
+    path = tmp_path / Path(name).name
+    rng = random.Random(5)
+    watcher = Watcher(store, [tmp_path], lambda event: None, settle_seconds=3600)
+    at = 0
+    with open(path, "wb", buffering=0) as out:
+        while at < len(data):
+            step = rng.randint(1, len(data) // 15)
+            out.write(data[at : at + step])
+            at += step
+            watcher.sync(path)
+    watcher.sync(path, settle=True)  # the file is finished: a response still waiting for its usage goes in
+    with SessionStore.open(f"sqlite:///{tmp_path / 'one-shot.db'}") as fresh:
+        once = import_file(fresh, path)
+        expected = store_snapshot(fresh, once.session_id or "")
+    assert store_snapshot(store, session_of_store(store, path)) == expected
+
+
+def session_of_store(store: SessionStore, path: Path) -> str:
+    return str(store.db.one("SELECT session_id FROM imports WHERE path = :p", {"p": str(path.resolve())})[0])

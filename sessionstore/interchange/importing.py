@@ -30,6 +30,7 @@ from sessionstore.storage.tokens import estimate_content
 from sessionstore.storage.validate import normalize
 
 if TYPE_CHECKING:
+    from sessionstore.interchange.importers import SourceImport
     from sessionstore.storage.db import Database
     from sessionstore.storage.store import SessionStore
 
@@ -87,9 +88,24 @@ def transcript_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return sorted(unique, key=lambda f: ("subagents" in f.parts, str(f)))
 
 
+@dataclass
+class LiveState:
+    """What a caller following one file keeps between its imports: the importer that read it so far.
+
+    The next live import then reads only the new lines (the graph facts of
+    the earlier ones are in the importer) instead of the whole file again.
+    """
+
+    importer: "SourceImport | None" = None
+
+    def clear(self) -> None:
+        self.importer = None
+
+
 def import_file(
     store: "SessionStore", path: str | os.PathLike[str], *, source: str | None = None,
     strict: bool = False, progress: Progress | None = None, live: bool = False, hold_tail: bool = False,
+    state: LiveState | None = None,
 ) -> ImportResult:
     """Import one transcript file in one transaction (nothing is written on failure).
 
@@ -98,6 +114,7 @@ def import_file(
     with no whole line yet gives status "waiting" and creates nothing. With
     `hold_tail` too, an importer may leave a tail that is not settled yet (a
     Codex response whose usage is written just after it) to the next call.
+    `state` (live imports only) keeps the importer between calls.
     """
     resolved = str(Path(path).resolve())
     limit = whole_lines_end(resolved) if live else None
@@ -116,23 +133,46 @@ def import_file(
             raise ImportConflict(f"{resolved} changed in place since it was imported into session {existing[0]}; "
                                  "only growth (appended lines) can be imported again")
 
+    cached = _resumable(state, existing, importer_source) if live else None
+    attempts: list["SourceImport"] = []
+
     def body(db: "Database") -> ImportResult:
-        writer = _Writer(db, resolved, importer_source, existing, strict, progress, limit=limit,
-                         hold_tail=live and hold_tail)
-        return writer.run()
+        # A retried transaction starts over with a fresh importer (the cached one has moved on).
+        importer = cached if cached is not None and not attempts else open_import(resolved, importer_source)
+        importer.limit, importer.hold_tail = limit, live and hold_tail
+        attempts.append(importer)
+        return _Writer(db, resolved, importer_source, existing, strict, progress, importer).run()
 
     # Nothing an import builds is cyclic; collections would only walk its ever-growing graph facts.
-    with gc_paused():
-        return store.db.run_write(body)
+    try:
+        with gc_paused():
+            result = store.db.run_write(body)
+    except BaseException:
+        if state is not None:
+            state.clear()
+        raise
+    if state is not None:
+        state.importer = attempts[-1] if live and attempts[-1].resumable else None
+    return result
+
+
+def _resumable(state: LiveState | None, existing: Any, source: str) -> "SourceImport | None":
+    """The kept importer when it stopped exactly where the store's offsets say the file is imported to."""
+    importer = state.importer if state is not None else None
+    if importer is None or existing is None or importer.source != source:
+        return None
+    if importer.position != (int(existing[1]), int(existing[2])):
+        return None
+    return importer
 
 
 class _Writer:
     """One import transaction: stream lines, then lay out the view history."""
 
     def __init__(self, db: "Database", path: str, source: str, existing: Any, strict: bool,
-                 progress: Progress | None, *, limit: int | None = None, hold_tail: bool = False):
+                 progress: Progress | None, importer: "SourceImport"):
         self.db, self.path, self.source, self.strict, self.progress = db, path, source, strict, progress
-        self.limit, self.hold_tail = limit, hold_tail
+        self.importer = importer
         self.existing = existing
         self.session_id = existing[0] if existing else str(uuid_mod.uuid4())
         self.lines_done = int(existing[2]) if existing else 0
@@ -157,7 +197,7 @@ class _Writer:
             self._load_existing()
         else:
             self._create_session()
-        importer = open_import(self.path, self.source, limit=self.limit, hold_tail=self.hold_tail)
+        importer = self.importer
         for line in importer.lines():
             self._take(line)
         self._flush()

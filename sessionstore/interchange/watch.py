@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from sessionstore.storage.errors import SessionStoreError
-from .importing import ImportConflict, _Duplicate, import_file
+from .importing import ImportConflict, LiveState, _Duplicate, import_file
 
 if TYPE_CHECKING:
     from sessionstore.storage.store import SessionStore
@@ -93,6 +93,8 @@ class Watcher:
         self.conflicts: dict[str, tuple[int, int]] = {}
         #: Warnings already reported per file (a growth import finds the older ones again).
         self.warned: dict[str, set[str]] = {}
+        #: Per file, the importer that read it so far (the next change reads only the new lines).
+        self.states: dict[str, LiveState] = {}
 
     # ------------------------------------------------------------ one pass
 
@@ -135,7 +137,8 @@ class Watcher:
 
     def _import(self, name: str, hold: bool) -> WatchEvent | None:
         try:
-            result = import_file(self.store, name, live=True, hold_tail=hold)
+            result = import_file(self.store, name, live=True, hold_tail=hold,
+                                 state=self.states.setdefault(name, LiveState()))
         except _Duplicate as dup:
             return self._once(name, WatchEvent("duplicate", name, dup.session_id,
                                                message="a copy of a session already in the store"))
@@ -168,6 +171,7 @@ class Watcher:
         """A deleted file: its session stays; say so when the store has it."""
         self.unsettled.pop(name, None)
         self.conflicts.pop(name, None)
+        self.states.pop(name, None)
         row = self.store.db.one("SELECT session_id, source FROM imports WHERE path = :p", {"p": name})
         if row is None:
             return None

@@ -59,6 +59,8 @@ class SourceImport(Protocol):
     path: str
     limit: int | None
     hold_tail: bool
+    position: tuple[int, int]
+    resumable: bool
 
     def lines(self) -> Iterator[ImportedLine]: ...
 

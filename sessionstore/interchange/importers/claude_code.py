@@ -97,22 +97,21 @@ class ClaudeCodeImport(LineStream):
             source="claude-code",
             path=self.path,
             source_session_id=session_id,
-            title=self._title(),
+            title=self._header.title(set(self._seen)),
             cwd=self._header.cwd,
             model=self._header.model,
             parent_source_session_id=parent,
             lines=[],
             boundaries=chain.boundaries,
             active_chain=chain.active_chain,
-            warnings=self.warnings + chain.warnings,
+            warnings=self.warnings + self._summary_warnings() + chain.warnings,
         )
 
-    def _title(self) -> str | None:
-        """The header's title, once summary entries naming a leaf outside the file are set aside (and named)."""
-        for line_no, leaf in self._header.foreign_summaries(set(self._seen)):
-            self.warnings.append(f"{where(self.path, line_no)}: summary entry names leaf {leaf}, which is not in "
-                                 "this file; kept as a side line, not used as the title")
-        return self._header.title(set(self._seen))
+    def _summary_warnings(self) -> list[str]:
+        """One warning per summary entry naming a leaf outside the file (it titles nothing)."""
+        return [f"{where(self.path, line_no)}: summary entry names leaf {leaf}, which is not in this file; "
+                "kept as a side line, not used as the title"
+                for line_no, leaf in self._header.foreign_summaries(set(self._seen))]
 
     def _session_ids(self) -> tuple[str | None, str]:
         """(parent session id, this file's session id); sub-agent files get a parent."""

@@ -66,6 +66,10 @@ class CodexImport:
     limit: int | None = None
     #: Leave an assistant response still waiting for its usage to the next import (a file being written).
     hold_tail: bool = False
+    #: Where the next `lines()` starts (byte offset, lines before it): a live import continues from here.
+    position: tuple[int, int] = (0, 0)
+    #: False when lines were held back: the next import must start over.
+    resumable: bool = True
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
@@ -94,7 +98,8 @@ class CodexImport:
         An assistant line is held back until the next `token_count` event (at
         most a few side lines later) so it can carry the usage of its response.
         """
-        for line_no, raw in read_raw_lines(self.path, self.limit):
+        for line_no, raw in read_raw_lines(self.path, self.limit, self.position):
+            self.position = (self.position[0] + len(raw), line_no)
             usage, produced = self._convert(line_no, raw)
             for line in produced:
                 self._record(line)
@@ -108,6 +113,7 @@ class CodexImport:
         """Leave the held tail to the next live import: its lines, graph facts and warnings."""
         first = self._held[0].line_no
         self.held_back = len(self._held)
+        self.resumable = False
         self.nodes = [n for n in self.nodes if n.line_no < first]
         held_warnings = {line.warning for line in self._held if line.warning}
         self.warnings = [w for w in self.warnings if w not in held_warnings]

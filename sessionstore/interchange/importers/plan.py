@@ -152,15 +152,20 @@ def where(path: str | os.PathLike[str], line_no: int) -> str:
 READ_BUFFER = 1 << 20
 
 
-def read_raw_lines(path: str | os.PathLike[str], limit: int | None = None) -> Iterator[tuple[int, bytes]]:
+def read_raw_lines(
+    path: str | os.PathLike[str], limit: int | None = None, start: tuple[int, int] = (0, 0)
+) -> Iterator[tuple[int, bytes]]:
     """(line number, exact bytes with terminator) of every physical line, streaming.
 
     With `limit`, only the file's first `limit` bytes are read (a file being
-    written to: the caller passes the end of its last whole line).
+    written to: the caller passes the end of its last whole line). `start`
+    (byte offset, lines before it) continues a read that stopped at a line end.
     """
+    offset, before = start
     with open(path, "rb", buffering=READ_BUFFER) as handle:
-        remaining = limit
-        for line_no, raw in enumerate(handle, start=1):
+        handle.seek(offset)
+        remaining = None if limit is None else limit - offset
+        for line_no, raw in enumerate(handle, start=before + 1):
             if remaining is not None:
                 if remaining <= 0:
                     return
@@ -374,6 +379,10 @@ class LineStream(ABC):
     limit: int | None = None
     #: A file still being written: the importer may leave an unsettled tail for the next import.
     hold_tail: bool = False
+    #: Where the next `lines()` starts (byte offset, lines before it): a live import continues from here.
+    position: tuple[int, int] = (0, 0)
+    #: False when lines were left unread before `position`: the next import must start over.
+    resumable: bool = True
 
     @abstractmethod
     def _line(self, line_no: int, raw: bytes) -> ImportedLine:
@@ -381,10 +390,11 @@ class LineStream(ABC):
 
     def lines(self) -> Iterator[ImportedLine]:
         """Each physical line as an `ImportedLine`, in file order."""
-        for line_no, raw in read_raw_lines(self.path, self.limit):
+        for line_no, raw in read_raw_lines(self.path, self.limit, self.position):
             line = self._line(line_no, raw)
             if line.warning:
                 self.warnings.append(line.warning)
             if line.node is not None:
                 self.nodes.append(line.node)
+            self.position = (self.position[0] + len(raw), line_no)
             yield line
