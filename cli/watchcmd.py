@@ -16,8 +16,8 @@ from sessionstore.interchange.watch import Watcher, WatchEvent, default_roots
 
 from .common import DbOption, UsageError, open_store
 
-ProgressOption = Annotated[Optional[bool], typer.Option("--progress/--no-progress",
-                                                         help="Progress bar for the catch-up (default: on a terminal).")]
+ProgressOption = Annotated[Optional[bool], typer.Option(
+    "--progress/--no-progress", help="Progress bar for the catch-up (default: on a terminal).")]
 
 
 def register(app: typer.Typer) -> None:

@@ -110,7 +110,8 @@ def test_the_claude_code_session_id_and_its_prefixes_name_the_imported_session(
     assert sid != source_id
     for typed in (source_id, source_id[:8], source_id[:3]):
         assert ok_json(capsys, "view", typed, "--db", store_url)["session"] == sid, typed
-        assert ok_json(capsys, "history", typed, "--db", store_url) == ok_json(capsys, "history", sid, "--db", store_url)
+        by_id = ok_json(capsys, "history", sid, "--db", store_url)
+        assert ok_json(capsys, "history", typed, "--db", store_url) == by_id
         by_source = cli(capsys, "export", typed, "--format", "claude-code", "--db", store_url)
         assert by_source.code == 0 and by_source.out.encode() == path.read_bytes(), typed
     listed = {s["id"]: s for s in ok_json(capsys, "sessions", "--db", store_url)}

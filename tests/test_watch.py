@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 FASTHOOKS = "claude-code/fasthooks/sample_main_transcript.jsonl"
 TOOL_HEAVY = "claude-code/spotter/tool_heavy.jsonl"
 ROLLOUT = "codex/localpush/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"
+ROLLOUT_COMPACTED = "codex/localpush/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
 SETTLE = "2"
 
 
@@ -287,7 +288,7 @@ def store_snapshot(store: SessionStore, session_id: str) -> tuple[Any, ...]:
             [[e.seq for e in view_before(session, b.index)] for b in found])
 
 
-@pytest.mark.parametrize("name", [FASTHOOKS, ROLLOUT, "codex/localpush/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"])
+@pytest.mark.parametrize("name", [FASTHOOKS, ROLLOUT, ROLLOUT_COMPACTED])
 def test_following_a_file_chunk_by_chunk_gives_what_one_import_gives(
     store: SessionStore, transcripts_dir: Path, tmp_path: Path, name: str
 ) -> None:

@@ -210,7 +210,7 @@ class _Writer:
             self._unchanged()
         duplicate = self._duplicate_of(plan)
         if duplicate:
-            raise _Duplicate(duplicate)
+            raise DuplicateImport(duplicate)
         self._layout(plan)
         self._finish(plan)
         self.result.warnings = self.warnings
@@ -412,8 +412,8 @@ class _Writer:
             ).close()
 
 
-class _Duplicate(SessionStoreError):
-    """Raised inside the transaction to roll back an import of an already-imported session."""
+class DuplicateImport(SessionStoreError):
+    """The file holds a session already imported from another path; raised inside the transaction."""
 
     def __init__(self, session_id: str):
         super().__init__(session_id)
@@ -429,7 +429,7 @@ def import_paths(
     for path in transcript_files(paths):
         try:
             results.append(import_file(store, path, source=source, strict=strict, progress=progress))
-        except _Duplicate as dup:
+        except DuplicateImport as dup:
             results.append(ImportResult(str(path), source or "", dup.session_id, "duplicate"))
     return results
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from sessionstore.storage.errors import SessionStoreError
-from .importing import ImportConflict, LiveState, _Duplicate, import_file
+from .importing import DuplicateImport, ImportConflict, LiveState, import_file
 
 if TYPE_CHECKING:
     from sessionstore.storage.store import SessionStore
@@ -139,7 +139,7 @@ class Watcher:
         try:
             result = import_file(self.store, name, live=True, hold_tail=hold,
                                  state=self.states.setdefault(name, LiveState()))
-        except _Duplicate as dup:
+        except DuplicateImport as dup:
             return self._once(name, WatchEvent("duplicate", name, dup.session_id,
                                                message="a copy of a session already in the store"))
         except ImportConflict as exc:
