@@ -315,3 +315,27 @@ def test_following_a_file_chunk_by_chunk_gives_what_one_import_gives(
 
 def session_of_store(store: SessionStore, path: Path) -> str:
     return str(store.db.one("SELECT session_id FROM imports WHERE path = :p", {"p": str(path.resolve())})[0])
+
+
+@pytest.mark.slow
+def test_two_watchers_on_one_store_take_turns(
+    store_url: str, transcripts_dir: Path, tmp_path: Path, watchers: list[WatchProcess]
+) -> None:
+    """A second watcher (a unit plus one started by hand) neither duplicates nor fails."""
+    root = tmp_path / "projects"
+    root.mkdir()
+    source = transcripts_dir / FASTHOOKS
+    first, second = WatchProcess(store_url, root), WatchProcess(store_url, root)
+    watchers += [first, second]
+    first.wait_event("watching")
+    second.wait_event("watching")
+    target = root / "s.jsonl"
+    assert writer(source, target, seed=3, max_pause=0.05).wait(timeout=120) == 0
+    wait_for(store_url, target, source.stat().st_size)
+    time.sleep(1.0)
+    assert claude_export(store_url, target) == source.read_bytes()
+    for w in (first, second):
+        assert [e for e in w.events if e["event"] in ("error", "conflict")] == []
+        assert w.proc.poll() is None, w.stderr()
+    added = sum(e["lines_added"] for w in (first, second) for e in w.events if e["event"] in ("imported", "grown"))
+    assert added == len(source.read_bytes().splitlines()), "every line imported once, by one or the other"

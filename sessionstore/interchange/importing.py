@@ -114,18 +114,38 @@ def import_file(
     with no whole line yet gives status "waiting" and creates nothing. With
     `hold_tail` too, an importer may leave a tail that is not settled yet (a
     Codex response whose usage is written just after it) to the next call.
-    `state` (live imports only) keeps the importer between calls.
+    `state` (live imports only) keeps the importer between calls. Two
+    processes importing the same file take turns: the second one imports
+    what the first left, or finds it unchanged.
     """
-    resolved = str(Path(path).resolve())
+    for _ in range(STALE_RETRIES):
+        try:
+            return _import_once(store, str(Path(path).resolve()), source, strict, progress, live, hold_tail, state)
+        except _Stale:
+            if state is not None:
+                state.clear()
+    raise ImportConflict(f"{path}: another process kept importing it at the same time; try again")
+
+
+#: How often an import starts over when another process imported the same file meanwhile.
+STALE_RETRIES = 5
+
+
+class _Stale(SessionStoreError):
+    """Another process imported the file between reading its offsets and the write transaction."""
+
+
+def _import_once(
+    store: "SessionStore", resolved: str, source: str | None, strict: bool, progress: Progress | None,
+    live: bool, hold_tail: bool, state: LiveState | None,
+) -> ImportResult:
+    """One attempt of `import_file`: read the offsets, then write in one transaction if they still hold."""
     limit = whole_lines_end(resolved) if live else None
     size = limit if limit is not None else os.path.getsize(resolved)
     if live and size == 0:
         return ImportResult(resolved, source or "", None, "waiting")
     importer_source = source or open_import(resolved).source
-    existing = store.db.one(
-        "SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM imports WHERE source = :s AND path = :p",
-        {"s": importer_source, "p": resolved},
-    )
+    existing = _offsets(store.db, importer_source, resolved)
     if existing is not None:
         if size == int(existing[1]) and _prefix_sha(resolved, int(existing[1])) == existing[3]:
             return ImportResult(resolved, importer_source, existing[0], "unchanged")
@@ -137,6 +157,9 @@ def import_file(
     attempts: list["SourceImport"] = []
 
     def body(db: "Database") -> ImportResult:
+        _lock_file(db, importer_source, resolved)
+        if _offsets(db, importer_source, resolved) != existing:
+            raise _Stale(resolved)
         # A retried transaction starts over with a fresh importer (the cached one has moved on).
         importer = cached if cached is not None and not attempts else open_import(resolved, importer_source)
         importer.limit, importer.hold_tail = limit, live and hold_tail
@@ -154,6 +177,20 @@ def import_file(
     if state is not None:
         state.importer = attempts[-1] if live and attempts[-1].resumable else None
     return result
+
+
+def _offsets(db: "Database", source: str, path: str) -> tuple[Any, ...] | None:
+    """(session, bytes done, lines done, prefix digest) of a file imported before, else None."""
+    row = db.one("SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM imports WHERE source = :s AND path = :p",
+                 {"s": source, "p": path})
+    return None if row is None else (row[0], int(row[1]), int(row[2]), row[3])
+
+
+def _lock_file(db: "Database", source: str, path: str) -> None:
+    """Serialize importers of one file (PostgreSQL; SQLite's write transactions are serialized already)."""
+    if not db.is_sqlite:
+        key = int.from_bytes(hashlib.sha256(f"{source}\0{path}".encode()).digest()[:8], "big", signed=True)
+        db.execute("SELECT pg_advisory_xact_lock(:k)", {"k": key}).close()
 
 
 def _resumable(state: LiveState | None, existing: Any, source: str) -> "SourceImport | None":
