@@ -239,7 +239,7 @@ class _Writer:
             self._take(line)
         self._flush()
         plan = importer.plan()
-        self.warnings.extend(w for w in plan.warnings if w not in self.warnings)
+        self.warnings.extend(w for w in plan.warnings if w not in self.warnings and not self._said_before(w))
         if self.strict and self.warnings:
             raise ImportWarnings(f"{self.path}: {len(self.warnings)} warning(s) under --strict, nothing imported; "
                                  f"first: {self.warnings[0]}")
@@ -252,6 +252,14 @@ class _Writer:
         self._finish(plan)
         self.result.warnings = self.warnings
         return self.result
+
+    def _said_before(self, warning: str) -> bool:
+        """True for a warning about a line an earlier import of this file took in (it was reported then)."""
+        prefix = self.path + ":"
+        if not self.existing or not warning.startswith(prefix):
+            return False
+        line = warning[len(prefix):].split(":", 1)[0]
+        return line.isdigit() and int(line) <= self.lines_done
 
     def _unchanged(self) -> None:
         """No new complete line: an incomplete last line read again is not growth."""
