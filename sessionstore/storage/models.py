@@ -92,6 +92,12 @@ class MessageRow(Base):
     metadata_json: Mapped[str | None] = mapped_column(Text)
     content_json: Mapped[str] = mapped_column(Text, nullable=False)
     tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+    #: Set by an append: the view's running token total, tail state and write time after this
+    #: message. When seq > sessions.last_seq these are the session's current figures (the
+    #: session row is not written per append); NULL for rows written by rewrites and imports.
+    view_tokens: Mapped[int | None] = mapped_column(BigInt)
+    tail_state: Mapped[str | None] = mapped_column(Text)
+    written_at: Mapped[float | None] = mapped_column(Float)
 
     __table_args__ = (UniqueConstraint("session_id", "uuid"),)
 
@@ -122,6 +128,8 @@ class ViewEntryRow(Base):
             postgresql_where=text("valid_to IS NULL"),
         ),
         Index("ix_view_entries_session_id_valid_to", "session_id", "valid_to"),
+        #: Answers the past-view query valid_from <= v AND (valid_to IS NULL OR valid_to > v) in the index.
+        Index("ix_view_entries_version_range", "session_id", "valid_from", "valid_to"),
     )
 
 
@@ -150,8 +158,15 @@ class CompactionRow(Base):
     summarizer: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
     metadata_json: Mapped[str] = mapped_column(Text, nullable=False, server_default="{}")
+    #: The boundary's number in its session, from 1 in boundary order (`history --boundary K`).
+    ordinal: Mapped[int] = mapped_column(Integer, nullable=False)
+    #: Oldest valid_from among the replaced view's rows: a past-view read scans valid_from from here.
+    view_floor: Mapped[int | None] = mapped_column(Integer)
 
-    __table_args__ = (Index("ix_compactions_session_id_boundary_seq", "session_id", "boundary_seq"),)
+    __table_args__ = (
+        Index("ix_compactions_session_id_boundary_seq", "session_id", "boundary_seq"),
+        UniqueConstraint("session_id", "ordinal"),
+    )
 
 
 class BlobRow(Base):

@@ -118,10 +118,18 @@ class SessionStore:
         return Session(self, _session_dict(row))
 
     def list(self, *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
-        """Sessions newest first (by last update), with their counters, one page."""
+        """Sessions newest first (by last update), with their counters, one page.
+
+        Appends do not write the session row, so each session's last appended message
+        (one index lookup per session) supplies its current counters and update time.
+        """
+        last = "(SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id)"
         rows = self.db.all(
-            f"SELECT {SESSION_COLUMNS}, last_seq, view_tokens, view_version FROM sessions "
-            "ORDER BY updated_at DESC, id LIMIT :limit OFFSET :offset",
+            "SELECT * FROM (SELECT s.id, s.title, s.cwd, s.model, s.context_window, s.created_at, "
+            "COALESCE(m.written_at, s.updated_at) AS updated, s.parent_id, s.metadata_json, "
+            "COALESCE(m.seq, s.last_seq), COALESCE(m.view_tokens, s.view_tokens), s.view_version "
+            f"FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND m.seq > s.last_seq AND m.seq = {last}"
+            ") t ORDER BY updated DESC, id LIMIT :limit OFFSET :offset",
             {"limit": int(limit), "offset": int(offset)},
         )
         out = []
