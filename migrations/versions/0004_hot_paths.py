@@ -7,6 +7,8 @@ have a version-range index.
 * compactions.ordinal (boundary K = one indexed lookup) and view_floor (the oldest
   valid_from of the replaced view, bounding its past-view scan), both backfilled.
 * ix_view_entries_version_range (session_id, valid_from, valid_to).
+* pipeline_states: what the pipeline's layers looked at in a view version (derived data;
+  a fresh process's first prepare() resumes from it instead of rescanning the view).
 
 Revision ID: 0004
 Revises: 0001
@@ -46,9 +48,21 @@ def upgrade() -> None:
         batch.alter_column("ordinal", existing_type=sa.Integer(), nullable=False)
         batch.create_unique_constraint("uq_compactions_session_id_ordinal", ["session_id", "ordinal"])
     op.create_index("ix_view_entries_version_range", "view_entries", ["session_id", "valid_from", "valid_to"])
+    op.create_table(
+        "pipeline_states",
+        sa.Column("session_id", sa.String(length=36), nullable=False),
+        sa.Column("view_version", sa.Integer(), nullable=False),
+        sa.Column("scanned", sa.Integer(), nullable=False),
+        sa.Column("state_json", sa.Text(), nullable=False),
+        sa.Column("saved_at", sa.Float(), nullable=False),
+        sa.ForeignKeyConstraint(["session_id"], ["sessions.id"], name=op.f("fk_pipeline_states_session_id_sessions"),
+                                ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("session_id", name=op.f("pk_pipeline_states")),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("pipeline_states")
     op.drop_index("ix_view_entries_version_range", table_name="view_entries")
     with op.batch_alter_table("compactions") as batch:
         batch.drop_constraint("uq_compactions_session_id_ordinal", type_="unique")

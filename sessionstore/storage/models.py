@@ -245,3 +245,18 @@ class ImportRow(Base):
     updated_at: Mapped[float] = mapped_column(Float, nullable=False)
 
     __table_args__ = (UniqueConstraint("source", "source_key"),)
+
+
+class PipelineStateRow(Base):
+    """What the pipeline's layers have looked at in one view version, so a restart need not rescan it."""
+
+    __tablename__ = "pipeline_states"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    view_version: Mapped[int] = mapped_column(Integer, nullable=False)
+    #: View entries the state covers (a prefix of that version's view).
+    scanned: Mapped[int] = mapped_column(Integer, nullable=False)
+    state_json: Mapped[str] = mapped_column(Text, nullable=False)
+    saved_at: Mapped[float] = mapped_column(Float, nullable=False)

@@ -146,7 +146,7 @@ class SessionStore:
         session = self.get(session_id)
 
         def remove(db: Database) -> None:
-            for table in ("view_entries", "compactions", "replacements", "session_memory",
+            for table in ("view_entries", "compactions", "replacements", "session_memory", "pipeline_states",
                           "source_lines", "imports", "messages"):
                 db.execute(f"DELETE FROM {table} WHERE session_id = :id", {"id": session.id}).close()
             db.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = :id", {"id": session.id}).close()
