@@ -6,7 +6,8 @@ have a version-range index.
   state. Existing rows keep NULL: every session row is already current for them.
 * compactions.ordinal (boundary K = one indexed lookup) and view_floor (the oldest
   valid_from of the replaced view, bounding its past-view scan), both backfilled.
-* ix_view_entries_version_range (session_id, valid_from, valid_to).
+* ix_view_entries_version_range (session_id, valid_from, valid_to), replacing
+  ix_view_entries_session_id_valid_to (one index fewer for every rewrite to write).
 * pipeline_states: what the pipeline's layers looked at in a view version (derived data;
   a fresh process's first prepare() resumes from it instead of rescanning the view).
 
@@ -48,6 +49,7 @@ def upgrade() -> None:
         batch.alter_column("ordinal", existing_type=sa.Integer(), nullable=False)
         batch.create_unique_constraint("uq_compactions_session_id_ordinal", ["session_id", "ordinal"])
     op.create_index("ix_view_entries_version_range", "view_entries", ["session_id", "valid_from", "valid_to"])
+    op.drop_index("ix_view_entries_session_id_valid_to", table_name="view_entries")
     op.create_table(
         "pipeline_states",
         sa.Column("session_id", sa.String(length=36), nullable=False),
@@ -63,6 +65,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("pipeline_states")
+    op.create_index("ix_view_entries_session_id_valid_to", "view_entries", ["session_id", "valid_to"])
     op.drop_index("ix_view_entries_version_range", table_name="view_entries")
     with op.batch_alter_table("compactions") as batch:
         batch.drop_constraint("uq_compactions_session_id_ordinal", type_="unique")

@@ -127,8 +127,8 @@ class ViewEntryRow(Base):
             sqlite_where=text("valid_to IS NULL"),
             postgresql_where=text("valid_to IS NULL"),
         ),
-        Index("ix_view_entries_session_id_valid_to", "session_id", "valid_to"),
-        #: Answers the past-view query valid_from <= v AND (valid_to IS NULL OR valid_to > v) in the index.
+        #: Answers the past-view query valid_from <= v AND (valid_to IS NULL OR valid_to > v) in the index
+        #: (it replaced an index on (session_id, valid_to) alone, which could not bound valid_from).
         Index("ix_view_entries_version_range", "session_id", "valid_from", "valid_to"),
     )
 
