@@ -96,13 +96,16 @@ def _class_table() -> bytes:
     """Byte -> class: a lower, A upper, 0 digit, ' ' blank, \\n newline, . other ASCII.
 
     Non-ASCII bytes map by UTF-8 role: U/V/W lead bytes of 2/3/4-byte
-    characters, C continuation bytes (not counted).
+    characters (K for the 3-byte leads of CJK, kana and hangul, U+3000-U+DFFF,
+    which the guard watches), C continuation bytes (not counted).
     """
     table = bytearray(256)
     for i in range(256):
         ch = chr(i)
         if i >= 0xF0:
             table[i] = ord("W")
+        elif 0xE3 <= i <= 0xED:
+            table[i] = ord("K")
         elif i >= 0xE0:
             table[i] = ord("V")
         elif i >= 0xC0:
@@ -135,6 +138,34 @@ def _mask_table(members: str, mark: str) -> bytes:
 _CLASSES = _class_table()
 _LETTERS = _mask_table("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", "a")
 _DIGITS = _mask_table("0123456789", "0")
+_ALNUM = bytes(b if b in b"a0" else 32 for b in _CLASSES.replace(b"A", b"a"))
+
+# --- the guard: text unlike what the weights were fitted on -------------------
+#
+# The weights assume cl100k's usual pieces: words of ordinary length, short
+# punctuation runs, prose-like letter mixes. Some texts break that badly (a
+# 120,000-char DNA string is one "word"; 20,000 `=` are 317 tokens, not
+# 10,000). Each test below is one or two C-level passes, run only where the
+# feature can occur; on the shared transcripts none fires on >99% of text,
+# and a slice that trips one is counted exactly (tiktoken), in chunks.
+#: A letter run this long is not a word (base64 without digits, DNA, minified names).
+GUARD_LETTER_RUN = b"a" * 32
+#: A punctuation run this long (`=====`, `-----`): cl100k merges repeats into few tokens.
+GUARD_PUNCT_RUN = b"." * 12
+#: A blank run this long outside ordinary indentation.
+GUARD_BLANK_RUN = b" " * 64
+#: Several blank lines in a row.
+GUARD_NEWLINE_RUN = b"\n" * 8
+#: Letter<->digit changes per char above this: hex, UUIDs, base64, hashes.
+GUARD_ALNUM_MIX = 1 / 8
+#: Minified JSON: one `,"` per this many chars (json.dumps' own `, "` is what was fitted).
+GUARD_JSON_MIN_SPAN = 32
+#: Non-ASCII characters above this share: CJK, emoji, other scripts vary 0.4-2.5x.
+GUARD_NON_ASCII_SHARE = 1 / 8
+#: CJK/emoji chars (K/W leads) at one per this many estimated tokens or more.
+GUARD_WIDE_PER_TOKEN = 30
+#: Guarded text is counted exactly in chunks this long (bounds BPE cost on long runs).
+EXACT_CHUNK_CHARS = 8192
 
 
 #: Long strings are estimated in slices so a huge tool result is never copied four times at once.
@@ -154,7 +185,7 @@ def _text_cost(text: str) -> float:
 
 
 def _slice_cost(text: str) -> float:
-    """The estimate of one slice of text."""
+    """The estimate of one slice of text (exact when the guard finds it unlike the calibration)."""
     if not text:
         return 0.0
     raw = text.encode("utf-8", "surrogatepass")
@@ -167,18 +198,80 @@ def _slice_cost(text: str) -> float:
         digits = raw.translate(_DIGITS)
         number_count = digits.count(b" 0") + (digits[0] == 48)
     newline_count = cls.count(b"\n")
+    word_count = letters.count(b" a") + (letters[0] == 97)
+    punct_count = cls.count(b".")
     cost = (
-        W_WORD * (letters.count(b" a") + (letters[0] == 97))
+        W_WORD * word_count
         + W_CASE * cls.count(b"aA")
         + W_NUMBER * number_count
         + W_DIGIT * digit_count
-        + W_PUNCT * cls.count(b".")
+        + W_PUNCT * punct_count
         + W_NEWLINE * newline_count
         + W_INDENT * (cls.count(b"\n  ") if newline_count else 0)
     )
+    non_ascii = 0
     if len(raw) != len(text):
-        cost += W_UTF8_2 * cls.count(b"U") + W_UTF8_3 * cls.count(b"V") + W_UTF8_4 * cls.count(b"W")
+        lead2, lead3, cjk, lead4 = cls.count(b"U"), cls.count(b"V"), cls.count(b"K"), cls.count(b"W")
+        non_ascii = lead2 + lead3 + cjk + lead4
+        cost += W_UTF8_2 * lead2 + W_UTF8_3 * (lead3 + cjk) + W_UTF8_4 * lead4
+        # CJK and emoji cost 0.8-2.5 tokens a char by rarity: a few dozen already move the total.
+        wide = cjk + lead4
+        if wide >= 4 and wide * GUARD_WIDE_PER_TOKEN >= cost:
+            non_ascii = len(text)
+    guarded = _unlike_calibration(
+        text, raw, cls, letters, word_count, digit_count, number_count, punct_count, newline_count, non_ascii
+    )
+    if guarded:
+        exact = _exact_chunked(text)
+        if exact is not None:
+            return float(exact)
     return cost
+
+
+def _unlike_calibration(
+    text: str,
+    raw: bytes,
+    cls: bytes,
+    letters: bytes,
+    word_count: int,
+    digit_count: int,
+    number_count: int,
+    punct_count: int,
+    newline_count: int,
+    non_ascii: int,
+) -> bool:
+    """True when `text` has a shape the fitted weights mis-estimate (see the GUARD_* constants).
+
+    O(len) with a small constant: a few C-level substring searches and counts,
+    each skipped when the counts already computed rule its feature out. Not
+    caught: letter soup in short "words" (no cheap feature tells `xkcdq` from
+    `lines`); the tests keep to the shapes the guard is for.
+    """
+    size = len(text)
+    if word_count and size >= 32 and GUARD_LETTER_RUN in letters:
+        return True
+    if punct_count >= 12 and GUARD_PUNCT_RUN in cls:
+        return True
+    if size >= 64 and GUARD_BLANK_RUN in cls:
+        return True
+    if newline_count >= 8 and GUARD_NEWLINE_RUN in cls:
+        return True
+    if non_ascii >= 8 and non_ascii >= size * GUARD_NON_ASCII_SHARE:
+        return True
+    if digit_count >= 8 and word_count and number_count * 16 >= size:
+        alnum = raw.translate(_ALNUM)
+        if alnum.count(b"a0") + alnum.count(b"0a") >= size * GUARD_ALNUM_MIX:
+            return True
+    if punct_count >= 8 and punct_count * 8 >= size and raw.count(b',"') * GUARD_JSON_MIN_SPAN >= size:
+        return True
+    return False
+
+
+def _exact_chunked(text: str) -> int | None:
+    """tiktoken's count of `text`, in EXACT_CHUNK_CHARS pieces; None when no BPE file loads."""
+    if not exact_available():
+        return None
+    return sum(exact_count(text[i:i + EXACT_CHUNK_CHARS]) for i in range(0, len(text), EXACT_CHUNK_CHARS))
 
 
 def estimate_text(text: str) -> int:
