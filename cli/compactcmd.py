@@ -44,8 +44,11 @@ def compact_cmd(
     """
     from sessionstore.compaction.engine import compact, make_summarizer
 
-    if from_uuid and up_to:
+    if from_uuid is not None and up_to is not None:
         raise UsageError("give --from or --up-to, not both")
+    for flag, value in (("--from", from_uuid), ("--up-to", up_to)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{flag} needs a message uuid (see `sessionstore view SESSION`), got an empty value")
     if summarizer not in ("extractive", "anthropic"):
         raise UsageError(f"unknown summarizer {summarizer!r}: use extractive or anthropic")
     from sessionstore.compaction.summarizers.base import SummarizerError
@@ -62,6 +65,8 @@ def compact_cmd(
     else:
         typer.echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
                    f"{outcome.messages_summarized} messages summarized, {outcome.kept} kept verbatim")
+        if outcome.pivot_note:
+            typer.echo(f"note: {outcome.pivot_note}")
 
 
 def history_cmd(

@@ -38,6 +38,7 @@ from sessionstore.storage.memory import load_memory
 from .budget import BudgetState, apply_budget
 from .circuit import compact_failures, record_compact_failure
 from .commit import CompactionOutcome
+from .errors import CompactionWouldNotShrink
 from .full import compact_full
 from .session_memory import compact_with_memory, maybe_update_memory
 from .summarizers.base import SummarizerError
@@ -332,6 +333,9 @@ class Pipeline:
             if outcome is None:
                 outcome = compact_full(session, self.summarizer or ExtractiveSummarizer(), trigger=trigger,
                                        config=self.config)
+        except CompactionWouldNotShrink as exc:
+            layer.details["skipped"] = str(exc)
+            return None
         except (SummarizerError, RewriteConflict) as exc:
             layer.details["failed"] = str(exc)
             layer.details["consecutive_failures"] = record_compact_failure(session)
