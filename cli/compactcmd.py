@@ -17,6 +17,10 @@ from sessionstore.interchange.export import export_claude_code, export_html, exp
 from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
 
 
+#: `history --json` shows this much of each summary unless --full.
+SUMMARY_PREVIEW_CHARS = 200
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
     app.command("compact")(compact_cmd)
@@ -73,14 +77,20 @@ def history_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
     boundary: Annotated[Optional[int], typer.Option("--boundary", "-b", help="Show what the model saw just before boundary K (from 1).")] = None,
     summary: Annotated[bool, typer.Option("--summary", help="With --boundary: print K's summary text.")] = False,
+    full: Annotated[bool, typer.Option("--full", help="With --json: each boundary's whole summary, not a preview.")] = False,
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Walk the session's history by compaction boundary.
 
+    The listing's --json cuts each summary to 200 characters (`summary_truncated`
+    says so; `summary_chars` is the full length); --full gives it whole.
+
     Examples:
 
       sessionstore history SESSION
+
+      sessionstore history SESSION --json --full
 
       sessionstore history SESSION --boundary 2 --json
 
@@ -91,7 +101,7 @@ def history_cmd(
     with open_store(db) as store:
         s = store.get(session)
         if boundary is None:
-            _list_boundaries(s, json_out)
+            _list_boundaries(s, json_out, full)
         elif summary:
             b = hist.boundary(s, boundary)
             if json_out:
@@ -102,10 +112,10 @@ def history_cmd(
             _show_boundary(s, boundary, json_out)
 
 
-def _list_boundaries(s, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+def _list_boundaries(s, json_out: bool, full: bool = False) -> None:  # type: ignore[no-untyped-def]
     found = hist.boundaries(s)
     if json_out:
-        print_json([b.to_dict(preview_chars=200) for b in found])
+        print_json([b.to_dict(preview_chars=None if full else SUMMARY_PREVIEW_CHARS) for b in found])
         return
     table = Table(title=f"history of {s.id}: {len(found)} boundar{'y' if len(found) == 1 else 'ies'}")
     for col in ("#", "time", "kind", "trigger", "tokens", "summarized", "summary"):
@@ -113,7 +123,7 @@ def _list_boundaries(s, json_out: bool) -> None:  # type: ignore[no-untyped-def]
     for b in found:
         table.add_row(str(b.index), fmt_time(b.created_at), b.kind, b.trigger,
                       f"{b.pre_tokens:,} → {b.post_tokens:,}", str(b.messages_summarized),
-                      Text(preview(b.summary or "", 60)))
+                      Text(preview(b.summary_line, 60)))
     console.print(table)
 
 

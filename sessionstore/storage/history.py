@@ -9,6 +9,7 @@ version is fully explicit.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,10 +57,21 @@ class Boundary:
             return None
         return {"head_uuid": self.head_uuid, "anchor_uuid": self.anchor_uuid, "tail_uuid": self.tail_uuid}
 
+    @property
+    def summary_line(self) -> str:
+        """The summary's first informative line (the boilerplate lead and section headings skipped)."""
+        return first_informative_line(self.summary or "")
+
     def to_dict(self, preview_chars: int | None = None) -> dict[str, Any]:
-        """JSON shape for `history --json` (summary cut to a preview when asked)."""
+        """JSON shape for `history --json`.
+
+        With `preview_chars`, `summary` is cut to that many characters and
+        `summary_truncated` says so; `summary_chars` is always the full length
+        (`history SESSION --boundary K --summary` prints the whole text).
+        """
         summary = self.summary
-        if preview_chars is not None and summary is not None and len(summary) > preview_chars:
+        truncated = preview_chars is not None and summary is not None and len(summary) > preview_chars
+        if truncated and summary is not None and preview_chars is not None:
             summary = summary[:preview_chars] + "…"
         return {
             "index": self.index,
@@ -76,8 +88,30 @@ class Boundary:
             "preserved_segment": self.preserved_segment,
             "custom_instructions": self.custom_instructions,
             "summarizer": self.summarizer,
+            "summary_line": self.summary_line,
             "summary": summary,
+            "summary_truncated": truncated,
+            "summary_chars": len(self.summary or ""),
         }
+
+
+#: Lines that open every summary and so tell boundaries apart by nothing.
+_BOILERPLATE = (
+    "This session is being continued from a previous conversation",
+    "Carried from the earlier summary:",
+    "(newest first)",
+)
+_HEADING = re.compile(r"^\W*\d+\.\s+[A-Za-z][A-Za-z /&-]*\W*$")
+
+
+def first_informative_line(summary: str, limit: int = 200) -> str:
+    """The first line of `summary` that is not the continuation lead, a numbered heading or a carried note."""
+    for raw in summary.splitlines():
+        line = raw.strip().lstrip("-* ").strip()
+        if not line or line.startswith(_BOILERPLATE) or _HEADING.match(line):
+            continue
+        return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
 
 
 _BOUNDARY_SQL = (
