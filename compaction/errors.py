@@ -38,3 +38,7 @@ class CompactionWouldNotShrink(NothingToCompact):
         )
         self.pre_tokens = pre_tokens
         self.post_tokens = post_tokens
+
+
+class InvalidQuerySource(SessionStoreError, ValueError):
+    """`prepare` was given a query source it does not know (a typo would silently change the layers)."""
