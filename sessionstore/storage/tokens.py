@@ -27,6 +27,7 @@ model's own counts from API `usage`.
 
 from __future__ import annotations
 
+import functools
 import json
 import json.encoder
 import logging
@@ -145,25 +146,30 @@ _ALNUM = bytes(b if b in b"a0" else 32 for b in _CLASSES.replace(b"A", b"a"))
 # The weights assume cl100k's usual pieces: words of ordinary length, short
 # punctuation runs, prose-like letter mixes. Some texts break that badly (a
 # 120,000-char DNA string is one "word"; 20,000 `=` are 317 tokens, not
-# 10,000). Each test below is one or two C-level passes, run only where the
-# feature can occur; on the shared transcripts none fires on >99% of text,
-# and a slice that trips one is counted exactly (tiktoken), in chunks.
-#: A letter run this long is not a word (base64 without digits, DNA, minified names).
-GUARD_LETTER_RUN = b"a" * 32
-#: A punctuation run this long (`=====`, `-----`): cl100k merges repeats into few tokens.
-GUARD_PUNCT_RUN = b"." * 12
-#: A blank run this long outside ordinary indentation.
-GUARD_BLANK_RUN = b" " * 64
-#: Several blank lines in a row.
-GUARD_NEWLINE_RUN = b"\n" * 8
-#: Letter<->digit changes per char above this: hex, UUIDs, base64, hashes.
-GUARD_ALNUM_MIX = 1 / 8
-#: Minified JSON: one `,"` per this many chars (json.dumps' own `, "` is what was fitted).
-GUARD_JSON_MIN_SPAN = 32
-#: Non-ASCII characters above this share: CJK, emoji, other scripts vary 0.4-2.5x.
-GUARD_NON_ASCII_SHARE = 1 / 8
-#: CJK/emoji chars (K/W leads) at one per this many estimated tokens or more.
-GUARD_WIDE_PER_TOKEN = 30
+# 10,000). Two cheap guards, each a few C-level counts run only where the
+# counts already made rule the feature in:
+#
+# * long runs (letters, punctuation, blanks, newlines) are local: each run
+#   found is counted exactly by tiktoken and replaces its weighed cost, so a
+#   pytest `=====` rule costs a few µs, not a tokenized log;
+# * shapes spread through a text (hex/base64/UUID letter-digit mixes,
+#   minified JSON, CJK and emoji, other scripts) send the whole slice to
+#   tiktoken when the error they can carry reaches GUARD_ERROR_SHARE of it.
+#: Runs this long or longer are counted exactly (patterns on the class bytes).
+GUARD_LETTER_RUN = 32
+GUARD_PUNCT_RUN = 12
+GUARD_BLANK_RUN = 64
+GUARD_NEWLINE_RUN = 8
+#: Guard the whole slice when spread shapes may be off by this share of the estimate.
+GUARD_ERROR_SHARE = 0.02
+#: Estimate error per letter<->digit change (hex is ~28% over, ~0.35 token a change).
+GUARD_MIX_ERROR = 0.35
+#: Estimate error per `,"` (minified JSON is ~30% over; json.dumps' `, "` is what was fitted).
+GUARD_JSON_ERROR = 2.0
+#: Estimate error per CJK or emoji char, at most (rare CJK is up to ~3 tokens a char, weighed 1).
+GUARD_WIDE_ERROR = 2.0
+#: Estimate error per 2-byte char (accents, Cyrillic, Greek).
+GUARD_UTF8_2_ERROR = 0.5
 #: Guarded text is counted exactly in chunks this long (bounds BPE cost on long runs).
 EXACT_CHUNK_CHARS = 8192
 
@@ -185,12 +191,22 @@ def _text_cost(text: str) -> float:
 
 
 def _slice_cost(text: str) -> float:
-    """The estimate of one slice of text (exact when the guard finds it unlike the calibration)."""
+    """The estimate of one slice of text, guarded where it is unlike the calibration."""
     if not text:
         return 0.0
     raw = text.encode("utf-8", "surrogatepass")
     cls = raw.translate(_CLASSES)
     letters = raw.translate(_LETTERS)
+    cost, counts = _weighed(text, raw, cls, letters)
+    if _spread_error(raw, len(text), counts) > GUARD_ERROR_SHARE * cost + 1:
+        exact = _exact_chunked(text)
+        if exact is not None:
+            return float(exact)
+    return cost + _run_correction(raw, cls, letters, counts)
+
+
+def _weighed(text: str, raw: bytes, cls: bytes, letters: bytes) -> tuple[float, tuple[int, ...]]:
+    """The calibrated weights applied to the feature counts; returns (cost, counts for the guards)."""
     # Most short texts have no digit or no line break: their passes are skipped (the counts are 0).
     digit_count = cls.count(b"0")
     number_count = 0
@@ -209,62 +225,82 @@ def _slice_cost(text: str) -> float:
         + W_NEWLINE * newline_count
         + W_INDENT * (cls.count(b"\n  ") if newline_count else 0)
     )
-    non_ascii = 0
+    lead2 = wide = 0
     if len(raw) != len(text):
         lead2, lead3, cjk, lead4 = cls.count(b"U"), cls.count(b"V"), cls.count(b"K"), cls.count(b"W")
-        non_ascii = lead2 + lead3 + cjk + lead4
-        cost += W_UTF8_2 * lead2 + W_UTF8_3 * (lead3 + cjk) + W_UTF8_4 * lead4
-        # CJK and emoji cost 0.8-2.5 tokens a char by rarity: a few dozen already move the total.
         wide = cjk + lead4
-        if wide >= 4 and wide * GUARD_WIDE_PER_TOKEN >= cost:
-            non_ascii = len(text)
-    guarded = _unlike_calibration(
-        text, raw, cls, letters, word_count, digit_count, number_count, punct_count, newline_count, non_ascii
-    )
-    if guarded:
-        exact = _exact_chunked(text)
-        if exact is not None:
-            return float(exact)
-    return cost
+        cost += W_UTF8_2 * lead2 + W_UTF8_3 * (lead3 + cjk) + W_UTF8_4 * lead4
+    return cost, (word_count, number_count, punct_count, newline_count, lead2, wide)
 
 
-def _unlike_calibration(
-    text: str,
-    raw: bytes,
-    cls: bytes,
-    letters: bytes,
-    word_count: int,
-    digit_count: int,
-    number_count: int,
-    punct_count: int,
-    newline_count: int,
-    non_ascii: int,
-) -> bool:
-    """True when `text` has a shape the fitted weights mis-estimate (see the GUARD_* constants).
-
-    O(len) with a small constant: a few C-level substring searches and counts,
-    each skipped when the counts already computed rule its feature out. Not
-    caught: letter soup in short "words" (no cheap feature tells `xkcdq` from
-    `lines`); the tests keep to the shapes the guard is for.
-    """
-    size = len(text)
-    if word_count and size >= 32 and GUARD_LETTER_RUN in letters:
-        return True
-    if punct_count >= 12 and GUARD_PUNCT_RUN in cls:
-        return True
-    if size >= 64 and GUARD_BLANK_RUN in cls:
-        return True
-    if newline_count >= 8 and GUARD_NEWLINE_RUN in cls:
-        return True
-    if non_ascii >= 8 and non_ascii >= size * GUARD_NON_ASCII_SHARE:
-        return True
-    if digit_count >= 8 and word_count and number_count * 16 >= size:
+def _spread_error(raw: bytes, size: int, counts: tuple[int, ...]) -> float:
+    """Tokens the weights may get wrong in shapes spread through the text (see the GUARD_* errors)."""
+    word_count, number_count, punct_count, _, lead2, wide = counts
+    error = GUARD_WIDE_ERROR * wide + GUARD_UTF8_2_ERROR * lead2
+    if number_count >= 8 and word_count:
         alnum = raw.translate(_ALNUM)
-        if alnum.count(b"a0") + alnum.count(b"0a") >= size * GUARD_ALNUM_MIX:
-            return True
-    if punct_count >= 8 and punct_count * 8 >= size and raw.count(b',"') * GUARD_JSON_MIN_SPAN >= size:
-        return True
-    return False
+        error += GUARD_MIX_ERROR * (alnum.count(b"a0") + alnum.count(b"0a"))
+    if punct_count >= 8:
+        error += GUARD_JSON_ERROR * raw.count(b',"')
+    return error
+
+
+def _runs_of(data: bytes, mark: bytes, min_len: int) -> list[tuple[int, int]]:
+    """(start, end) of every run of `mark` at least `min_len` long, found with C-level `find`.
+
+    The leftmost match of `min_len` marks is where a run starts; its end is
+    found 64 bytes at a time, so even a 20,000-char run costs a few hundred compares.
+    """
+    chunk, step = mark * min_len, mark * 64
+    spans: list[tuple[int, int]] = []
+    pos = data.find(chunk)
+    while pos != -1:
+        end = pos + min_len
+        while data[end:end + 64] == step:
+            end += 64
+        tail = data[end:end + 64]
+        end += len(tail) - len(tail.lstrip(mark))
+        spans.append((pos, end))
+        pos = data.find(chunk, end)
+    return spans
+
+
+def _run_correction(raw: bytes, cls: bytes, letters: bytes, counts: tuple[int, ...]) -> float:
+    """tiktoken's count minus the weighed cost of every long run, summed (0.0 when there is none).
+
+    Each kind of run is looked for only when the counts allow it; the runs are
+    ASCII by class, so their bytes are their text.
+    """
+    word_count, _, punct_count, newline_count, _, _ = counts
+    runs: list[tuple[int, int]] = []
+    if word_count and len(letters) >= GUARD_LETTER_RUN:
+        runs += _runs_of(letters, b"a", GUARD_LETTER_RUN)
+    if punct_count >= GUARD_PUNCT_RUN:
+        runs += _runs_of(cls, b".", GUARD_PUNCT_RUN)
+    if len(cls) >= GUARD_BLANK_RUN:
+        runs += _runs_of(cls, b" ", GUARD_BLANK_RUN)
+    if newline_count >= GUARD_NEWLINE_RUN:
+        runs += _runs_of(cls, b"\n", GUARD_NEWLINE_RUN)
+    if not runs or not exact_available():
+        return 0.0
+    correction = 0.0
+    for start, end in runs:
+        run = raw[start:end].decode("ascii")
+        correction += _run_delta(run) if len(run) <= RUN_CACHE_CHARS else _run_delta.__wrapped__(run)
+    return correction
+
+
+#: Runs up to this long have their correction cached: rules, separators and padding repeat
+#: (a pytest `=====` line recurs in every log), and one tiktoken call costs ~10 µs.
+RUN_CACHE_CHARS = 1024
+
+
+@functools.lru_cache(maxsize=4096)
+def _run_delta(run: str) -> float:
+    """tiktoken's count of one ASCII run minus its weighed cost."""
+    raw = run.encode("ascii")
+    weighed, _ = _weighed(run, raw, raw.translate(_CLASSES), raw.translate(_LETTERS))
+    return (_exact_chunked(run) or 0) - weighed
 
 
 def _exact_chunked(text: str) -> int | None:
