@@ -164,8 +164,12 @@ GUARD_NEWLINE_RUN = 8
 GUARD_ERROR_SHARE = 0.02
 #: Estimate error per letter<->digit change (hex is ~28% over, ~0.35 token a change).
 GUARD_MIX_ERROR = 0.35
+#: Digit runs a text needs before its letter-digit changes are counted (a 300-char hex has ~70).
+GUARD_MIX_MIN_NUMBERS = 16
 #: Estimate error per `,"` (minified JSON is ~30% over; json.dumps' `, "` is what was fitted).
 GUARD_JSON_ERROR = 2.0
+#: `,"` is counted only where quotes are this dense or denser (one per this many chars): JSON, not prose.
+GUARD_QUOTE_SPAN = 40
 #: Estimate error per CJK or emoji char, at most (rare CJK is up to ~3 tokens a char, weighed 1).
 GUARD_WIDE_ERROR = 2.0
 #: Estimate error per 2-byte char (accents, Cyrillic, Greek).
@@ -237,10 +241,10 @@ def _spread_error(raw: bytes, size: int, counts: tuple[int, ...]) -> float:
     """Tokens the weights may get wrong in shapes spread through the text (see the GUARD_* errors)."""
     word_count, number_count, punct_count, _, lead2, wide = counts
     error = GUARD_WIDE_ERROR * wide + GUARD_UTF8_2_ERROR * lead2
-    if number_count >= 8 and word_count:
-        alnum = raw.translate(_ALNUM)
-        error += GUARD_MIX_ERROR * (alnum.count(b"a0") + alnum.count(b"0a"))
-    if punct_count >= 8:
+    if word_count and (number_count >= GUARD_MIX_MIN_NUMBERS or number_count * 8 >= size >= 16):
+        # Letter->digit changes (one count; digit->letter ones are as many, give or take one per run).
+        error += 2 * GUARD_MIX_ERROR * raw.translate(_ALNUM).count(b"a0")
+    if punct_count >= 8 and raw.count(b'"') * GUARD_QUOTE_SPAN >= size:
         error += GUARD_JSON_ERROR * raw.count(b',"')
     return error
 
