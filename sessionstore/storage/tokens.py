@@ -10,6 +10,10 @@ Two counters with one convention:
   On those transcripts the sum is within ~1.5% of tiktoken's (each message
   kind within 5%, median single-message error ~4%), at ~5 µs per 500 chars
   (~10 ns/char, linear) against ~25-50 µs for tiktoken.
+  Text unlike that calibration (long runs without spaces, repeated
+  punctuation, hex/base64, minified JSON, CJK) is guarded: its runs, or the
+  whole slice when the shape is spread through it, are counted by tiktoken
+  (see "the guard" below), so such text stays within ~10% too.
 * `count_content` is the exact counterpart: tiktoken on `render_for_count`
   plus the same fixed costs. Use it where a precise figure is worth
   ~25-100 µs per message (stats, doctor, tests).
