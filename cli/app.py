@@ -250,7 +250,7 @@ def stats_cmd(
 
     Example: sessionstore stats SESSION --json
     """
-    from sessionstore.storage.stats import session_stats
+    from sessionstore.storage.stats import STAT_LABELS, session_stats
 
     with open_store(db) as store:
         stats = session_stats(store.get(session))
@@ -262,7 +262,8 @@ def stats_cmd(
     table.add_column("value", justify="right")
     for key, value in stats.items():
         if key != "session":
-            table.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value))
+            label = STAT_LABELS.get(key, key.replace("_", " "))
+            table.add_row(label, f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
 
 

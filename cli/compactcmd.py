@@ -15,6 +15,10 @@ from sessionstore.interchange.export import export_claude_code, export_html, exp
 from .common import DbOption, JsonOption, UsageError, fmt_time, open_store, preview, print_json
 
 
+#: `history --json` shows this much of each summary unless --full.
+SUMMARY_PREVIEW_CHARS = 200
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
     app.command("compact")(compact_cmd)
@@ -42,8 +46,11 @@ def compact_cmd(
     """
     from sessionstore.compaction.engine import compact, make_summarizer
 
-    if from_uuid and up_to:
+    if from_uuid is not None and up_to is not None:
         raise UsageError("give --from or --up-to, not both")
+    for flag, value in (("--from", from_uuid), ("--up-to", up_to)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{flag} needs a message uuid (see `sessionstore view SESSION`), got an empty value")
     if summarizer not in ("extractive", "anthropic"):
         raise UsageError(f"unknown summarizer {summarizer!r}: use extractive or anthropic")
     from sessionstore.compaction.summarizers.base import SummarizerError
@@ -60,6 +67,8 @@ def compact_cmd(
     else:
         typer.echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
                    f"{outcome.messages_summarized} messages summarized, {outcome.kept} kept verbatim")
+        if outcome.pivot_note:
+            typer.echo(f"note: {outcome.pivot_note}")
 
 
 #: Boundaries `history` lists per page unless --limit says otherwise.
@@ -72,16 +81,22 @@ def history_cmd(
     summary: Annotated[bool, typer.Option("--summary", help="With --boundary: print K's summary text.")] = False,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="List at most this many boundaries (one page).")] = HISTORY_PAGE,
     offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many boundaries before the page.")] = 0,
+    full: Annotated[bool, typer.Option("--full", help="With --json: each boundary's whole summary, not a preview.")] = False,
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Walk the session's history by compaction boundary, a page at a time.
+
+    The listing's --json cuts each summary to 200 characters (`summary_truncated`
+    says so; `summary_chars` is the full length); --full gives it whole.
 
     Examples:
 
       sessionstore history SESSION
 
       sessionstore history SESSION --offset 50 --limit 50
+
+      sessionstore history SESSION --json --full
 
       sessionstore history SESSION --boundary 2 --json
 
@@ -92,7 +107,7 @@ def history_cmd(
     with open_store(db) as store:
         s = store.get(session)
         if boundary is None:
-            _list_boundaries(s, json_out, limit, offset)
+            _list_boundaries(s, json_out, limit, offset, full)
         elif summary:
             b = hist.boundary(s, boundary)
             if json_out:
@@ -103,18 +118,19 @@ def history_cmd(
             _show_boundary(s, boundary, json_out)
 
 
-def _list_boundaries(s, json_out: bool, limit: int, offset: int) -> None:  # type: ignore[no-untyped-def]
-    """One page of boundaries; summaries are previewed from their first characters only."""
-    found = hist.boundaries(s, limit=limit, offset=offset, summaries=False)
+def _list_boundaries(s, json_out: bool, limit: int, offset: int, full: bool = False) -> None:  # type: ignore[no-untyped-def]
+    """One page of boundaries; the table previews summaries from their first characters only."""
     if json_out:
-        print_json([b.to_dict(preview_chars=200) for b in found])
+        found = hist.boundaries(s, limit=limit, offset=offset, summaries=True)
+        print_json([b.to_dict(preview_chars=None if full else SUMMARY_PREVIEW_CHARS) for b in found])
         return
+    found = hist.boundaries(s, limit=limit, offset=offset, summaries=False)
     total = hist.boundary_count(s)
     title = f"history of {s.id}: {total} boundar{'y' if total == 1 else 'ies'}"
     if found and (offset or len(found) < total):
         title += f" (showing {found[0].index}-{found[-1].index}; --offset/--limit page on)"
     rows = [(str(b.index), fmt_time(b.created_at), b.kind, b.trigger, f"{b.pre_tokens:,} → {b.post_tokens:,}",
-             str(b.messages_summarized), preview(b.summary_preview or "", 60)) for b in found]
+             str(b.messages_summarized), preview(b.summary_line, 60)) for b in found]
     typer.echo(title)
     typer.echo(_plain_table(("#", "time", "kind", "trigger", "tokens", "summarized", "summary"), rows))
 

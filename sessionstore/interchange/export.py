@@ -9,6 +9,7 @@ divider carrying its summary.
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, TextIO
 
 from sessionstore.storage.history import Boundary, boundaries
@@ -92,14 +93,38 @@ def _fence(text: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{text}\n{ticks}"
 
 
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+
+
+def closed_fences(text: str) -> str:
+    """Markdown `text` with a code fence it leaves open closed at its end.
+
+    An unterminated fence in one message would turn every later message into
+    code; CommonMark closes a fence with a line of the same character at
+    least as long, so that line is appended when the text ends inside one.
+    """
+    opener: str | None = None
+    for line in text.splitlines():
+        match = _FENCE_LINE.match(line)
+        if match is None:
+            continue
+        marker, rest = match.groups()
+        if opener is None:
+            if not (marker[0] == "`" and "`" in rest):
+                opener = marker
+        elif marker[0] == opener[0] and len(marker) >= len(opener) and not rest.strip():
+            opener = None
+    return text if opener is None else f"{text.rstrip(chr(10))}\n{opener}"
+
+
 def _blocks_markdown(content: Any) -> Iterator[str]:
     if isinstance(content, str):
-        yield content
+        yield closed_fences(content)
         return
     for block in content:
         kind = block.get("type")
         if kind == "text":
-            yield block.get("text", "")
+            yield closed_fences(block.get("text", ""))
         elif kind == "thinking":
             yield "<details><summary>thinking</summary>\n\n" + _fence(block.get("thinking", "")) + "\n\n</details>"
         elif kind == "tool_use":

@@ -319,7 +319,7 @@ class _Writer:
     def _message(self, line: ImportedLine) -> int | None:
         """Record one message; a message the store cannot hold becomes a warning, not a failure."""
         try:
-            msg = normalize(line.message)
+            msg = normalize(line.message, sendable=False)
         except InvalidMessage as exc:
             self.warnings.append(f"{self.path}:{line.line_no}: kept as a side entry: {exc}")
             return None

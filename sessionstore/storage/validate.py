@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .apirules import check_sendable
 from .errors import (
     InvalidContent,
     InvalidMessage,
@@ -235,9 +236,12 @@ def _message_data(message: Any) -> dict[str, Any]:
     return data
 
 
-def normalize(message: Any) -> NewMessage:
+def normalize(message: Any, *, sendable: bool = True) -> NewMessage:
     """Validate one message's shape and fill in its envelope; raises `InvalidMessage`.
 
+    With `sendable` (the append door), user and assistant content must also be
+    what the Messages API accepts (`apirules`); importers pass False to keep a
+    source's record as it was (their view repair keeps refused pieces out).
     This runs on every append, so the common case (a plain dict) avoids copies and ABC checks.
     """
     data = _message_data(message)
@@ -256,6 +260,8 @@ def normalize(message: Any) -> NewMessage:
         check_depth(content, "content")
     elif not content and role != "system":
         raise InvalidContent("content must not be empty (the API refuses an empty message)")
+    if sendable and role != "system":
+        check_sendable(role, content)
     mtype = data.get("type") or role
     if mtype not in TYPES_FOR_ROLE[role]:
         raise InvalidMessage(f"type {mtype!r} does not go with role {role!r}")
