@@ -33,7 +33,6 @@ bench: $(STAMP)
 	$(BIN)/python bench/prepare.py
 	$(BIN)/python bench/import_export.py
 	$(BIN)/python bench/watch.py
-
 	$(BIN)/python bench/token_guard.py
 
 clean:
