@@ -14,7 +14,7 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import chatcmd, compactcmd, dbcmd, doctorcmd, importcmd, pipelinecmd
+from . import chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, importcmd, pipelinecmd
 from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
 
 app = typer.Typer(
@@ -114,7 +114,7 @@ def read_messages(source: str) -> list[Any]:
     except OSError as exc:
         raise UsageError(f"cannot read {source}: {exc.strerror}") from exc
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise UsageError(f"{source}: not valid UTF-8 (byte {exc.start})") from exc
     if not text.strip():
@@ -248,7 +248,8 @@ def stats_cmd(
     if json_out:
         print_json(stats)
         return
-    table = Table(title=f"stats of {stats['session']}")
+    title = f"stats of {stats['session']}"
+    table = Table(title=title, min_width=len(title))
     table.add_column("what")
     table.add_column("value", justify="right")
     for key, value in stats.items():
@@ -257,5 +258,5 @@ def stats_cmd(
     console.print(table)
 
 
-for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd):
+for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd):
     _module.register(app)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated, Iterator, Optional, TextIO
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
@@ -13,6 +10,7 @@ from rich.text import Text
 
 from sessionstore.storage import history as hist
 from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
+from sessionstore.storage.output import STDIO, open_output
 
 from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
 
@@ -141,25 +139,10 @@ def _show_boundary(s, index: int, json_out: bool) -> None:  # type: ignore[no-un
     console.print(table)
 
 
-@contextmanager
-def _output(path: Optional[Path]) -> Iterator[TextIO]:
-    """stdout, or a file written in full before it replaces any existing one."""
-    if path is None:
-        yield sys.stdout
-        return
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            yield f
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def export_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
     format: Annotated[str, typer.Option("--format", "-f", help="jsonl, markdown, html or claude-code.")] = "jsonl",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write here instead of stdout ('-').")] = None,
     db: DbOption = None,
 ) -> None:
     """Export every message ever recorded, whatever was compacted.
@@ -176,24 +159,10 @@ def export_cmd(
     with open_store(db) as store:
         s = store.get(session)
         if format == "claude-code":
-            _export_binary(s, output)
-            return
-        with _output(output) as out:
-            count = text_formats[format](s, out)
-    if output is not None:
+            with open_output(output, binary=True) as raw:
+                count = export_claude_code(s, raw)
+        else:
+            with open_output(output) as out:
+                count = text_formats[format](s, out)
+    if output not in (None, STDIO):
         typer.echo(f"wrote {count} messages to {output}", err=True)
-
-
-def _export_binary(s, output: Optional[Path]) -> None:  # type: ignore[no-untyped-def]
-    """Byte-exact formats go to a binary stream."""
-    if output is None:
-        export_claude_code(s, sys.stdout.buffer)
-        sys.stdout.buffer.flush()
-        return
-    tmp = output.with_name(output.name + ".partial")
-    try:
-        with open(tmp, "wb") as f:
-            export_claude_code(s, f)
-        tmp.replace(output)
-    finally:
-        tmp.unlink(missing_ok=True)

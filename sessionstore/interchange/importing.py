@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
 from sessionstore.storage.gcpause import gc_paused
-from sessionstore.interchange.importers import open_import
+from sessionstore.interchange.importers import open_import, sniff_source
 from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan
 from sessionstore.storage.rewrite import KEY_GAP, tail_state_for
 from sessionstore.storage.rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
 from sessionstore.storage.tokens import estimate_content
-from sessionstore.storage.validate import normalize
+from sessionstore.storage.validate import check_timestamp, normalize
 
 if TYPE_CHECKING:
     from sessionstore.storage.db import Database
@@ -50,6 +50,19 @@ class ImportWarnings(SessionStoreError):
     """Under --strict, a file with warnings is not imported at all."""
 
 
+class WrongFormat(SessionStoreError):
+    """The file is a transcript of another kind than the importer asked for."""
+
+
+class EmptyTranscript(SessionStoreError):
+    """The file yielded no message: no session is created for it."""
+
+
+#: The command that imports each format, for the messages that point to it.
+IMPORT_COMMANDS = {"claude-code": "sessionstore import claude-code", "codex": "sessionstore import codex",
+                   "jsonl": "sessionstore import jsonl"}
+
+
 @dataclass
 class ImportResult:
     """What importing one file did."""
@@ -57,7 +70,7 @@ class ImportResult:
     path: str
     source: str
     session_id: str | None
-    status: str  # imported | grown | unchanged | duplicate
+    status: str  # imported | grown | unchanged | duplicate | skipped (no message in it)
     lines_added: int = 0
     messages_added: int = 0
     boundaries: int = 0
@@ -92,6 +105,8 @@ def import_file(
 ) -> ImportResult:
     """Import one transcript file in one transaction (nothing is written on failure)."""
     resolved = str(Path(path).resolve())
+    if source is not None:
+        check_format(resolved, source)
     importer_source = source or open_import(resolved).source
     existing = store.db.one(
         "SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM imports WHERE source = :s AND path = :p",
@@ -145,6 +160,9 @@ class _Writer:
         for line in importer.lines():
             self._take(line)
         self._flush()
+        if not self.existing and not self.result.messages_added:
+            raise EmptyTranscript(f"{self.path}: no message in it (binary, empty or not a {self.source} "
+                                  "transcript); no session created")
         plan = importer.plan()
         self.warnings.extend(w for w in plan.warnings if w not in self.warnings)
         if self.strict and self.warnings:
@@ -215,6 +233,7 @@ class _Writer:
 
     def _message(self, line: ImportedLine) -> int | None:
         """Record one message; a message the store cannot hold becomes a warning, not a failure."""
+        self._drop_bad_timestamp(line)
         try:
             msg = normalize(line.message)
         except InvalidMessage as exc:
@@ -230,6 +249,17 @@ class _Writer:
         self.tokens_of[self.last_seq] = tokens
         self.result.messages_added += 1
         return self.last_seq
+
+    def _drop_bad_timestamp(self, line: ImportedLine) -> None:
+        """A timestamp that is no time is dropped with a warning (the message is kept, stamped now)."""
+        stamp = line.message.get("timestamp") if isinstance(line.message, dict) else None
+        if isinstance(stamp, str):
+            try:
+                check_timestamp(stamp)
+            except InvalidMessage:
+                self.warnings.append(f"{self.path}:{line.line_no}: timestamp {stamp[:40]!r} is not a time; "
+                                     "the import time is recorded instead")
+                line.message = {**line.message, "timestamp": None}
 
     def _flush(self) -> None:
         self.db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, self.messages)
@@ -351,14 +381,32 @@ def import_paths(
     store: "SessionStore", paths: Iterable[str | os.PathLike[str]], *, source: str | None = None,
     strict: bool = False, progress: Progress | None = None,
 ) -> list[ImportResult]:
-    """Import every transcript under `paths`; a copy of an imported session is reported, not re-added."""
+    """Import every transcript under `paths`; a copy of an imported session is reported, not re-added.
+
+    With `source` given, a file of another format is refused before anything is
+    written; a file that yields no message is reported as skipped.
+    """
+    files = transcript_files(paths)
+    if source is not None:
+        for path in files:
+            check_format(path, source)
     results = []
-    for path in transcript_files(paths):
+    for path in files:
         try:
             results.append(import_file(store, path, source=source, strict=strict, progress=progress))
         except _Duplicate as dup:
             results.append(ImportResult(str(path), source or "", dup.session_id, "duplicate"))
+        except EmptyTranscript as empty:
+            results.append(ImportResult(str(path), source or "", None, "skipped", warnings=[str(empty)]))
     return results
+
+
+def check_format(path: str | os.PathLike[str], source: str) -> None:
+    """Refuse a file whose lines show another transcript format than `source`, naming the right command."""
+    found = sniff_source(path)
+    if found is not None and found != source:
+        raise WrongFormat(f"{path} is a {found} transcript, not {source}; import it with "
+                          f"`{IMPORT_COMMANDS[found]} {path}`")
 
 
 def _prefix_sha(path: str, length: int) -> str:

@@ -12,6 +12,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Iterable, Mapping
 
 from .errors import (
@@ -82,6 +83,17 @@ def _now_iso() -> str:
     """UTC now as 2026-01-02T03:04:05.678Z (formatted by hand: isoformat costs more on every append)."""
     now = time.time()
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+
+
+def check_timestamp(value: str | None) -> str | None:
+    """`value` once it reads as an ISO-8601 time (what exports print and history sorts by); None passes."""
+    if value is None:
+        return None
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidMessage(f"timestamp must be an ISO-8601 time such as 2026-01-02T03:04:05Z, got {value!r}") from None
+    return value
 
 
 def _new_uuid() -> str:
@@ -277,7 +289,7 @@ def normalize(message: Any) -> NewMessage:
         mtype,
         _opt_str(get("subtype"), "subtype", 64),
         _opt_str(get("parent_uuid"), "parent_uuid"),
-        _opt_str(get("timestamp"), "timestamp", 40) or _now_iso(),
+        check_timestamp(_opt_str(get("timestamp"), "timestamp", 40)) or _now_iso(),
         _opt_str(get("api_message_id"), "api_message_id", 200),
         dict(usage) if usage is not None else None,
         bool(get("is_meta", False)),

@@ -152,6 +152,10 @@ def where(path: str | os.PathLike[str], line_no: int) -> str:
 READ_BUFFER = 1 << 20
 
 
+#: The byte order mark some editors put at the start of a UTF-8 file.
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def read_raw_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
     """(line number, exact bytes with terminator) of every physical line, streaming."""
     with open(path, "rb", buffering=READ_BUFFER) as handle:
@@ -163,7 +167,9 @@ def decode_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
     """The JSON object of a line, or None and the reason it is unusable.
 
     A blank line gives (None, None): it is kept as a side line, not an error.
+    A UTF-8 byte order mark before it (editors on Windows write one) is skipped.
     """
+    raw = raw.removeprefix(UTF8_BOM)
     if not raw or raw.isspace():
         return None, None
     if not raw.isascii():  # ASCII is valid UTF-8; anything else is checked before the parser sees it
