@@ -15,7 +15,12 @@ from rich.text import Text
 from sessionstore import SessionStoreError
 
 from . import chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, importcmd, pipelinecmd
-from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
+from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, console, fmt_time, open_store, preview,
+                     print_json)
+
+#: Most rows one page of `sessions` shows; most tokens a context window can be.
+MAX_LIMIT = 1_000_000
+MAX_WINDOW = 100_000_000
 
 app = typer.Typer(
     name="sessionstore",
@@ -63,8 +68,10 @@ def main(argv: list[str] | None = None) -> None:
 def sessions_cmd(
     db: DbOption = None,
     json_out: JsonOption = False,
-    limit: Annotated[int, typer.Option(help="How many sessions to show.")] = 50,
-    offset: Annotated[int, typer.Option(help="Skip this many (paging).")] = 0,
+    limit: Annotated[int, typer.Option(help="How many sessions to show.",
+                                       callback=bounded("--limit", 0, MAX_LIMIT))] = 50,
+    offset: Annotated[int, typer.Option(help="Skip this many (paging).",
+                                        callback=bounded("--offset", 0, INT64_MAX))] = 0,
 ) -> None:
     """List sessions, most recently updated first.
 
@@ -89,7 +96,8 @@ def new_cmd(
     db: DbOption = None,
     title: Annotated[Optional[str], typer.Option(help="A title to find the session by.")] = None,
     model: Annotated[Optional[str], typer.Option(help="The model the agent talks to.")] = None,
-    context_window: Annotated[Optional[int], typer.Option(help="The model's context window in tokens.")] = None,
+    context_window: Annotated[Optional[int], typer.Option(help="The model's context window in tokens.",
+                                                          callback=bounded("--context-window", 1, MAX_WINDOW))] = None,
     cwd: Annotated[Optional[str], typer.Option(help="The agent's working directory.")] = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -97,8 +105,6 @@ def new_cmd(
 
     Example: sessionstore new --title 'refactor parser' --context-window 200000
     """
-    if context_window is not None and context_window <= 0:
-        raise UsageError("--context-window must be a positive number of tokens")
     with open_store(db) as store:
         s = store.create_session(title=title, model=model, context_window=context_window, cwd=cwd)
     if json_out:

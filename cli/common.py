@@ -6,7 +6,7 @@ import json
 import sys
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -31,6 +31,21 @@ err_console = Console(stderr=True)
 
 class UsageError(Exception):
     """Bad input on the command line or in a file: one line on stderr, exit 2."""
+
+
+#: The largest integer either database stores (a signed 64-bit column).
+INT64_MAX = 2**63 - 1
+
+
+def bounded(option: str, low: int, high: int) -> Callable[[Optional[int]], Optional[int]]:
+    """An option callback refusing integers outside [low, high] (one line, exit 2, never an OverflowError)."""
+
+    def check(value: Optional[int]) -> Optional[int]:
+        if value is not None and not low <= value <= high:
+            raise UsageError(f"{option} must be between {low:,} and {high:,}, got {value:,}")
+        return value
+
+    return check
 
 
 @contextmanager

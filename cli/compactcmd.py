@@ -12,7 +12,8 @@ from sessionstore.storage import history as hist
 from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
 from sessionstore.storage.output import STDIO, open_output
 
-from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
+from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, console, fmt_time, open_store, preview,
+                     print_json)
 
 
 def register(app: typer.Typer) -> None:
@@ -64,7 +65,8 @@ def compact_cmd(
 
 def history_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    boundary: Annotated[Optional[int], typer.Option("--boundary", "-b", help="Show what the model saw just before boundary K (from 1).")] = None,
+    boundary: Annotated[Optional[int], typer.Option("--boundary", "-b", help="Show what the model saw just before boundary K (from 1).",
+                                                    callback=bounded("--boundary", 1, INT64_MAX))] = None,
     summary: Annotated[bool, typer.Option("--summary", help="With --boundary: print K's summary text.")] = False,
     db: DbOption = None,
     json_out: JsonOption = False,

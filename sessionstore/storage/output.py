@@ -36,7 +36,9 @@ def open_output(
 ) -> AbstractContextManager[TextIO]: ...
 @overload
 def open_output(path: str | os.PathLike[str] | None, *, binary: Literal[True]) -> AbstractContextManager[BinaryIO]: ...
-def open_output(path: str | os.PathLike[str] | None, *, binary: bool = False) -> AbstractContextManager[IO]:  # type: ignore[misc]
+def open_output(  # type: ignore[misc]
+    path: str | os.PathLike[str] | None, *, binary: bool = False
+) -> AbstractContextManager[IO]:
     """A stream onto what `path` names (see the module docstring); the file is in place once the block ends."""
     return _open(path, binary)
 

@@ -313,7 +313,18 @@ class _ViewBuilder:
             return
         if pending is not None and pending.summary_placed:
             self._settle()
+        elif pending is not None:
+            self._before_summary(pending, node)
+            return
         self._append(node)
+
+    def _before_summary(self, pending: _Pending, node: ChainNode) -> None:
+        """A message the rewrite wrote between its boundary and its summary stays there, in file order.
+
+        (A Codex compaction's replacement history: the kept user turns, then the summary.)
+        """
+        self.view.insert(pending.at, node)
+        pending.at += 1
 
     def _append(self, node: ChainNode) -> None:
         """Append, keeping the pieces of one streamed response together ahead of their results.
