@@ -471,13 +471,11 @@ class _Graph:
             seen.add(current)
             if node.role is not None and node.in_view:
                 out.append(node)
-            if node.boundary is not None:
-                break
             relink = self.relinks.get(current)
-            if relink is not None and relink[1] < before_line and relink[0] in self.index:
-                current = relink[0]
-            else:
-                current = node.parent
+            linked = relink is not None and relink[1] < before_line and relink[0] in self.index
+            if node.boundary is not None and not linked:
+                break  # a boundary starts the chain, unless a later compaction kept a run starting at it
+            current = relink[0] if linked and relink is not None else node.parent
         out.reverse()
         return out
 
