@@ -16,7 +16,7 @@ from sessionstore import SessionStoreError
 
 from . import chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, importcmd, pipelinecmd
 from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, console, fmt_time, open_store, preview,
-                     print_json)
+                     print_json, short_ids)
 
 #: Most rows one page of `sessions` shows; most tokens a context window can be.
 MAX_LIMIT = 1_000_000
@@ -230,9 +230,10 @@ def view_cmd(
                         f"{payload['tokens']:,} tokens")
     for col in ("#", "role", "type", "tokens", "uuid", "content"):
         table.add_column(col, overflow="fold")
+    shown = short_ids([e["uuid"] for e in payload["entries"]])
     for e in payload["entries"]:
         kind = e["subtype"] or e["type"]
-        table.add_row(str(e["position"]), e["role"], kind, str(e["tokens"]), e["uuid"][:8],
+        table.add_row(str(e["position"]), e["role"], kind, str(e["tokens"]), shown[e["uuid"]],
                       Text(preview(e["content"])))
     console.print(table)
 

@@ -71,6 +71,31 @@ def fmt_time(epoch: float | None) -> str:
     return datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M")
 
 
+def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:
+    """Each id cut to the shortest prefix (at least `minimum` characters) no other id in `ids` starts with.
+
+    Codex imports number their messages `codex-<line>`: eight characters would
+    show the same `codex-17` on every row.
+    """
+    ordered = sorted(set(ids))
+    out: dict[str, str] = {}
+    for i, value in enumerate(ordered):
+        shared = max(_common(value, ordered[i - 1]) if i else 0,
+                     _common(value, ordered[i + 1]) if i + 1 < len(ordered) else 0)
+        out[value] = value[: max(minimum, shared + 1)]
+    return out
+
+
+def _common(a: str, b: str) -> int:
+    """Length of the common prefix of `a` and `b`."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def preview(content: Any, width: int = 80) -> str:
     """One line that says what a message holds."""
     if isinstance(content, str):

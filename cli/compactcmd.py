@@ -13,7 +13,7 @@ from sessionstore.interchange.export import export_claude_code, export_html, exp
 from sessionstore.storage.output import STDIO, open_output
 
 from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, console, fmt_time, open_store, preview,
-                     print_json)
+                     print_json, short_ids)
 
 
 def register(app: typer.Typer) -> None:
@@ -51,6 +51,7 @@ def compact_cmd(
 
     with open_store(db) as store:
         s = store.get(session)
+        from_uuid, up_to = _full_uuid(s, "--from", from_uuid), _full_uuid(s, "--up-to", up_to)
         try:
             outcome = compact(s, summarizer=make_summarizer(summarizer), custom_instructions=instructions,
                               from_uuid=from_uuid, up_to_uuid=up_to, use_memory=memory)
@@ -61,6 +62,20 @@ def compact_cmd(
     else:
         typer.echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
                    f"{outcome.messages_summarized} messages summarized, {outcome.kept} kept verbatim")
+
+
+def _full_uuid(s, option: str, given: Optional[str]) -> Optional[str]:  # type: ignore[no-untyped-def]
+    """The uuid of the active-view message `given` names: itself, or the one message it is a unique prefix of."""
+    if not given:
+        return given
+    uuids = [e.uuid for e in s.active_entries()]
+    if given in uuids:
+        return given
+    matches = [u for u in uuids if u.startswith(given)]
+    if len(matches) > 1:
+        raise UsageError(f"{option} {given!r} is the start of {len(matches)} messages of the view "
+                         f"({', '.join(matches[:3])}{', ...' if len(matches) > 3 else ''}); give more characters")
+    return matches[0] if matches else given
 
 
 def history_cmd(
@@ -134,9 +149,10 @@ def _show_boundary(s, index: int, json_out: bool) -> None:  # type: ignore[no-un
     for col in ("#", "role", "type", "tokens", "uuid", "content"):
         table.add_column(col, overflow="fold")
     summarized_seqs = {m.seq for m in summarized}
+    shown = short_ids([e.uuid for e in entries])
     for e in entries:
         mark = "✂ " if e.seq in summarized_seqs else ""
-        table.add_row(str(e.position), e.role, e.subtype or e.type, str(e.tokens), e.uuid[:8],
+        table.add_row(str(e.position), e.role, e.subtype or e.type, str(e.tokens), shown[e.uuid],
                       Text(mark + preview(e.content)))
     console.print(table)
 
