@@ -125,14 +125,23 @@ def build(store: SessionStore, transcripts_dir: Path, kind: str) -> str:
     return imported(store, transcripts_dir, name) if origin == "imported" else mixed(store, transcripts_dir, name)
 
 
-KINDS = ["native", *(f"imported:{n}" for n in SHARED),
+SUBAGENT = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-acompact-fffbd0.jsonl"
+#: Known gap: the jsonl export does not say which messages of a sub-agent file lie off the chain
+#: Claude Code would resume (the native importer replays file order), so the copy shows them too.
+SUBAGENT_JSONL = pytest.mark.xfail(
+    strict=True, reason="jsonl export of a sub-agent file: messages off the resumed chain come back into the view")
+
+KINDS = ["native", *(f"imported:{n}" for n in SHARED), f"imported:{SUBAGENT}",
          "mixed:claude-code/spotter/tool_heavy.jsonl",
          "mixed:claude-code/fasthooks/sample_main_transcript.jsonl",
          "mixed:codex/localpush/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"]
 
 
-@pytest.mark.parametrize("fmt", ["claude-code", "jsonl"])
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind,fmt", [
+    pytest.param(kind, fmt, id=f"{kind}-{fmt}",
+                 marks=[SUBAGENT_JSONL] if (kind, fmt) == (f"imported:{SUBAGENT}", "jsonl") else [])
+    for kind in KINDS for fmt in ("claude-code", "jsonl")
+])
 def test_export_then_import_gives_the_same_view_and_history(store: SessionStore, other_url: str,
                                                             transcripts_dir: Path, tmp_path: Path,
                                                             kind: str, fmt: str) -> None:

@@ -56,6 +56,18 @@ def test_an_existing_file_is_replaced_keeping_its_mode(capsys: pytest.CaptureFix
     assert [p.name for p in tmp_path.iterdir() if p.name != "sessions.db"] == ["out.txt"], "no leftover temp file"
 
 
+def test_a_replaced_file_keeps_its_owner(capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str,
+                                        tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    target = tmp_path / "theirs.md"
+    target.write_text("old")
+    os.chown(target, 65534, 65534)
+    assert export(capsys, sqlite_url, session_id, "markdown", str(target)).code == 0
+    assert (target.stat().st_uid, target.stat().st_gid) == (65534, 65534)
+    assert b"hello" in target.read_bytes()
+
+
 def test_a_new_file_gets_the_umask_mode(capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str,
                                         tmp_path: Path) -> None:
     old = os.umask(0o022)

@@ -108,21 +108,24 @@ def _stream(name: str, binary: bool) -> Iterator[IO]:
         handle = open(name, "wb") if binary else open(name, "w", encoding="utf-8", newline="\n")
     except OSError as exc:
         raise OutputError(f"cannot write to {name}: {exc.strerror}") from exc
-    with handle:
-        yield handle
+    try:
+        with handle:
+            yield handle
+    except OSError as exc:
+        raise OutputError(f"cannot write to {name}: {exc.strerror or exc}") from exc
 
 
 def _replace(name: str, target: Path, binary: bool) -> Iterator[IO]:
     """A temporary file beside `target`, renamed over it once complete (keeping an existing file's mode)."""
-    mode = _existing_mode(target)
+    existing = _existing(target)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except OSError as exc:
         raise OutputError(f"cannot write to {name}: {exc.strerror} ({target.parent})") from exc
     try:
-        if mode is not None:
-            os.fchmod(fd, mode)
+        if existing is not None:
+            _keep_owner_and_mode(fd, existing)
         handle = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="\n")
         with handle:
             yield handle
@@ -133,12 +136,22 @@ def _replace(name: str, target: Path, binary: bool) -> Iterator[IO]:
         tmp.unlink(missing_ok=True)
 
 
-def _existing_mode(target: Path) -> int | None:
-    """The permission bits of the file about to be replaced, if there is one."""
+def _existing(target: Path) -> os.stat_result | None:
+    """The status of the file about to be replaced, if there is one."""
     try:
-        return stat.S_IMODE(os.stat(target).st_mode)
+        return os.stat(target)
     except FileNotFoundError:
         return None
+
+
+def _keep_owner_and_mode(fd: int, existing: os.stat_result) -> None:
+    """The replacement gets the replaced file's permission bits (and owner, where allowed)."""
+    os.fchmod(fd, stat.S_IMODE(existing.st_mode))
+    if (existing.st_uid, existing.st_gid) != (os.geteuid(), os.getegid()):
+        try:
+            os.fchown(fd, existing.st_uid, existing.st_gid)
+        except PermissionError:
+            pass
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
