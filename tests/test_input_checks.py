@@ -30,6 +30,14 @@ def test_a_bad_message_is_named_by_its_line_counted_from_1(capsys: pytest.Captur
     assert "message 3:" in result.err and "'usr'" in result.err, result.err
 
 
+def test_blocks_are_counted_from_1(sqlite_url: str, sid: str) -> None:
+    with SessionStore.open(sqlite_url) as st:
+        with pytest.raises(InvalidMessage, match=r"^content block 2 has unknown type 'video'"):
+            st.get(sid).append({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "video"}]})
+        with pytest.raises(InvalidMessage, match=r"^content block 3 must be an object"):
+            st.get(sid).append({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}, 7]})
+
+
 def test_an_orphan_result_in_a_batch_is_named_from_1(sqlite_url: str, sid: str) -> None:
     with SessionStore.open(sqlite_url) as st:
         with pytest.raises(InvalidMessage, match=r"^message 2 \("):

@@ -130,7 +130,7 @@ def _plain_content(content: Any) -> Content:
     if len(blocks) == len(content):
         return blocks
     blocks = []
-    for i, block in enumerate(content):
+    for i, block in enumerate(content, 1):
         if type(block) is dict:
             blocks.append(dict(block))
             continue
@@ -149,7 +149,7 @@ def check_blocks(content: Content) -> None:
         return
     if not content:
         raise InvalidContent("content must not be an empty list")
-    for i, block in enumerate(content):
+    for i, block in enumerate(content, 1):  # counted from 1, as a person reads
         kind = block.get("type")
         if not isinstance(kind, str) or not kind:
             raise UnknownBlockType(f"content block {i} has no 'type'")
