@@ -210,3 +210,26 @@ def test_cli_claude_code_export_imports_back(capsys: pytest.CaptureFixture[str],
     [row] = json.loads(result.out)["files"]
     with SessionStore.open(other_url) as other:
         assert snapshot(other.get(row["session"])) == original
+
+
+def test_every_compaction_kind_survives_the_claude_code_format(store_url: str, other_url: str,
+                                                                tmp_path: Path) -> None:
+    """Full, partial-from, partial-up_to, session-memory, an in-flight turn, messages appended while summarizing."""
+    from sessionstore.storage.view import to_api_messages
+    from tests.test_roundtrip import build_session
+
+    with SessionStore.open(store_url) as st, SessionStore.open(other_url) as other:
+        original = build_session(st, store_url, tmp_path)
+        copy = round_trip(st, other, original.id, tmp_path, "claude-code")
+        assert [e.uuid for e in copy.active_entries()] == [e.uuid for e in original.active_entries()]
+        assert copy.active_view() == original.active_view()
+        mine, theirs = boundaries(original), boundaries(copy)
+        assert len(theirs) == len(mine) == 6
+        for b in mine:
+            before, again = view_before(original, b.index), view_before(copy, b.index)
+            # The loader puts a tool result right after its call (before re-injected files): same request.
+            assert sorted(e.uuid for e in again) == sorted(e.uuid for e in before), b.index
+            assert to_api_messages(again) == to_api_messages(before), b.index
+            assert ([m.uuid for m in summarized_messages(copy, b.index)]
+                    == [m.uuid for m in summarized_messages(original, b.index)]), b.index
+            assert theirs[b.index - 1].summary == b.summary

@@ -222,11 +222,16 @@ def _compact_metadata(m: "StoredMessage", link: Link | None) -> dict[str, Any]:
     """trigger, preTokens and, when the compaction kept a run, its preservedSegment."""
     meta: dict[str, Any] = {"trigger": m.metadata.get("trigger"), "preTokens": m.metadata.get("pre_tokens")}
     b = link.boundary if link is not None else None
-    if b is not None:
-        meta.update(trigger=b.trigger, preTokens=b.pre_tokens)
-        if b.head_uuid and b.tail_uuid and b.anchor_uuid:
-            meta["preservedSegment"] = {"headUuid": b.head_uuid, "anchorUuid": b.anchor_uuid,
-                                        "tailUuid": b.tail_uuid}
+    if b is None or link is None:
+        return meta
+    meta.update(trigger=b.trigger, preTokens=b.pre_tokens)
+    if link.segment is not None:
+        head, anchor, tail = link.segment
+    elif b.head_uuid and b.tail_uuid and b.anchor_uuid:
+        head, anchor, tail = b.head_uuid, b.anchor_uuid, b.tail_uuid
+    else:
+        return meta
+    meta["preservedSegment"] = {"headUuid": head, "anchorUuid": anchor, "tailUuid": tail}
     return meta
 
 

@@ -30,6 +30,8 @@ class Link:
     parent: str | None
     logical_parent: str | None = None
     boundary: Boundary | None = None
+    #: (head, anchor, tail) of the one run of older messages the boundary's new view shows, if one.
+    segment: tuple[str, str, str] | None = None
 
 
 def linked_transcript(session: "Session", *, after_seq: int = 0) -> Iterator[tuple["StoredMessage", Link]]:
@@ -42,7 +44,8 @@ def linked_transcript(session: "Session", *, after_seq: int = 0) -> Iterator[tup
         b = by_seq.get(message.seq)
         if message.seq > after_seq:
             if b is not None and message.subtype == BOUNDARY_SUBTYPE:
-                yield message, Link(None, views.last_of(b.replaced_version), b)
+                yield message, Link(None, views.last_of(b.replaced_version), b,
+                                    views.segment_of(b.replaced_version + 1))
             else:
                 yield message, Link(parent)
         previous = message.uuid
@@ -58,6 +61,7 @@ class _Versions:
         self.horizon = 0
         self.parents: dict[int, str | None] = {}
         self.lasts: dict[int, str | None] = {}
+        self.segments: dict[int, tuple[str, str, str] | None] = {}
 
     def parent_of(self, seq: int, default: str | None) -> str | None:
         """The entry before `seq` in the first view showing it, else `default`."""
@@ -70,10 +74,18 @@ class _Versions:
         """The last entry of view `version` (a boundary's logical parent); read already, the boundary being later."""
         return self.lasts.get(version)
 
+    def segment_of(self, version: int) -> tuple[str, str, str] | None:
+        """The run of older messages view `version` shows, when there is exactly one (kept and late ones)."""
+        return self.segments.get(version)
+
     def _read(self, version: int) -> None:
         entries = view_at(self.session, version)
+        old = [i for i, entry in enumerate(entries) if entry.seq <= self.horizon]
         for i, entry in enumerate(entries):
             if entry.seq > self.horizon:
                 self.parents[entry.seq] = entries[i - 1].uuid if i else None
         self.horizon = max([self.horizon, *(e.seq for e in entries)])
         self.lasts[version] = entries[-1].uuid if entries else None
+        one_run = old and old[0] > 0 and old[-1] - old[0] == len(old) - 1
+        self.segments[version] = (
+            (entries[old[0]].uuid, entries[old[0] - 1].uuid, entries[old[-1]].uuid) if one_run else None)
