@@ -6,8 +6,8 @@ Every writer (exports, `spill materialize`) goes through `open_output`:
 - a FIFO, a character device or a socket (`/dev/null`, `>(gzip)`, a named
   pipe) is written in place, streaming, as a shell redirection would;
 - a regular file, or a name not yet taken, gets a temporary file beside it
-  that replaces it only once complete (an existing file keeps its mode); a
-  symlink is followed, so its target is what gets replaced;
+  that replaces it only once complete (an existing file keeps its mode and
+  owner); a symlink is followed, so its target is what gets replaced;
 - anything else (a directory, a missing parent folder, a closed /dev/fd/N)
   is an `OutputError`: one line saying what and where, nothing written.
 """
@@ -116,7 +116,7 @@ def _stream(name: str, binary: bool) -> Iterator[IO]:
 
 
 def _replace(name: str, target: Path, binary: bool) -> Iterator[IO]:
-    """A temporary file beside `target`, renamed over it once complete (keeping an existing file's mode)."""
+    """A temporary file beside `target`, renamed over it once complete (keeping an existing file's mode, owner)."""
     existing = _existing(target)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
@@ -152,12 +152,6 @@ def _keep_owner_and_mode(fd: int, existing: os.stat_result) -> None:
             os.fchown(fd, existing.st_uid, existing.st_gid)
         except PermissionError:
             pass
-
-
-def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write `data` to what `path` names, as `open_output` does."""
-    with open_output(path, binary=True) as out:
-        out.write(data)
 
 
 def write_into_folder(directory: str | os.PathLike[str], filename: str, data: bytes, *, mode: int = 0o600) -> Path:
