@@ -233,3 +233,25 @@ def test_every_compaction_kind_survives_the_claude_code_format(store_url: str, o
             assert ([m.uuid for m in summarized_messages(copy, b.index)]
                     == [m.uuid for m in summarized_messages(original, b.index)]), b.index
             assert theirs[b.index - 1].summary == b.summary
+
+
+@pytest.mark.parametrize("fmt", [
+    "jsonl",
+    pytest.param("claude-code", marks=pytest.mark.xfail(
+        strict=True, reason="Claude Code's format has no way to take a message out of the middle of a chain")),
+])
+def test_a_snipped_view_comes_back(store: SessionStore, other_url: str, tmp_path: Path, fmt: str) -> None:
+    from sessionstore.compaction.pipeline import Pipeline
+
+    s = store.create_session(title="snip")
+    s.append_many([{"role": "user", "content": "fix the bug"}, {"role": "assistant", "content": "done, see the diff"},
+                   {"role": "user", "content": "ok"}, {"role": "user", "content": "now add a test"},
+                   {"role": "assistant", "content": "added"}, {"role": "user", "content": "thanks"},
+                   {"role": "user", "content": "and the docs?"}, {"role": "assistant", "content": "updated"}])
+    assert Pipeline(store).prepare(s).report["snip"].acted
+    s.append({"role": "user", "content": "great, next: the changelog"})
+    original = snapshot(s)
+    assert len(original["uuids"]) < len(list(s.transcript()))
+    with SessionStore.open(other_url) as other:
+        copy = round_trip(store, other, s.id, tmp_path, fmt)
+        assert snapshot(copy) == original
