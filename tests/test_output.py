@@ -244,3 +244,11 @@ def test_materialize_still_writes_a_fresh_file(capsys: pytest.CaptureFixture[str
     path = Path(result.out.strip())
     assert path == (tmp_path / "new").resolve() / spill_filename("toolu_X") and path.read_bytes() == b"data"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_materialize_dash_is_stdout(sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sid = _spilled(sqlite_url)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli_process("spill", "materialize", sid, "toolu_X", "-", "--db", sqlite_url)
+    assert result.code == 0, result.err
+    assert result.out == "data" and not (tmp_path / "-").exists()
