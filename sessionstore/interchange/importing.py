@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from sessionstore.compaction.microcompact import CLEARED_TEXT
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
 from sessionstore.storage.gcpause import gc_paused
 from sessionstore.interchange.importers import open_import, sniff_source
@@ -26,7 +27,8 @@ from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLi
 from sessionstore.storage.rewrite import KEY_GAP, tail_state_for
 from sessionstore.storage.rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
 from sessionstore.storage.tokens import estimate_content
-from sessionstore.storage.validate import check_timestamp, normalize
+from sessionstore.storage.replacements import save_cleared
+from sessionstore.storage.validate import check_timestamp, normalize, tool_result_ids
 
 if TYPE_CHECKING:
     from sessionstore.storage.db import Database
@@ -38,8 +40,8 @@ Progress = Callable[[int], None]
 
 #: Columns of the raw-line rows, in the order `_take` builds them.
 _SOURCE_LINE_COLUMNS = ("session_id", "line_no", "kind", "entry_type", "message_seq", "raw")
-#: Columns of the view rows `_layout` writes (content_json stays NULL: the view shows the message as stored).
-_VIEW_ENTRY_COLUMNS = ("session_id", "valid_from", "key", "seq", "valid_to", "tokens")
+#: Columns of the view rows `_layout` writes (content_json is NULL unless a result shows cleared).
+_VIEW_ENTRY_COLUMNS = ("session_id", "valid_from", "key", "seq", "valid_to", "tokens", "content_json")
 
 
 class ImportConflict(SessionStoreError):
@@ -140,6 +142,7 @@ class _Writer:
         self.lines_done = int(existing[2]) if existing else 0
         self.seq_of: dict[str, int] = {}
         self.tokens_of: dict[int, int] = {}
+        self.result_seq: dict[str, int] = {}
         self.last_seq = 0
         self.messages: list[tuple[Any, ...]] = []
         self.source_rows: list[tuple[Any, ...]] = []
@@ -247,6 +250,8 @@ class _Writer:
         self.messages.append(message_row(self.session_id, self.last_seq, msg, dumps(msg.content), tokens))
         self.seq_of[msg.uuid] = self.last_seq
         self.tokens_of[self.last_seq] = tokens
+        for tool_id in tool_result_ids(msg.content) if msg.role == "user" else ():
+            self.result_seq[tool_id] = self.last_seq
         self.result.messages_added += 1
         return self.last_seq
 
@@ -284,15 +289,41 @@ class _Writer:
             seqs = self._seqs(uuids)
             current = version == len(versions) - 1
             valid_to = None if current else version + 1
+            cleared = self._cleared(plan.cleared, version, seqs)
+            tokens = [cleared[seq][1] if seq in cleared else self.tokens_of[seq] for seq in seqs]
             self.db.insert_rows("view_entries", _VIEW_ENTRY_COLUMNS, [
-                (self.session_id, version, (i + 1) * KEY_GAP, seq, valid_to, self.tokens_of[seq])
+                (self.session_id, version, (i + 1) * KEY_GAP, seq, valid_to, tokens[i],
+                 cleared[seq][0] if seq in cleared else None)
                 for i, seq in enumerate(seqs)
             ])
-            totals.append((seqs, sum(self.tokens_of[s] for s in seqs)))
+            totals.append((seqs, sum(tokens)))
+        known = [tool_id for tool_id in plan.cleared if tool_id in self.result_seq]
+        if known:
+            save_cleared(self.db, self.session_id, known, CLEARED_TEXT)
         for index, b in enumerate(plan.boundaries):
             self._compaction(index, b, totals[index][1], self._post_tokens(b, totals[index + 1][0]))
         self.final_seqs, self.final_tokens = totals[-1]
         self.result.boundaries = len(plan.boundaries)
+
+    def _cleared(self, cleared: dict[str, int], version: int, seqs: list[int]) -> dict[int, tuple[str, int]]:
+        """{seq: (content JSON, tokens)} of the view's results a microcompact had cleared by `version`."""
+        ids = {tool_id for tool_id, after in cleared.items() if after <= version}
+        targets = sorted({self.result_seq[t] for t in ids if t in self.result_seq} & set(seqs))
+        out = {}
+        for seq in targets:
+            content = self._content(seq)
+            if not isinstance(content, list):
+                continue
+            shown = [dict(b, content=CLEARED_TEXT) if b.get("type") == "tool_result" and b.get("tool_use_id") in ids
+                     else b for b in content]
+            out[seq] = (dumps(shown), estimate_content(shown))
+        return out
+
+    def _content(self, seq: int) -> Any:
+        """One stored message's content (read back from this transaction)."""
+        row = self.db.one("SELECT content_json FROM messages WHERE session_id = :id AND seq = :seq",
+                          {"id": self.session_id, "seq": seq})
+        return json.loads(row[0])
 
     def _post_tokens(self, b: ImportedBoundary, next_view: list[int]) -> int:
         """Tokens of the view right after the compaction: boundary, summary and preserved messages.

@@ -19,7 +19,9 @@ from the compaction boundaries, in file order:
   kept), then every later message;
 - the summary of a boundary is the next `is_compact_summary` message;
 - a `snip_marker` takes the messages its metadata lists (`removed_uuids`)
-  out of the view, as the snip did, and stays at the end of it.
+  out of the view, as the snip did, and stays at the end of it; a
+  `microcompact_boundary` marks the results it lists (`cleared_tool_use_ids`)
+  cleared in every later view (`ImportPlan.cleared`, applied by the writer).
 
 Every view goes through `repair_view`, so what would make it an invalid API
 request is left out of the view (never out of the transcript), with a warning.
@@ -62,6 +64,8 @@ PREFIX_KINDS = frozenset({"partial-from"})
 SUFFIX_FILTERED_KINDS = frozenset({"partial-up_to"})
 #: The marker snip leaves behind; its metadata lists the messages it took out of the view.
 SNIP_SUBTYPE = "snip_marker"
+#: The marker microcompact leaves behind; its metadata lists the tool results it cleared.
+CLEAR_SUBTYPE = "microcompact_boundary"
 #: How far back a streamed response's earlier piece is looked for (tool results in between).
 REGROUP_WINDOW = 64
 
@@ -94,6 +98,7 @@ class NativeImport(LineStream):
         self.compactions: dict[str, CompactionFacts] = {}
         self.reinjected: set[str] = set()
         self.snips: dict[str, frozenset[str]] = {}
+        self.cleared: dict[str, int] = {}
         self._seen: dict[str, int] = {}
         self._identity: str | None = None
         self._title: str | None = None
@@ -115,6 +120,7 @@ class NativeImport(LineStream):
             boundaries=chain.boundaries,
             active_chain=chain.active_chain,
             warnings=self.warnings + chain.warnings,
+            cleared=self.cleared,
         )
 
     def _line(self, line_no: int, raw: bytes) -> ImportedLine:
@@ -163,6 +169,10 @@ class NativeImport(LineStream):
             self.reinjected.add(message["uuid"])
         if role == "system" and message["subtype"] == SNIP_SUBTYPE and isinstance(meta.get("removed_uuids"), list):
             self.snips[message["uuid"]] = frozenset(u for u in meta["removed_uuids"] if isinstance(u, str))
+        if role == "system" and message["subtype"] == CLEAR_SUBTYPE:
+            for tool_id in meta.get("cleared_tool_use_ids") or ():
+                if isinstance(tool_id, str):
+                    self.cleared.setdefault(tool_id, len(self.compactions))
         return ChainNode(
             line_no=line_no,
             uuid=sys.intern(message["uuid"]),

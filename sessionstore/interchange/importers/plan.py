@@ -141,6 +141,8 @@ class ImportPlan:
     boundaries: list[ImportedBoundary]
     active_chain: list[str]
     warnings: list[str]
+    #: tool_use_id -> how many boundaries precede the clear: its result shows cleared from that view on.
+    cleared: dict[str, int] = field(default_factory=dict)
 
 
 def where(path: str | os.PathLike[str], line_no: int) -> str:
