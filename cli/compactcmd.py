@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated, Iterator, Optional, TextIO
+from typing import Annotated, Optional
 
 import typer
 
 from sessionstore.storage import history as hist
 from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
+from sessionstore.storage.output import STDIO, open_output
 
-from .common import DbOption, JsonOption, UsageError, fmt_time, open_store, preview, print_json
+from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, fmt_time, open_store, preview,
+                     print_json, short_ids)
 
 
 #: `history --json` shows this much of each summary unless --full.
@@ -57,6 +56,7 @@ def compact_cmd(
 
     with open_store(db) as store:
         s = store.get(session)
+        from_uuid, up_to = _full_uuid(s, "--from", from_uuid), _full_uuid(s, "--up-to", up_to)
         try:
             outcome = compact(s, summarizer=make_summarizer(summarizer), custom_instructions=instructions,
                               from_uuid=from_uuid, up_to_uuid=up_to, use_memory=memory)
@@ -75,9 +75,24 @@ def compact_cmd(
 HISTORY_PAGE = 50
 
 
+def _full_uuid(s, option: str, given: Optional[str]) -> Optional[str]:  # type: ignore[no-untyped-def]
+    """The uuid of the active-view message `given` names: itself, or the one message it is a unique prefix of."""
+    if not given:
+        return given
+    uuids = [e.uuid for e in s.active_entries()]
+    if given in uuids:
+        return given
+    matches = [u for u in uuids if u.startswith(given)]
+    if len(matches) > 1:
+        raise UsageError(f"{option} {given!r} is the start of {len(matches)} messages of the view "
+                         f"({', '.join(matches[:3])}{', ...' if len(matches) > 3 else ''}); give more characters")
+    return matches[0] if matches else given
+
+
 def history_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    boundary: Annotated[Optional[int], typer.Option("--boundary", "-b", help="Show what the model saw just before boundary K (from 1).")] = None,
+    boundary: Annotated[Optional[int], typer.Option("--boundary", "-b", help="Show what the model saw just before boundary K (from 1).",
+                                                    callback=bounded("--boundary", 1, INT64_MAX))] = None,
     summary: Annotated[bool, typer.Option("--summary", help="With --boundary: print K's summary text.")] = False,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="List at most this many boundaries (one page).")] = HISTORY_PAGE,
     offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many boundaries before the page.")] = 0,
@@ -164,30 +179,16 @@ def _show_boundary(s, index: int, json_out: bool) -> None:  # type: ignore[no-un
     typer.echo(f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
                f"{b.pre_tokens:,} tokens; {len(summarized)} summarized")
     summarized_seqs = {m.seq for m in summarized}
-    rows = [(str(e.position), e.role, e.subtype or e.type, str(e.tokens), e.uuid[:8],
+    shown = short_ids([e.uuid for e in entries])
+    rows = [(str(e.position), e.role, e.subtype or e.type, str(e.tokens), shown[e.uuid],
              ("✂ " if e.seq in summarized_seqs else "") + preview(e.content)) for e in entries]
     typer.echo(_plain_table(("#", "role", "type", "tokens", "uuid", "content"), rows))
-
-
-@contextmanager
-def _output(path: Optional[Path]) -> Iterator[TextIO]:
-    """stdout, or a file written in full before it replaces any existing one."""
-    if path is None:
-        yield sys.stdout
-        return
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            yield f
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def export_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
     format: Annotated[str, typer.Option("--format", "-f", help="jsonl, markdown, html or claude-code.")] = "jsonl",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write here instead of stdout ('-').")] = None,
     db: DbOption = None,
 ) -> None:
     """Export every message ever recorded, whatever was compacted.
@@ -204,24 +205,10 @@ def export_cmd(
     with open_store(db) as store:
         s = store.get(session)
         if format == "claude-code":
-            _export_binary(s, output)
-            return
-        with _output(output) as out:
-            count = text_formats[format](s, out)
-    if output is not None:
+            with open_output(output, binary=True) as raw:
+                count = export_claude_code(s, raw)
+        else:
+            with open_output(output) as out:
+                count = text_formats[format](s, out)
+    if output not in (None, STDIO):
         typer.echo(f"wrote {count} messages to {output}", err=True)
-
-
-def _export_binary(s, output: Optional[Path]) -> None:  # type: ignore[no-untyped-def]
-    """Byte-exact formats go to a binary stream."""
-    if output is None:
-        export_claude_code(s, sys.stdout.buffer)
-        sys.stdout.buffer.flush()
-        return
-    tmp = output.with_name(output.name + ".partial")
-    try:
-        with open(tmp, "wb") as f:
-            export_claude_code(s, f)
-        tmp.replace(output)
-    finally:
-        tmp.unlink(missing_ok=True)
