@@ -32,6 +32,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/rewrite.py
 	$(BIN)/python bench/prepare.py
 	$(BIN)/python bench/import_export.py
+	command -v rg >/dev/null || apt-get install -y ripgrep || echo "bench/search.py needs ripgrep (Debian: apt-get install ripgrep)"
+	$(BIN)/python bench/search.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

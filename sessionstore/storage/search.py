@@ -18,7 +18,10 @@ without spaces (Japanese, Chinese) are matched as they are written.
 SQLite uses an FTS5 trigram index (a term of three or more characters is an
 index lookup; shorter ones are checked on the candidates, or scanned when a
 query has only short terms); PostgreSQL uses pg_trgm for the same substring
-matching and a `simple` tsvector for ranking.
+matching and a `simple` tsvector for ranking. Hits are ranked best first
+(bm25 / ts_rank), ties newest first; on SQLite a query matching more than
+RANK_WINDOW messages (after the filters) is ranked among its RANK_WINDOW most
+recently indexed matches, so a very common word costs a bounded amount.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ PLACES = ("all", "active", "compacted")
 MIN_INDEXED_CHARS = 3
 MARK_OPEN, MARK_CLOSE = "«", "»"
 SNIPPET_CONTEXT = 70
+#: A query matching more messages than this is ranked among its newest this many (bounded cost).
+RANK_WINDOW = 2000
 _FETCH_ROWS = 500
 _TERMS = re.compile(r'"([^"]*)(?:"|$)|([^\s"]+)')
 _SINCE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
@@ -400,7 +405,7 @@ def search(store: "SessionStore", query: str, filters: Filters) -> list[Hit]:
     with store.db.read() as db:
         rows = _matches(db, terms, filters, session_id, since)
         bodies = _bodies(db, [r[0] for r in rows])
-        boundaries = _boundaries_of(db, [(r[1], int(r[2])) for r in rows if not r[9]])
+        boundaries = _boundaries_of(db, [(r[1], r[2]) for r in rows if not r[9]])
     return [_hit(r, bodies.get(r[0], ""), terms, boundaries) for r in rows]
 
 
@@ -415,8 +420,30 @@ def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str
     else:
         columns, source, order = _postgres_match(terms, params, where)
         alias = "d"
-    active = (f"({alias}.seq > s.base_seq OR EXISTS (SELECT 1 FROM view_entries v WHERE v.session_id = "
-              f"{alias}.session_id AND v.seq = {alias}.seq AND v.valid_to IS NULL))")
+    needs_session = _filter_clauses(alias, filters, session_id, since, params, where)
+    joined = f"{source} JOIN sessions s ON s.id = {alias}.session_id" if needs_session else source
+    if db.is_sqlite and "match" in params:
+        _window(db, joined, where, params)
+    ranked = db.all(f"SELECT {columns} FROM {joined} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit",
+                    params)
+    out = []
+    for key, sid, seq, kind, timestamp, rank in ranked:
+        row = db.one(f"SELECT m.uuid, s.title, s.cwd, {_active('m')} FROM messages m JOIN sessions s "
+                     "ON s.id = m.session_id WHERE m.session_id = :sid AND m.seq = :seq", {"sid": sid, "seq": seq})
+        if row is not None:
+            out.append((key, sid, int(seq), kind, timestamp, row[0], row[1], row[2], rank, bool(row[3])))
+    return out
+
+
+def _active(alias: str) -> str:
+    """SQL: the message `alias` is in its session's active view (implicit tail or an open view row)."""
+    return (f"({alias}.seq > s.base_seq OR EXISTS (SELECT 1 FROM view_entries v WHERE v.session_id = "
+            f"{alias}.session_id AND v.seq = {alias}.seq AND v.valid_to IS NULL))")
+
+
+def _filter_clauses(alias: str, filters: Filters, session_id: str | None, since: str | None,
+                    params: dict[str, Any], where: list[str]) -> bool:
+    """Add the filters' WHERE clauses; True when they need the sessions table joined (as `s`)."""
     if session_id is not None:
         where.append(f"{alias}.session_id = :session")
         params["session"] = session_id
@@ -432,14 +459,23 @@ def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str
         params["cwd"] = prefix
         params["cwd_like"] = _like(prefix.rstrip("/") + "/")[1:]
     if filters.in_ == "active":
-        where.append(active)
+        where.append(_active(alias))
     elif filters.in_ == "compacted":
-        where.append(f"NOT {active}")
-    sql = (f"SELECT {columns}, m.uuid, s.title, s.cwd, {active} AS active FROM {source} "
-           f"JOIN sessions s ON s.id = {alias}.session_id "
-           f"JOIN messages m ON m.session_id = {alias}.session_id AND m.seq = {alias}.seq "
-           f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit")
-    return [(*row[:5], row[6], row[7], row[8], row[5], bool(row[9])) for row in db.all(sql, params)]
+        where.append(f"NOT {_active(alias)}")
+    return bool(filters.cwd) or filters.in_ != "all"
+
+
+def _window(db: "Database", joined: str, where: list[str], params: dict[str, Any]) -> None:
+    """Rank a very common query among its RANK_WINDOW most recently indexed matches only.
+
+    bm25 has to visit every match; past the window, the matches the filters let
+    through are cut at the window's oldest rowid, so the cost stays bounded.
+    """
+    row = db.one(f"SELECT search_fts.rowid FROM {joined} WHERE {' AND '.join(where)} "
+                 "ORDER BY search_fts.rowid DESC LIMIT 1 OFFSET :window", {**params, "window": RANK_WINDOW})
+    if row is not None:
+        where.append("search_fts.rowid > :floor")
+        params["floor"] = int(row[0])
 
 
 def _sqlite_match(terms: list[str], params: dict[str, Any], where: list[str]) -> tuple[str, str, str]:
