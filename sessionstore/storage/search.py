@@ -30,7 +30,7 @@ import datetime as dt
 import json
 import re
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from .errors import SessionStoreError
 from .fastjson import loads_stored
@@ -209,8 +209,19 @@ def _like(term: str) -> str:
 # ------------------------------------------------------------------ the index
 
 
-def catch_up(db: "Database", *, max_chars: int = 1_000_000, batch_chars: int = 8_000_000) -> int:
-    """Index every message above each session's mark; returns how many were indexed."""
+def pending_count(db: "Database") -> int:
+    """How many messages wait to be indexed (from the session counters: one scan of `sessions`)."""
+    row = db.one("SELECT COALESCE(SUM(s.last_seq - COALESCE(m.indexed_seq, 0)), 0) FROM sessions s "
+                 "LEFT JOIN search_marks m ON m.session_id = s.id WHERE s.last_seq > COALESCE(m.indexed_seq, 0)")
+    return int(row[0])
+
+
+def catch_up(db: "Database", *, max_chars: int = 1_000_000, batch_chars: int = 8_000_000,
+             progress: Callable[[int], None] | None = None) -> int:
+    """Index every message above each session's mark; returns how many were indexed.
+
+    `progress(n)` is called after each committed batch with the messages it indexed.
+    """
     lagging = db.all(
         "SELECT s.id FROM sessions s LEFT JOIN search_marks m ON m.session_id = s.id "
         "WHERE s.last_seq > COALESCE(m.indexed_seq, 0)"
@@ -220,6 +231,8 @@ def catch_up(db: "Database", *, max_chars: int = 1_000_000, batch_chars: int = 8
         while True:
             added, more = db.run_write(lambda d, sid=sid: _index_batch(d, sid, max_chars, batch_chars))
             done += added
+            if progress is not None:
+                progress(added)
             if not more:
                 break
     if done and db.is_sqlite:
