@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
@@ -483,9 +484,16 @@ def _window(db: "Database", joined: str, where: list[str], params: dict[str, Any
 
     bm25 has to visit every match; past the window, the matches the filters let
     through are cut at the window's oldest rowid, so the cost stays bounded.
+    Without filters FTS5 counts and walks its own rows, without any join.
     """
-    row = db.one(f"SELECT search_fts.rowid FROM {joined} WHERE {' AND '.join(where)} "
-                 "ORDER BY search_fts.rowid DESC LIMIT 1 OFFSET :window", {**params, "window": RANK_WINDOW})
+    if len(where) == 1:
+        if db.one("SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH :match", params)[0] <= RANK_WINDOW:
+            return
+        row = db.one("SELECT rowid FROM search_fts WHERE search_fts MATCH :match ORDER BY rowid DESC "
+                     "LIMIT 1 OFFSET :window", {**params, "window": RANK_WINDOW})
+    else:
+        row = db.one(f"SELECT search_fts.rowid FROM {joined} WHERE {' AND '.join(where)} "
+                     "ORDER BY search_fts.rowid DESC LIMIT 1 OFFSET :window", {**params, "window": RANK_WINDOW})
     if row is not None:
         where.append("search_fts.rowid > :floor")
         params["floor"] = int(row[0])
@@ -538,23 +546,40 @@ def _boundaries_of(db: "Database", hits: Iterable[tuple[str, int]]) -> dict[tupl
         by_session.setdefault(sid, []).append(seq)
     out: dict[tuple[str, int], int | None] = {}
     for sid, seqs in by_session.items():
-        rows = db.all("SELECT boundary_seq, summarized_seqs_json FROM compactions WHERE session_id = :id "
-                      "ORDER BY boundary_seq", {"id": sid})
-        summarized = [(int(b), set(json.loads(s or "[]"))) for b, s in rows]
+        rows = db.all("SELECT id, boundary_seq FROM compactions WHERE session_id = :id ORDER BY boundary_seq",
+                      {"id": sid})
+        compactions = [(int(cid), int(b)) for cid, b in rows]
         for seq in seqs:
-            out[(sid, seq)] = _replacing_boundary(seq, summarized)
+            out[(sid, seq)] = _replacing_boundary(db, seq, compactions)
     return out
 
 
-def _replacing_boundary(seq: int, compactions: list[tuple[int, set[int]]]) -> int | None:
-    """The first compaction that summarized `seq`, else the first one recorded after it."""
-    for index, (_, seqs) in enumerate(compactions, 1):
-        if seq in seqs:
+def _replacing_boundary(db: "Database", seq: int, compactions: list[tuple[int, int]]) -> int | None:
+    """The first compaction recorded after `seq` that summarized it, else the first recorded after it."""
+    later = [(index, cid) for index, (cid, boundary_seq) in enumerate(compactions, 1) if boundary_seq > seq]
+    for index, cid in later:
+        if seq in _summarized(db, cid):
             return index
-    for index, (boundary_seq, _) in enumerate(compactions, 1):
-        if boundary_seq > seq:
-            return index
-    return None
+    return later[0][0] if later else None
+
+
+#: Parsed `summarized_seqs_json` by compaction id (compaction rows are never updated).
+_SUMMARIZED: "OrderedDict[int, frozenset[int]]" = OrderedDict()
+_SUMMARIZED_KEEP = 512
+
+
+def _summarized(db: "Database", compaction_id: int) -> frozenset[int]:
+    """The seqs one compaction summarized (cached: a compaction row never changes)."""
+    found = _SUMMARIZED.get(compaction_id)
+    if found is None:
+        row = db.one("SELECT summarized_seqs_json FROM compactions WHERE id = :id", {"id": compaction_id})
+        found = frozenset(int(s) for s in json.loads(row[0] or "[]")) if row else frozenset()
+        _SUMMARIZED[compaction_id] = found
+        if len(_SUMMARIZED) > _SUMMARIZED_KEEP:
+            _SUMMARIZED.popitem(last=False)
+    else:
+        _SUMMARIZED.move_to_end(compaction_id)
+    return found
 
 
 def _hit(row: Any, body: str, terms: list[str], boundaries: dict[tuple[str, int], int | None]) -> Hit:
