@@ -217,7 +217,7 @@ def pending_count(db: "Database") -> int:
     return int(row[0])
 
 
-def catch_up(db: "Database", *, max_chars: int = 1_000_000, batch_chars: int = 8_000_000,
+def catch_up(db: "Database", *, max_chars: int = 1_000_000, batch_chars: int = 1_000_000,
              progress: Callable[[int], None] | None = None) -> int:
     """Index every message above each session's mark; returns how many were indexed.
 
