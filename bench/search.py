@@ -1,0 +1,306 @@
+"""Search: index build rate and size, query latency p50/p95, against ripgrep over the same JSONL, and append cost.
+
+    python bench/search.py [--size-mb 200] [--scales 1,5] [--out bench/RESULTS.md]
+    python bench/search.py --quick              # ~20 MB, one scale (smoke run)
+
+For each scale the Claude Code transcript of bench/import_export.py (the
+shared transcripts repeated with fresh ids) is built at `size_mb x scale`,
+imported into a fresh SQLite store (not timed here: bench/import_export.py
+measures it), and then:
+
+- index build: the catch-up a first search runs (`search.catch_up`), in MB
+  of JSONL input per second, and the index's size (database growth after a
+  checkpoint) against the UTF-8 bytes of text it indexes;
+- query latency: 20 queries (words, phrases, paths, a CJK substring, rare and
+  very common terms), each run 5 times through `store.search(q, limit=20)`
+  after one warm-up; p50/p95 over the per-query medians;
+- ripgrep: `rg -F -i -- PATTERN FILE | wc -l` over the same JSONL file (piped,
+  since ripgrep stops at the first match when its output is /dev/null), 3
+  runs each, median. Needs Debian's `ripgrep` (`make bench` installs it).
+
+Appends: the same append code on a store at revision 0001 and at head
+(0002 adds the search tables, nothing on the append path), interleaved, so
+the search index's cost to appends is measured directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.common import machine_info, machine_line, write_section  # noqa: E402
+from bench.import_export import MB, build_transcript  # noqa: E402
+
+FULL_MB = 200
+QUICK_MB = 20
+QUERY_RUNS = 5
+RG_RUNS = 3
+APPENDS = 3000
+APPEND_ROUNDS = 7
+TARGETS = {"p50_small_ms": 20.0, "p95_small_ms": 100.0, "p50_large_ms": 30.0, "build_mb_s": 20.0,
+           "size_ratio": 4.0, "append_slowdown": 0.10}
+
+#: (kind, query as typed, the fixed string given to ripgrep)
+QUERIES: list[tuple[str, str, str]] = [
+    ("common word", "the", "the"),
+    ("common word", "error", "error"),
+    ("common word", "comment", "comment"),
+    ("word", "handle_event", "handle_event"),
+    ("word", "localStorage", "localStorage"),
+    ("word", "tailwind", "tailwind"),
+    ("word", "PubSub", "PubSub"),
+    ("two words", "useState localStorage", "useState"),
+    ("two words", "mount socket", "mount"),
+    ("phrase", '"def handle_event"', "def handle_event"),
+    ("phrase", '"Exit code 1"', "Exit code 1"),
+    ("phrase", '"mix compile --warnings-as-errors"', "mix compile --warnings-as-errors"),
+    ("path", "lib/spotter_web/live/session_live.ex", "lib/spotter_web/live/session_live.ex"),
+    ("path", "todo-app/src/app/page.tsx", "todo-app/src/app/page.tsx"),
+    ("path", "project_review_live_test.exs", "project_review_live_test.exs"),
+    ("identifier", "Ecto.Migration", "Ecto.Migration"),
+    ("rare", "git worktree", "git worktree"),
+    ("rare", "TypeError", "TypeError"),
+    ("CJK substring", "東京都", "東京都"),
+    ("absent", "zyxwvutsrq", "zyxwvutsrq"),
+]
+
+
+@dataclass
+class ScaleResult:
+    """Figures of one corpus size."""
+
+    size_mb: float
+    messages: int = 0
+    build_s: float = 0.0
+    build_cpu_s: float = 0.0
+    text_bytes: int = 0
+    index_bytes: int = 0
+    ours_ms: list[float] = field(default_factory=list)
+    ours_cpu_ms: list[float] = field(default_factory=list)
+    rg_ms: list[float] = field(default_factory=list)
+    rg_cpu_ms: list[float] = field(default_factory=list)
+    hits: list[int] = field(default_factory=list)
+    rg_lines: list[int] = field(default_factory=list)
+
+    @property
+    def build_mb_s(self) -> float:
+        return self.size_mb / self.build_s if self.build_s else 0.0
+
+    @property
+    def build_cpu_mb_s(self) -> float:
+        return self.size_mb / self.build_cpu_s if self.build_cpu_s else 0.0
+
+    @property
+    def size_ratio(self) -> float:
+        return self.index_bytes / self.text_bytes if self.text_bytes else 0.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank) of the values."""
+    ordered = sorted(values)
+    rank = max(1, round(q / 100 * len(ordered) + 0.5))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def db_bytes(store: Any, path: Path) -> int:
+    """Bytes of the database's pages in use (free pages left by merges not counted), after a checkpoint."""
+    conn = store.db.conn
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = conn.execute("PRAGMA page_count").fetchone()[0] - conn.execute("PRAGMA freelist_count").fetchone()[0]
+    return pages * conn.execute("PRAGMA page_size").fetchone()[0]
+
+
+def measure_scale(size_mb: float, tmp: Path, log: Callable[[str], None]) -> ScaleResult:
+    """Build, import, index, query and rg one corpus size."""
+    from sessionstore import SessionStore
+    from sessionstore.interchange.importing import import_file
+    from sessionstore.storage.search import catch_up
+
+    jsonl = tmp / f"corpus-{int(size_mb)}.jsonl"
+    written = build_transcript(jsonl, size_mb)
+    result = ScaleResult(size_mb=written / MB)
+    db_path = tmp / f"store-{int(size_mb)}.db"
+    store = SessionStore.open(f"sqlite:///{db_path}")
+    try:
+        log(f"{result.size_mb:.0f} MB: importing")
+        import_file(store, str(jsonl), source="claude-code")
+        result.messages = int(store.db.one("SELECT COUNT(*) FROM messages")[0])
+        before = db_bytes(store, db_path)
+        log(f"{result.size_mb:.0f} MB: building the index over {result.messages:,} messages")
+        start, cpu = time.perf_counter(), time.process_time()
+        catch_up(store.db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
+        result.build_s = time.perf_counter() - start
+        result.build_cpu_s = time.process_time() - cpu
+        result.index_bytes = db_bytes(store, db_path) - before
+        result.text_bytes = int(store.db.one(
+            "SELECT COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) FROM search_fts")[0])
+        log(f"{result.size_mb:.0f} MB: queries")
+        for _, query, pattern in QUERIES:
+            hits = store.search(query, limit=20)
+            times, cpu_times = [], []
+            for _ in range(QUERY_RUNS):
+                t0, c0 = time.perf_counter(), time.process_time()
+                store.search(query, limit=20)
+                times.append((time.perf_counter() - t0) * 1000)
+                cpu_times.append((time.process_time() - c0) * 1000)
+            result.ours_ms.append(statistics.median(times))
+            result.ours_cpu_ms.append(statistics.median(cpu_times))
+            result.hits.append(len(hits))
+            lines, rg_ms, rg_cpu_ms = ripgrep(pattern, jsonl)
+            result.rg_ms.append(rg_ms)
+            result.rg_cpu_ms.append(rg_cpu_ms)
+            result.rg_lines.append(lines)
+    finally:
+        store.close()
+    jsonl.unlink(missing_ok=True)
+    return result
+
+
+def ripgrep(pattern: str, path: Path) -> tuple[int, float, float]:
+    """(matching lines, median wall ms, median CPU ms of the children) of `rg -F -i -- PATTERN FILE | wc -l`."""
+    times, cpu_times, lines = [], [], 0
+    for _ in range(RG_RUNS):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        proc = subprocess.run(["bash", "-c", 'rg -F -i -- "$1" "$2" | wc -l', "rg", pattern, str(path)],
+                              capture_output=True, text=True, check=True)
+        times.append((time.perf_counter() - t0) * 1000)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_times.append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000)
+        lines = int(proc.stdout.strip() or 0)
+    return lines, statistics.median(times), statistics.median(cpu_times)
+
+
+def append_rates(tmp: Path, n: int, rounds: int) -> dict[str, float]:
+    """Median appends/s of the same code on a store at revision 0001 and at head, interleaved; and the
+    median of the rounds' paired slowdowns (head against the 0001 run just before it)."""
+    from sessionstore import SessionStore
+    from sessionstore.storage.db import make_engine
+    from sessionstore.storage.migrate import upgrade
+
+    rates: dict[str, list[float]] = {"0001": [], "head": []}
+    for r in range(rounds):
+        for label in ("0001", "head"):
+            path = tmp / f"append-{label}-{r}.db"
+            url = f"sqlite:///{path}"
+            engine = make_engine(url)
+            upgrade(engine, "0001" if label == "0001" else "head", backup=False)
+            engine.dispose()
+            with SessionStore.open(url, upgrade=False) as store:
+                s = store.create_session(title="append")
+                t0 = time.perf_counter()
+                for i in range(n):
+                    role = "user" if i % 2 == 0 else "assistant"
+                    s.append({"role": role, "content": f"message {i}: " + "some words of text " * 20})
+                rates[label].append(n / (time.perf_counter() - t0))
+            for p in tmp.glob(f"append-{label}-{r}.db*"):
+                p.unlink()
+    out = {label: statistics.median(values) for label, values in rates.items()}
+    out["slowdown"] = statistics.median(1 - h / o for o, h in zip(rates["0001"], rates["head"]))
+    return out
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def section(results: list[ScaleResult], appends: dict[str, float], cmd: str) -> str:
+    """The RESULTS.md section."""
+    info = machine_info()
+    lines = [
+        "## Search (bench/search.py)",
+        "",
+        f"Run {info['date']} with `{cmd}`. {machine_line(info)} The machine was shared with other engineers' "
+        "test runs while this ran, so every figure is noisy (ripgrep's too, in the same run).",
+        "",
+        "Wall time is what a person waits; CPU time (this process, or ripgrep's children) is what the work "
+        "costs, and is much less sensitive to the other jobs on the machine.",
+        "",
+        "| corpus | messages | index build, wall (CPU) | index size / text indexed | p50 wall (CPU) | "
+        "p95 wall (CPU) | ripgrep p50 wall (CPU) | ripgrep p95 wall (CPU) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r.size_mb:.0f} MB | {r.messages:,} | {r.build_mb_s:.1f} MB/s ({r.build_cpu_mb_s:.1f} MB/s; "
+            f"{r.build_s:.0f} s) | {r.index_bytes / MB:.0f} MB / {r.text_bytes / MB:.0f} MB = {r.size_ratio:.2f}x | "
+            f"{percentile(r.ours_ms, 50):.1f} ({percentile(r.ours_cpu_ms, 50):.1f}) ms | "
+            f"{percentile(r.ours_ms, 95):.1f} ({percentile(r.ours_cpu_ms, 95):.1f}) ms | "
+            f"{percentile(r.rg_ms, 50):.0f} ({percentile(r.rg_cpu_ms, 50):.0f}) ms | "
+            f"{percentile(r.rg_ms, 95):.0f} ({percentile(r.rg_cpu_ms, 95):.0f}) ms |")
+    lines += ["", "Per query, wall ms (CPU ms), median of 5 runs after a warm-up (ripgrep: 3 runs); hits capped at "
+              "the limit of 20; ripgrep counts matching JSONL lines, case-insensitive fixed string:", ""]
+    header = "| kind | query | " + " | ".join(f"{r.size_mb:.0f} MB ours | rg | hits / rg lines" for r in results) + " |"
+    lines += [header, "|---|---|" + "---|---|---|" * len(results)]
+    for i, (kind, query, _) in enumerate(QUERIES):
+        cells = [f"{r.ours_ms[i]:.2f} ({r.ours_cpu_ms[i]:.2f}) | {r.rg_ms[i]:.0f} ({r.rg_cpu_ms[i]:.0f}) | "
+                 f"{r.hits[i]} / {r.rg_lines[i]:,}" for r in results]
+        lines.append(f"| {kind} | `{query}` | " + " | ".join(cells) + " |")
+    lines += ["", "Targets (judged on wall time, CPU time in brackets):", ""]
+    small, large = results[0], results[-1]
+    lines.append(f"- at {small.size_mb:.0f} MB p50 <= 20 ms: {verdict(percentile(small.ours_ms, 50) <= 20)} "
+                 f"({verdict(percentile(small.ours_cpu_ms, 50) <= 20)}); p95 <= 100 ms: "
+                 f"{verdict(percentile(small.ours_ms, 95) <= 100)} ({verdict(percentile(small.ours_cpu_ms, 95) <= 100)})")
+    if len(results) > 1:
+        lines.append(f"- at {large.size_mb:.0f} MB p50 <= 30 ms: {verdict(percentile(large.ours_ms, 50) <= 30)} "
+                     f"({verdict(percentile(large.ours_cpu_ms, 50) <= 30)}); below ripgrep's p50: "
+                     f"{verdict(percentile(large.ours_ms, 50) < percentile(large.rg_ms, 50))} "
+                     f"({verdict(percentile(large.ours_cpu_ms, 50) < percentile(large.rg_cpu_ms, 50))})")
+    lines.append(f"- index build >= 20 MB/s of input: "
+                 f"{verdict(all(r.build_mb_s >= TARGETS['build_mb_s'] for r in results))} "
+                 f"({verdict(all(r.build_cpu_mb_s >= TARGETS['build_mb_s'] for r in results))})")
+    lines.append(f"- index <= 4x the text it indexes: "
+                 f"{verdict(all(r.size_ratio <= TARGETS['size_ratio'] for r in results))}")
+    slowdown = appends["slowdown"]
+    lines.append(f"- appends ({APPENDS:,} per round, {APPEND_ROUNDS} rounds interleaved, same code): median "
+                 f"{appends['0001']:,.0f}/s at revision 0001, {appends['head']:,.0f}/s at head; median paired "
+                 f"slowdown {slowdown:+.1%} (negative: faster), target <= 10%: "
+                 f"{verdict(slowdown <= TARGETS['append_slowdown'])}")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--size-mb", type=float, default=FULL_MB, help="size of the smallest corpus")
+    parser.add_argument("--scales", default="1,5", help="comma-separated multiples of --size-mb")
+    parser.add_argument("--quick", action="store_true", help=f"one ~{QUICK_MB} MB corpus (smoke run)")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "RESULTS.md", help="markdown file to update")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if shutil.which("rg") is None:
+        sys.stderr.write("bench/search.py needs ripgrep: apt-get install ripgrep (make bench does it)\n")
+        return 2
+    sizes = [QUICK_MB] if args.quick else [args.size_mb * float(s) for s in args.scales.split(",")]
+    log = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
+        for size in sizes:
+            results.append(measure_scale(size, Path(tmp), log))
+        log("appends at 0001 and head")
+        appends = append_rates(Path(tmp), APPENDS, APPEND_ROUNDS)
+    cmd = "python bench/search.py" + (" --quick" if args.quick else
+                                      f" --size-mb {args.size_mb:g} --scales {args.scales}")
+    text = section(results, appends, cmd)
+    write_section(args.out, "search", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
