@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
+from sessionstore.storage.faults import fault_in
 from sessionstore.storage.gcpause import gc_paused
 from sessionstore.interchange.importers import open_import
 from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan
@@ -111,7 +112,7 @@ def import_file(
 
     # Nothing an import builds is cyclic; collections would only walk its ever-growing graph facts.
     with gc_paused():
-        return store.db.run_write(body)
+        return store.db.run_write(body, point="import")
 
 
 class _Writer:
@@ -141,10 +142,12 @@ class _Writer:
             self._load_existing()
         else:
             self._create_session()
+        fault_in(self.db, "after_session_row")
         importer = open_import(self.path, self.source)  # type: ignore[arg-type]
         for line in importer.lines():
             self._take(line)
         self._flush()
+        fault_in(self.db, "after_lines")
         plan = importer.plan()
         self.warnings.extend(w for w in plan.warnings if w not in self.warnings)
         if self.strict and self.warnings:
@@ -156,7 +159,9 @@ class _Writer:
         if duplicate:
             raise _Duplicate(duplicate)
         self._layout(plan)
+        fault_in(self.db, "after_layout")
         self._finish(plan)
+        fault_in(self.db, "after_finish")
         self.result.warnings = self.warnings
         return self.result
 
@@ -212,6 +217,7 @@ class _Writer:
                 self.complete_bytes += len(line.raw)
         if len(self.messages) >= BATCH or len(self.source_rows) >= BATCH:
             self._flush()
+            fault_in(self.db, "mid_file")
 
     def _message(self, line: ImportedLine) -> int | None:
         """Record one message; a message the store cannot hold becomes a warning, not a failure."""

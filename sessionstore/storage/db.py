@@ -22,6 +22,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 
 from .errors import SessionStoreError, StoreBusy
+from .faults import fault_in
 
 _PARAM = re.compile(r"(?<![:\w]):([a-zA-Z_][a-zA-Z0-9_]*)")
 
@@ -92,6 +93,8 @@ class Database:
         self._lock = threading.RLock()
         self._sql_cache: dict[str, str] = {}
         self._in_write = False
+        #: The named write in flight (fault points are `<fault_scope>.<group>`); "" outside writes.
+        self.fault_scope = ""
 
     def close(self) -> None:
         """Return the connection to the pool."""
@@ -161,14 +164,17 @@ class Database:
             finally:
                 self.conn.execute("ROLLBACK")
 
-    def run_write(self, body: Any, session_id: str | None = None) -> Any:
-        """Run `body(db)` in a write transaction, retrying transient lock errors a bounded number of times."""
+    def run_write(self, body: Any, session_id: str | None = None, point: str = "") -> Any:
+        """Run `body(db)` in a write transaction, retrying transient lock errors a bounded number of times.
+
+        `point` names the write for fault injection (see faults.py); a nested call keeps the outer name.
+        """
         delay = 0.005
         for attempt in range(self.write_retries + 1):
             try:
                 if self._in_write:
                     return body(self)
-                return self._write_once(body, session_id)
+                return self._write_once(body, session_id, point)
             except Exception as exc:  # narrowed below
                 if not self.is_transient(exc) or attempt == self.write_retries:
                     if self.is_transient(exc):
@@ -180,23 +186,28 @@ class Database:
             delay = min(delay * 2, 0.5)
         raise AssertionError("unreachable")
 
-    def _write_once(self, body: Any, session_id: str | None) -> Any:
+    def _write_once(self, body: Any, session_id: str | None, point: str = "") -> Any:
         """BEGIN, body, COMMIT (ROLLBACK on any error): the append hot path, without a context manager."""
         conn = self.conn
         with self._lock:
             conn.execute("BEGIN IMMEDIATE" if self.is_sqlite else "BEGIN")
             self._in_write = True
+            self.fault_scope = point
             try:
                 if session_id is not None and not self.is_sqlite:
                     self.execute("SELECT id FROM sessions WHERE id = :id FOR UPDATE", {"id": session_id})
+                fault_in(self, "begin")
                 result = body(self)
+                fault_in(self, "before_commit")
                 conn.execute("COMMIT")
+                fault_in(self, "after_commit")
                 return result
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             finally:
                 self._in_write = False
+                self.fault_scope = ""
 
     def is_transient(self, exc: BaseException) -> bool:
         """Lock contention, serialization failures and deadlocks: safe to retry."""

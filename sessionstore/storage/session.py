@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .errors import DuplicateUuid, InvalidMessage, SessionNotFound
+from .faults import fault_in
 from .fastjson import loads_stored
 from .gcpause import gc_paused
 from .rows import (
@@ -117,7 +118,8 @@ class Session:
         if len(batch) > 1:
             _check_batch_uuids(batch)
         prepared = [(m, _encoded_json(m), estimate_content(m.content)) for m in batch]
-        result = self.db.run_write(lambda db: self._append_in_tx(db, prepared))
+        point = "append" if len(prepared) == 1 else "append_many"
+        result = self.db.run_write(lambda db: self._append_in_tx(db, prepared), point=point)
         state, stored = result
         self._after_append(state, stored, [cj for _, cj, _ in prepared])
         return stored
@@ -152,6 +154,7 @@ class Session:
                 {"n": len(prepared), "t": added, "tail": tail.dumps(), "now": now, "id": self.id},
             ).close()
         assert state is not None and tail is not None
+        fault_in(db, "after_session_row")
         rows = [
             message_row(self.id, state.last_seq + i + 1, m, cj, tokens)
             for i, (m, cj, tokens) in enumerate(prepared)
@@ -162,6 +165,7 @@ class Session:
             if _is_integrity_error(exc) and "uuid" in str(exc):
                 raise DuplicateUuid(_duplicate_message(self.id, [m.uuid for m, _, _ in prepared])) from exc
             raise
+        fault_in(db, "after_messages")
         new_state = ViewState(state.last_seq + len(prepared), state.base_seq, state.view_version,
                               state.view_tokens + added, state.explicit_count, tail)
         stored = [stored_from_new(state.last_seq + i + 1, m, t) for i, (m, _, t) in enumerate(prepared)]
