@@ -7,13 +7,17 @@ prepare with spills, and imports; 100 kills per engine (SESSIONSTORE_CRASH_TRIAL
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +25,7 @@ from sessionstore import SessionStore
 from sessionstore.storage import doctor
 from sessionstore.storage.history import boundaries, view_at
 from sessionstore.storage.view import to_api_messages
+from tests.crash.worker import content_digest, view_digest
 from tests.support.validity import check_messages
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -50,61 +55,118 @@ def _wait_for_dead_backends(url: str, timeout: float = 3.0) -> None:
             time.sleep(0.05)
 
 
-def _check_after_kill(url: str, sid: str, log: Path, seen: int) -> dict[str, int]:
-    """Everything the child logged as committed is there, and the view is whole.
+def _wait_until_ready(child: subprocess.Popen, timeout: float = 120.0) -> None:
+    """Block until the child has opened the store (its imports take a second on a busy machine)."""
+    ready, _, _ = select.select([child.stdout], [], [], timeout)
+    line = child.stdout.readline() if ready else b""
+    if line.strip() != b"ready":
+        child.kill()
+        child.wait()
+        pytest.fail(f"worker did not start: {child.stderr.read().decode()}")
 
-    Work per kill stays small as the store grows: uuids are read without content, and
-    spills, imports and doctor's session checks look at what this trial added (doctor's
-    database-wide checks run every time).
+
+def _check_after_kill(url: str, sid: str, log: Path, seen: int) -> dict[str, Any]:
+    """Everything the child logged as committed is there, and the view is the old one or the new one.
+
+    The old view is the one the child recorded just before the operation in flight
+    (its digest, version and last seq); the new one is a later version whose history
+    still holds the old view exactly. Work per kill stays small as the store grows:
+    only this trial's messages are read with their content, and spills, imports and
+    doctor's session checks look at what this trial added (doctor's database-wide
+    checks run every time).
     """
     lines = log.read_text().splitlines() if log.exists() else []
-    logged = [ln.split(" ", 1) for ln in lines if ln.strip()]
+    logged = [ln.split(" ") for ln in lines if ln.strip()]
     fresh = logged[seen:]
+    since_start = logged[max((i for i, p in enumerate(logged) if p[0] == "start"), default=0):]
+    befores = [parts for parts in since_start if parts[0] == "before"]
     with SessionStore.open(url) as st:
         s = st.get(sid)
         rows = st.db.all("SELECT uuid, subtype FROM messages WHERE session_id = :id", {"id": sid})
         uuids = {u for u, _ in rows}
-        missing = [v for k, v in logged if k in ("msg", "boundary") and v not in uuids]
+        missing = [p[1] for p in logged if p[0] in ("msg", "boundary") and p[1] not in uuids]
         assert not missing, f"committed but lost: {missing[:5]}"
-        imported = [v.split()[0] for k, v in fresh if k == "import"]
+        _check_fresh_messages(st, sid, [p for p in fresh if p[0] == "msg"])
+        imported = [p[1] for p in fresh if p[0] == "import"]
         problems = doctor.check_database(st)
         for session_id in [sid, *imported]:
             problems += doctor.check(st, session_id).problems
         assert problems == [], f"doctor after a kill: {problems[:3]}"
-        _check_spills(s, [v for k, v in fresh if k == "prepared"])
-        _check_imports(st, [v for k, v in fresh if k == "import"])
+        spilled = _check_spills(s, [(p[1], int(p[2])) for p in fresh if p[0] == "prepared"])
+        _check_imports(st, [p[1:] for p in fresh if p[0] == "import"])
         found = boundaries(s)
         assert sum(1 for _, sub in rows if sub == "compact_boundary") == len(found), \
             "a boundary without its compactions row (or the reverse)"
         state = s.refresh_state()
         entries = s.active_entries()
         assert sum(e.tokens for e in entries) == state.view_tokens, "token total out of step with the view"
-        assert [e.seq for e in view_at(s, state.view_version)] == [e.seq for e in entries]
+        phase = _check_old_or_new(s, state, entries, befores[-1], uuids) if befores else "startup: no operation"
         view = to_api_messages(entries)
-        problems = [p for p in check_messages(view) if "not answered" not in p or not view or
-                    not p.startswith(f"messages[{len(view) - 2}]")]
-        assert problems == [], problems
+        assert check_messages(view) == [], check_messages(view)
         if found:
             last = found[-1]
             assert entries[0].uuid == last.boundary_uuid, "the latest compaction's view is in force"
-        return {"messages": len(uuids), "boundaries": len(found), "logged": len(logged)}
+        return {"messages": len(uuids), "boundaries": len(found), "logged": len(logged), "phase": phase,
+                "spills": spilled}
 
 
-def _check_spills(s, prepared_ids: list[str]) -> None:
-    """Every spill decision is whole: its replacement, its blob, and the original bytes behind it."""
+def _check_old_or_new(s, state, entries, before: list[str], uuids: set[str]) -> str:
+    """The view is the recorded old one (plus the whole batch, or none of it) or a newer version
+    whose history holds the old one exactly; returns where the kill landed."""
+    _, op, version, last_seq, digest, batch_text = before
+    version, last_seq = int(version), int(last_seq)
+    batch = [] if batch_text == "-" else batch_text.split(",")
+    present = [u for u in batch if u in uuids]
+    assert present in ([], batch), f"{op}: batch half written: {len(present)} of {len(batch)}"
+    if state.view_version == version:
+        old = [e for e in entries if e.seq <= last_seq]
+        assert view_digest(old) == digest, f"{op}: the view before the operation changed without a rewrite"
+        added = [e.uuid for e in entries if e.seq > last_seq]
+        assert added in ([], batch), f"{op}: the view gained {added}, not the batch {batch}"
+        return f"{op}: {'committed' if added else 'not committed' if batch else 'view unchanged'}"
+    assert state.view_version > version, f"{op}: the view version went back"
+    assert view_digest(view_at(s, version)) == digest, f"{op}: the old view is not kept exactly in the history"
+    return f"{op}: committed"
+
+
+def _check_fresh_messages(st, sid: str, logged: list[list[str]]) -> None:
+    """This trial's committed messages: identical content, and in the transcript in the order logged."""
+    if not logged:
+        return
+    wanted = {p[1]: p[2] for p in logged}
+    rows = st.db.all("SELECT uuid, seq, content_json FROM messages WHERE session_id = :id AND uuid IN ("
+                     + ",".join(f":u{i}" for i in range(len(wanted))) + ")",
+                     {"id": sid, **{f"u{i}": u for i, u in enumerate(wanted)}})
+    by_uuid = {u: (int(seq), content_digest(json.loads(cj))) for u, seq, cj in rows}
+    changed = [u for u, sha in wanted.items() if by_uuid[u][1] != sha]
+    assert not changed, f"stored content differs from what was committed: {changed[:3]}"
+    seqs = [by_uuid[p[1]][0] for p in logged]
+    assert seqs == sorted(seqs), "committed messages are out of their order in the transcript"
+
+
+def _check_spills(s, prepared: list[tuple[str, int]]) -> int:
+    """Every prepare the child saw commit spilled its big result, and the blob holds its original bytes."""
     from sessionstore.storage.spill import spill_original
 
     rows = s.db.all("SELECT tool_use_id, kind FROM replacements WHERE session_id = :id", {"id": s.id})
     decided = {r[0]: r[1] for r in rows}
-    for tool_use_id in prepared_ids:
-        if decided.get(tool_use_id) == "spilled":
-            assert spill_original(s, tool_use_id).startswith(tool_use_id.encode())
+    for tool_use_id, seq in prepared:
+        assert decided.get(tool_use_id) == "spilled", f"the big result {tool_use_id} was not spilled"
+        block, = _blocks_at(s, seq)
+        assert block["tool_use_id"] == tool_use_id
+        assert spill_original(s, tool_use_id) == block["content"].encode(), "the spilled blob is not the original"
+    return len(prepared)
 
 
-def _check_imports(store, logged: list[str]) -> None:
+def _blocks_at(s, seq: int) -> list[dict]:
+    """The content blocks of transcript message `seq`."""
+    row = s.db.one("SELECT content_json FROM messages WHERE session_id = :id AND seq = :seq", {"id": s.id, "seq": seq})
+    return json.loads(row[0])
+
+
+def _check_imports(store, logged: list[list[str]]) -> None:
     """Each import the child saw commit is complete; no session is half imported."""
-    for line in logged:
-        session_id, count = line.split()
+    for session_id, count in logged:
         assert len(list(store.get(session_id).transcript())) == int(count)
     rows = store.db.all("SELECT s.id, s.last_seq, COUNT(m.seq) FROM sessions s LEFT JOIN messages m "
                         "ON m.session_id = s.id GROUP BY s.id, s.last_seq")
@@ -120,20 +182,30 @@ def test_sigkill_during_appends_and_compactions(store_url: str, tmp_path: Path) 
     with SessionStore.open(store_url) as st:
         sid = st.create_session(title="crash").id
     log = tmp_path / "committed.log"
-    stats = {"logged": 0}
+    stats: dict[str, Any] = {"logged": 0}
+    phases: Counter[str] = Counter()
+    spills = 0
     for trial in range(TRIALS):
         child = subprocess.Popen([sys.executable, "-m", "tests.crash.worker", store_url, sid, str(log), str(trial)],
-                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  env={**os.environ, "CRASH_TMP": str(tmp_path)})
-        time.sleep(rng.uniform(0.6, 1.6))
+        _wait_until_ready(child)
+        time.sleep(rng.uniform(0.05, 1.0))
         if child.poll() is not None:
             pytest.fail(f"worker exited early: {child.stderr.read().decode()}")
         child.send_signal(signal.SIGKILL)
         child.wait()
         child.stderr.close()
+        child.stdout.close()
         _wait_for_dead_backends(store_url)
         stats = _check_after_kill(store_url, sid, log, stats["logged"])
-    assert stats["boundaries"] >= 5, f"the kills should land across compactions too: {stats}"
+        phases[stats["phase"]] += 1
+        spills += stats["spills"]
+    print(f"\ncrash kills by the operation in flight ({store_url.split(':')[0]}): {dict(sorted(phases.items()))}")
+    ops = {phase.split(":")[0] for phase in phases}
+    assert len(ops) >= 4 and ops & {"full", "from", "up_to", "memory", "prepare"}, \
+        f"the kills should land in several kinds of operation, compactions among them: {dict(phases)}"
+    assert spills > 0, "no prepare committed a spill, so no spill was checked"
     with SessionStore.open(store_url) as st:
         assert doctor.check(st).problems == [], "the whole store is clean at the end"
 
