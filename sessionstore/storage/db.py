@@ -21,7 +21,7 @@ import sqlalchemy.dialects.sqlite  # noqa: F401  (imported here, not inside the 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 
-from .errors import SessionStoreError, StoreBusy
+from .errors import DatabaseUnavailable, SessionStoreError, StoreBusy
 from .faults import fault_in
 
 _PARAM = re.compile(r"(?<![:\w]):([a-zA-Z_][a-zA-Z0-9_]*)")
@@ -58,6 +58,58 @@ def make_engine(url: str, *, busy_timeout_ms: int = 10_000) -> Engine:
         f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: "
         "use sqlite:///PATH or postgresql+psycopg://..."
     )
+
+
+#: What to do about a database that cannot be opened, by a phrase of the driver's error.
+_ADVICE = (
+    ("file is not a database", "the file is not a SQLite database: point --db (or SESSIONSTORE_DB_URL) at a "
+                               "sessionstore database or at a path where a new one may be created"),
+    ("file is encrypted", "the file is not a SQLite database: point --db at a sessionstore database"),
+    ("unable to open database file", "check that the folder exists and is writable"),
+    ("is a directory", "the path is a folder: give a file path, e.g. sqlite:///FOLDER/sessions.db"),
+    ("role", "create that role (createuser NAME) or put an existing user in the URL"),
+    ("password authentication failed", "check the user and password in the URL"),
+    ("database", "create that database (createdb NAME) or fix the database name in the URL"),
+    ("refused", "is the PostgreSQL server running and reachable there? start it, or fix the host and port in the URL"),
+    ("timeout", "is the PostgreSQL server running and reachable there? start it, or fix the host and port in the URL"),
+    ("translate host name", "fix the host name in the URL"),
+)
+
+
+def cannot_open(url: str, exc: BaseException) -> DatabaseUnavailable:
+    """The typed error for a database that cannot be opened: the URL (password hidden), the cause, what to do."""
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL is shown as nothing rather than risk a password
+        shown = "(unparsable URL)"
+    cause = " ".join(str(getattr(exc, "orig", None) or exc).split())
+    if cause.startswith("connection failed: "):
+        cause = cause[len("connection failed: "):]
+    lowered = cause.lower()
+    advice = next((text for phrase, text in _ADVICE if phrase in lowered),
+                  "check the URL given with --db or SESSIONSTORE_DB_URL")
+    return DatabaseUnavailable(f"cannot open database {shown}: {cause}; {advice}")
+
+
+def open_database(url: str, *, busy_timeout_ms: int = 10_000, write_retries: int = 8) -> "Database":
+    """An engine and its first connection, or DatabaseUnavailable saying why and what to do."""
+    engine = None
+    try:
+        engine = make_engine(url, busy_timeout_ms=busy_timeout_ms)
+        return Database(engine, write_retries=write_retries)
+    except SessionStoreError:
+        raise
+    except Exception as exc:
+        if engine is not None:
+            engine.dispose()
+        raise cannot_open(url, exc) from exc
+
+
+def open_engine(url: str) -> Engine:
+    """An engine whose database answered one connection (for the `db` commands), else DatabaseUnavailable."""
+    db = open_database(url)
+    db.close()
+    return db.engine
 
 
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
