@@ -22,6 +22,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 
 from .errors import DatabaseUnavailable, SessionStoreError, StoreBusy
+from . import faults
 from .faults import fault_in
 
 _PARAM = re.compile(r"(?<![:\w]):([a-zA-Z_][a-zA-Z0-9_]*)")
@@ -244,15 +245,18 @@ class Database:
         with self._lock:
             conn.execute("BEGIN IMMEDIATE" if self.is_sqlite else "BEGIN")
             self._in_write = True
-            self.fault_scope = point
+            armed = self.fault_scope = point if faults.TARGET is not None else ""
             try:
                 if session_id is not None and not self.is_sqlite:
                     self.execute("SELECT id FROM sessions WHERE id = :id FOR UPDATE", {"id": session_id})
-                fault_in(self, "begin")
+                if armed:
+                    fault_in(self, "begin")
                 result = body(self)
-                fault_in(self, "before_commit")
+                if armed:
+                    fault_in(self, "before_commit")
                 conn.execute("COMMIT")
-                fault_in(self, "after_commit")
+                if armed:
+                    fault_in(self, "after_commit")
                 return result
             except BaseException:
                 conn.execute("ROLLBACK")

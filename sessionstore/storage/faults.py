@@ -2,7 +2,10 @@
 
 `fault("append.before_commit")` does nothing unless the environment variable
 SESSIONSTORE_FAULT names that point when this module is first imported (read
-once, so a disabled point costs one global comparison). A write that runs
+once, so a disabled point costs one global comparison; the append path, the
+hottest write, skips even the call: `Database.fault_scope` is empty unless a
+point is armed). A test may arm a point in a forked child by setting TARGET
+before the child's first write. A write that runs
 through `Database.run_write(..., point="rewrite.full")` gets the commit
 points `<point>.begin`, `<point>.before_commit` and `<point>.after_commit`;
 the statement groups inside it call `fault_in(db, "after_messages")`, which
@@ -18,7 +21,7 @@ from typing import Any
 
 ENV = "SESSIONSTORE_FAULT"
 
-#: The point this process dies at (None: fault injection is off).
+#: The point this process dies at (None: fault injection is off; writes then skip every check).
 TARGET: str | None = os.environ.get(ENV) or None
 ENABLED = TARGET is not None
 

@@ -154,7 +154,8 @@ class Session:
                 {"n": len(prepared), "t": added, "tail": tail.dumps(), "now": now, "id": self.id},
             ).close()
         assert state is not None and tail is not None
-        fault_in(db, "after_session_row")
+        if db.fault_scope:
+            fault_in(db, "after_session_row")
         rows = [
             message_row(self.id, state.last_seq + i + 1, m, cj, tokens)
             for i, (m, cj, tokens) in enumerate(prepared)
@@ -165,7 +166,8 @@ class Session:
             if _is_integrity_error(exc) and "uuid" in str(exc):
                 raise DuplicateUuid(_duplicate_message(self.id, [m.uuid for m, _, _ in prepared])) from exc
             raise
-        fault_in(db, "after_messages")
+        if db.fault_scope:
+            fault_in(db, "after_messages")
         new_state = ViewState(state.last_seq + len(prepared), state.base_seq, state.view_version,
                               state.view_tokens + added, state.explicit_count, tail)
         stored = [stored_from_new(state.last_seq + i + 1, m, t) for i, (m, _, t) in enumerate(prepared)]
