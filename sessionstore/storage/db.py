@@ -68,9 +68,11 @@ _ADVICE = (
     ("file is encrypted", "the file is not a SQLite database: point --db at a sessionstore database"),
     ("unable to open database file", "check that the folder exists and is writable"),
     ("is a directory", "the path is a folder: give a file path, e.g. sqlite:///FOLDER/sessions.db"),
-    ("role", "create that role (createuser NAME) or put an existing user in the URL"),
+    ("malformed", "the file is damaged: restore it from its backup (a .bak- file next to it) or recover it "
+                  "with `sqlite3 FILE .recover`"),
+    ('role "', "create that role (createuser NAME) or put an existing user in the URL"),
     ("password authentication failed", "check the user and password in the URL"),
-    ("database", "create that database (createdb NAME) or fix the database name in the URL"),
+    ('database "', "create that database (createdb NAME) or fix the database name in the URL"),
     ("refused", "is the PostgreSQL server running and reachable there? start it, or fix the host and port in the URL"),
     ("timeout", "is the PostgreSQL server running and reachable there? start it, or fix the host and port in the URL"),
     ("translate host name", "fix the host name in the URL"),

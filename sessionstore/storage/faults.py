@@ -23,12 +23,11 @@ ENV = "SESSIONSTORE_FAULT"
 
 #: The point this process dies at (None: fault injection is off; writes then skip every check).
 TARGET: str | None = os.environ.get(ENV) or None
-ENABLED = TARGET is not None
 
 #: Every rewrite kind with its own points (compaction kinds, then the pipeline layers).
 REWRITE_KINDS = ("full", "partial-from", "partial-up_to", "session-memory",
                  "microcompact", "snip", "collapse", "spill")
-#: The statement groups of a rewrite transaction, in order (spill writes blobs and decisions first).
+#: The statement groups of every rewrite transaction, in order.
 REWRITE_GROUPS = ("begin", "after_locked_state", "after_messages", "after_view_rows", "after_session_row",
                   "before_commit", "after_commit")
 #: What a pipeline layer's rewrite writes before the view: spill blobs, then replacement decisions.
@@ -39,6 +38,7 @@ COMPACTION_KINDS = ("full", "partial-from", "partial-up_to", "session-memory")
 
 
 def _rewrite_points() -> tuple[str, ...]:
+    """`rewrite.<kind>.<group>` for every kind, its groups in the order a transaction reaches them."""
     points = []
     for kind in REWRITE_KINDS:
         groups = list(REWRITE_GROUPS)
