@@ -2,7 +2,14 @@
 and the view is the old one or the new one, never a mix.
 
 The writer loops over a random mix of append, append_many, every compaction kind,
-prepare with spills, and imports; 100 kills per engine (SESSIONSTORE_CRASH_TRIALS).
+prepare with spills, and imports; 100 kills per engine (SESSIONSTORE_CRASH_TRIALS),
+each at a random time after the writer has opened the store. Before each operation
+the writer logs the view it starts from (version, last seq, digest) and the batch it
+will write; after each kill the view must be that one (plus the whole batch or none
+of it) or a newer version whose history holds it exactly. Which operation each kill
+landed in, and whether it had committed, is printed at the end. The deterministic
+proof for every commit point is tests/test_fault_points.py; this harness adds
+timing nobody chose.
 """
 
 from __future__ import annotations
