@@ -253,6 +253,58 @@ def test_every_point_of_a_migration_leaves_no_schema_or_all_of_it(engine: str, t
                 assert doctor.check(store).problems == []
 
 
+GROWN = "tgrow_new_table"
+
+
+@pytest.fixture
+def grown_head(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The shipped revisions plus tests/migrations_ok (an extra version location); returns the shipped head."""
+    from alembic.script import ScriptDirectory
+
+    from sessionstore.storage import migrate
+    from sessionstore.storage import store as store_module
+
+    shipped_config = migrate.alembic_config
+
+    def with_test_versions(url: str | None = None) -> Any:
+        cfg = shipped_config(url)
+        cfg.set_main_option("path_separator", "os")
+        cfg.set_main_option("version_locations", os.pathsep.join(
+            [str(migrate.MIGRATIONS_DIR / "versions"), str(ROOT / "tests" / "migrations_ok")]))
+        return cfg
+
+    monkeypatch.setattr(migrate, "alembic_config", with_test_versions)
+    for module in (migrate, store_module):
+        monkeypatch.setattr(module, "SCHEMA_HEAD", GROWN)
+    return ScriptDirectory(str(migrate.MIGRATIONS_DIR)).get_current_head() or ""
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_every_point_of_an_upgrade_of_a_filled_database_keeps_every_row(
+    engine: str, grown_head: str, tmp_path: Path
+) -> None:
+    """A filled database at the shipped head, upgraded by a test revision: killed before COMMIT it is
+    exactly as it was; after COMMIT it is at the new revision with every old row; the backup is there."""
+    from tests.test_migration_safety import _assert_backup, _build, _snapshot
+
+    for n, point in enumerate(_points("migration")):
+        with _fresh_database(engine, tmp_path, n) as url:
+            before = _build(url, grown_head)
+            _assert_killed_at(_fork(url, point, lambda st: None), point)
+            with SessionStore.open(url, upgrade=False) as store:
+                revision = store.db.one("SELECT version_num FROM alembic_version")[0]
+                assert revision == (GROWN if point.endswith(".after_commit") else grown_head), point
+                assert _snapshot(store.db.engine) == before, f"{point}: an old row changed"
+                tables = set(inspect(store.db.engine).get_table_names())
+                assert ("t_grow" in tables) == point.endswith(".after_commit"), point
+            if url.startswith("sqlite"):
+                _assert_backup(url, grown_head, before)
+            with SessionStore.open(url) as store:  # the next open finishes the job
+                assert store.db.one("SELECT version_num FROM alembic_version")[0] == GROWN
+                assert _snapshot(store.db.engine) == before
+                assert doctor.check(store).problems == []
+
+
 # ------------------------------------------------------------------ the list itself
 
 
