@@ -33,43 +33,58 @@ from sessionstore.storage import doctor
 from sessionstore.storage.history import boundaries, view_at
 from sessionstore.storage.view import to_api_messages
 from tests.crash.worker import content_digest, view_digest
+from tests.support.faultcases import child_url
 from tests.support.validity import check_messages
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TRIALS = int(os.environ.get("SESSIONSTORE_CRASH_TRIALS", "100"))
 
 
-def _wait_for_dead_backends(url: str, timeout: float = 3.0) -> None:
+def _wait_for_dead_backends(url: str, name: str, timeout: float = 5.0) -> None:
     """On PostgreSQL, wait until the killed child's server backend has finished its last command.
 
     SIGKILL ends the client at once, but a COMMIT the server already received still
     lands a moment later; checking before it does would compare two reads that
-    straddle that commit. SQLite has no server side: its commits are done when the
-    process dies.
+    straddle that commit. The child connects with its own application_name, so only
+    its backend is waited for (other test runs may share the server). SQLite has no
+    server side: its commits are done when the process dies.
     """
     if not url.startswith("postgresql"):
         return
     deadline = time.monotonic() + timeout
     with SessionStore.open(url) as st:
         while time.monotonic() < deadline:
-            busy = st.db.one(
-                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction', "
-                "'idle in transaction (aborted)')"
-            )[0]
-            if busy == 0:
+            alive = st.db.one("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = :name",
+                              {"name": name})[0]
+            if alive == 0:
                 return
-            time.sleep(0.05)
+            time.sleep(0.02)
+    raise AssertionError(f"the killed worker's backend {name} is still there after {timeout}s")
 
 
-def _wait_until_ready(child: subprocess.Popen, timeout: float = 120.0) -> None:
-    """Block until the child has opened the store (its imports take a second on a busy machine)."""
-    ready, _, _ = select.select([child.stdout], [], [], timeout)
-    line = child.stdout.readline() if ready else b""
-    if line.strip() != b"ready":
-        child.kill()
-        child.wait()
-        pytest.fail(f"worker did not start: {child.stderr.read().decode()}")
+def _line(zygote: subprocess.Popen, errors: Path, timeout: float = 120.0) -> str:
+    """The next line the worker process prints, or a failure showing its stderr."""
+    ready, _, _ = select.select([zygote.stdout], [], [], timeout)
+    line = zygote.stdout.readline().decode() if ready else ""
+    if not line:
+        zygote.kill()
+        pytest.fail(f"the crash worker stopped: {errors.read_text()[-3000:]}")
+    return line.strip()
+
+
+def _kill_one_writer(zygote: subprocess.Popen, errors: Path, url: str, trial: int, delay: float) -> None:
+    """Have the worker fork writer `trial`, let it write for `delay` seconds once ready, SIGKILL it."""
+    zygote.stdin.write(f"{trial} {url}\n".encode())
+    zygote.stdin.flush()
+    word, pid = _line(zygote, errors).split()
+    assert word == "ready", word
+    time.sleep(delay)
+    early, _, _ = select.select([zygote.stdout], [], [], 0)
+    if not early:
+        os.kill(int(pid), signal.SIGKILL)
+    word, status = _line(zygote, errors).split()
+    if not (os.WIFSIGNALED(int(status)) and os.WTERMSIG(int(status)) == signal.SIGKILL):
+        pytest.fail(f"writer {trial} exited early: {errors.read_text()[-3000:]}")
 
 
 def _check_after_kill(url: str, sid: str, log: Path, seen: int) -> dict[str, Any]:
@@ -192,22 +207,23 @@ def test_sigkill_during_appends_and_compactions(store_url: str, tmp_path: Path) 
     stats: dict[str, Any] = {"logged": 0}
     phases: Counter[str] = Counter()
     spills = 0
-    for trial in range(TRIALS):
-        child = subprocess.Popen([sys.executable, "-m", "tests.crash.worker", store_url, sid, str(log), str(trial)],
-                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 env={**os.environ, "CRASH_TMP": str(tmp_path)})
-        _wait_until_ready(child)
-        time.sleep(rng.uniform(0.05, 1.0))
-        if child.poll() is not None:
-            pytest.fail(f"worker exited early: {child.stderr.read().decode()}")
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        child.stderr.close()
-        child.stdout.close()
-        _wait_for_dead_backends(store_url)
-        stats = _check_after_kill(store_url, sid, log, stats["logged"])
-        phases[stats["phase"]] += 1
-        spills += stats["spills"]
+    errors = tmp_path / "worker.stderr"
+    with open(errors, "wb") as err:
+        zygote = subprocess.Popen([sys.executable, "-m", "tests.crash.worker", sid, str(log)], cwd=ROOT,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                  env={**os.environ, "CRASH_TMP": str(tmp_path)})
+    try:
+        for trial in range(TRIALS):
+            name = f"crash{os.getpid()}t{trial}"
+            _kill_one_writer(zygote, errors, child_url(store_url, name), trial, rng.uniform(0.05, 1.0))
+            _wait_for_dead_backends(store_url, name)
+            stats = _check_after_kill(store_url, sid, log, stats["logged"])
+            phases[stats["phase"]] += 1
+            spills += stats["spills"]
+    finally:
+        zygote.stdin.close()
+        zygote.wait(timeout=60)
+        zygote.stdout.close()
     print(f"\ncrash kills by the operation in flight ({store_url.split(':')[0]}): {dict(sorted(phases.items()))}")
     ops = {phase.split(":")[0] for phase in phases}
     assert len(ops) >= 4 and ops & {"full", "from", "up_to", "memory", "prepare"}, \

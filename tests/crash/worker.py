@@ -1,6 +1,9 @@
 """The child of the crash harness: loops over random writes until it is killed.
 
-`python -m tests.crash.worker URL SESSION LOG SEED`. Before each operation one
+`python -m tests.crash.worker SESSION LOG` imports everything once, then for each
+line `SEED URL` on stdin forks one writer (which prints `ready PID` once it has
+opened the store) and prints `ended STATUS` when that writer is gone, so a kill
+costs no interpreter start-up. Before each operation one
 line goes to LOG (flushed): `before OP VERSION LAST_SEQ DIGEST UUIDS`, the view
 it starts from and the uuids of the batch it writes; after the operation
 commits, one line per message (`msg UUID SHA`) or result: what the parent may
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import sys
 import uuid
@@ -80,7 +84,21 @@ def _finish_pending(session, log) -> None:
 
 
 def main() -> None:
-    url, session_id, log_path, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    session_id, log_path = sys.argv[1], sys.argv[2]
+    for line in sys.stdin:
+        seed, url = line.split()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                write_until_killed(url, session_id, log_path, int(seed))
+            finally:
+                os._exit(1)
+        _, status = os.waitpid(pid, 0)
+        print(f"ended {status}", flush=True)
+
+
+def write_until_killed(url: str, session_id: str, log_path: str, seed: int) -> None:
+    """One writer: open the store, say so, then loop over random operations until killed."""
     rng = random.Random(seed)
     with open(log_path, "a", encoding="utf-8") as log_file, SessionStore.open(url) as store:
         def log(line: str) -> None:
@@ -89,7 +107,7 @@ def main() -> None:
 
         session = store.get(session_id)
         log(f"start {seed}")
-        print("ready", flush=True)
+        print(f"ready {os.getpid()}", flush=True)
         _finish_pending(session, log)
         step = 0
         while True:
