@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,8 +23,6 @@ from sessionstore.storage import doctor
 from sessionstore.storage.memory import save_memory
 from tests.support.layers import T0, assistant, at, parallel_round, tool_round, user
 from tests.support.messages import conversation
-
-from datetime import timedelta
 
 
 @dataclass(frozen=True)
