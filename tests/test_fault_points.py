@@ -40,6 +40,7 @@ from tests.support.faultcases import (
     run_import,
     write_import_files,
 )
+from tests.support.revisions import use_test_revisions
 from tests.support.validity import check_messages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -258,25 +259,8 @@ GROWN = "tgrow_new_table"
 
 @pytest.fixture
 def grown_head(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The shipped revisions plus tests/migrations_ok (an extra version location); returns the shipped head."""
-    from alembic.script import ScriptDirectory
-
-    from sessionstore.storage import migrate
-    from sessionstore.storage import store as store_module
-
-    shipped_config = migrate.alembic_config
-
-    def with_test_versions(url: str | None = None) -> Any:
-        cfg = shipped_config(url)
-        cfg.set_main_option("path_separator", "os")
-        cfg.set_main_option("version_locations", os.pathsep.join(
-            [str(migrate.MIGRATIONS_DIR / "versions"), str(ROOT / "tests" / "migrations_ok")]))
-        return cfg
-
-    monkeypatch.setattr(migrate, "alembic_config", with_test_versions)
-    for module in (migrate, store_module):
-        monkeypatch.setattr(module, "SCHEMA_HEAD", GROWN)
-    return ScriptDirectory(str(migrate.MIGRATIONS_DIR)).get_current_head() or ""
+    """The shipped revisions plus tests/migrations_ok/tgrow_new_table.py on top; returns the shipped head."""
+    return use_test_revisions(monkeypatch, "migrations_ok", GROWN)
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])

@@ -3,45 +3,24 @@
 from __future__ import annotations
 
 import logging
-import os
-from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import inspect
 
 from sessionstore import MigrationError, SessionStore
 from sessionstore.storage import migrate
-from sessionstore.storage import store as store_module
 from sessionstore.storage.db import make_engine
 from sessionstore.storage.migrate import current_revision, head_revision
+from tests.support.revisions import use_test_revisions
 from tests.test_migration_safety import _assert_backup, _backups, _build, _snapshot
 
-TEST_VERSIONS = Path(__file__).resolve().parent / "migrations"
 FAILING = "tfail_half_way"
 
 
 @pytest.fixture
 def failing_revision(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The shipped revisions plus tests/migrations (an extra version location); head stays shipped."""
-    shipped = migrate.alembic_config
-
-    def with_test_versions(url: str | None = None) -> Any:
-        cfg = shipped(url)
-        cfg.set_main_option("path_separator", "os")
-        cfg.set_main_option("version_locations", os.pathsep.join([str(migrate.MIGRATIONS_DIR / "versions"), str(TEST_VERSIONS)]))
-        return cfg
-
-    monkeypatch.setattr(migrate, "alembic_config", with_test_versions)
-    for module in (migrate, store_module):
-        monkeypatch.setattr(module, "SCHEMA_HEAD", FAILING)
-    return shipped_head()
-
-
-def shipped_head() -> str:
-    from alembic.script import ScriptDirectory
-
-    return ScriptDirectory(str(migrate.MIGRATIONS_DIR)).get_current_head() or ""
+    """The shipped revisions plus tests/migrations/tfail_half_way.py on top; returns the shipped head."""
+    return use_test_revisions(monkeypatch, "migrations", FAILING)
 
 
 def _schema(url: str) -> dict[str, list[str]]:
