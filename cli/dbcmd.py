@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from sessionstore.storage.config import default_db_url
-from sessionstore.storage.db import make_engine
+from sessionstore.storage.db import open_engine
 from sessionstore.storage.migrate import current_revision, head_revision, upgrade, alembic_config
 
 from .common import DbOption, JsonOption, print_json
@@ -24,7 +24,7 @@ def upgrade_cmd(
 
     Example: sessionstore db upgrade --db sqlite:///sessions.db
     """
-    engine = make_engine(db or default_db_url())
+    engine = open_engine(db or default_db_url())
     try:
         upgrade(engine, revision)
         with engine.connect() as conn:
@@ -39,7 +39,7 @@ def current_cmd(db: DbOption = None, json_out: JsonOption = False) -> None:
 
     Example: sessionstore db current --json
     """
-    engine = make_engine(db or default_db_url())
+    engine = open_engine(db or default_db_url())
     try:
         with engine.connect() as conn:
             current = current_revision(conn)

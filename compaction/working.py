@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from sessionstore.storage.blobs import put_blob
+from sessionstore.storage.faults import fault_in
 from sessionstore.storage.replacements import Replacement, save_cleared, save_spills
 from sessionstore.storage.rewrite import Add, Keep, RewriteResult, commit_rewrite
 from sessionstore.storage.rows import stored_from_new
@@ -24,6 +25,8 @@ from sessionstore.storage.validate import NewMessage, normalize
 
 #: Subtypes of the system messages the layers append; never snipped, never counted as notices.
 MARKER_SUBTYPES = frozenset({"snip_marker", "microcompact_boundary", "collapse_commit", "compact_boundary"})
+#: The rewrite kind each layer's marker names (fault points are `rewrite.<kind>.<group>`).
+MARKER_KINDS = {"collapse_commit": "collapse", "snip_marker": "snip", "microcompact_boundary": "microcompact"}
 
 
 @dataclass(slots=True)
@@ -120,22 +123,31 @@ class WorkingView:
                 plan.append(Keep(entry.seq))
         return plan
 
+    def kind(self) -> str:
+        """Which layers this rewrite commits: "spill", "snip", ... or several joined by "+"."""
+        kinds = ["spill"] if self.spills else []
+        kinds += [MARKER_KINDS[m.subtype] for m in self._new.values() if m.subtype in MARKER_KINDS]
+        return "+".join(dict.fromkeys(kinds)) or "plan"
+
 
 def commit_working(session: Session, work: WorkingView) -> RewriteResult:
     """Blobs, replacement decisions and the rewrite, all in one transaction."""
     plan = work.plan()
+    kind = work.kind()
 
     def body(db: Any) -> RewriteResult:
         for spill in work.spills:
             put_blob(db, spill.data)
+        fault_in(db, "after_blobs")
         save_spills(db, session.id, [s.decision for s in work.spills])
         if work.cleared:
             save_cleared(db, session.id, work.cleared, work.cleared_text)
+        fault_in(db, "after_decisions")
         return commit_rewrite(session, base_version=work.snapshot.view_version,
-                              snapshot_last_seq=work.snapshot.last_seq, plan=plan)
+                              snapshot_last_seq=work.snapshot.last_seq, plan=plan, kind=kind)
 
     try:
-        return session.db.run_write(body, session_id=session.id)
+        return session.db.run_write(body, session_id=session.id, point=f"rewrite.{kind}")
     finally:
         session.invalidate()
 

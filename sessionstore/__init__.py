@@ -9,6 +9,7 @@
 
 from .storage.config import Config
 from .storage.errors import (
+    DatabaseUnavailable,
     DuplicateUuid,
     InvalidContent,
     InvalidMessage,
@@ -30,6 +31,7 @@ from .storage.types import StoredMessage, ViewEntry
 
 __all__ = [
     "Config",
+    "DatabaseUnavailable",
     "DuplicateUuid",
     "Hit",
     "InvalidContent",

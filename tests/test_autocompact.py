@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import pytest
 
+from sessionstore.compaction.circuit import compact_failures
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.pipeline import Pipeline
 from sessionstore.compaction.summarizers.base import SummarizerError, SummaryResult
@@ -13,6 +14,7 @@ from sessionstore import SessionStore
 from sessionstore.storage.history import boundaries
 from sessionstore.storage.memory import save_memory
 from sessionstore.storage.types import ViewEntry
+from tests.support.fakeapi import estimate_prompt_tokens, start_fake_api
 from tests.support.messages import conversation
 from tests.support.validity import check_messages
 
@@ -102,10 +104,32 @@ def test_circuit_breaker_opens_after_3_failures_and_survives_restarts(store_url:
         assert "circuit breaker open" in prepared.report["autocompact"].details["skipped"]
         assert Failing.calls == 3, "no fourth attempt, even after a restart"
         compact(s)
-        s.append({"role": "assistant", "content": "back"})
-        s.append({"role": "user", "content": "again"})
+        assert compact_failures(s) == 0, "a manual compaction closes the breaker"
+        _refill(s)
         prepared = _pipe(store, summarizer=Failing()).prepare(s)
-        assert prepared.report["autocompact"].details.get("consecutive_failures", 0) in (0, 1)
+        assert Failing.calls == 4, "auto-compact is tried again once the breaker is closed"
+        assert prepared.report["autocompact"].details["consecutive_failures"] == 1, "the count starts over"
+
+
+def test_a_successful_auto_compaction_resets_the_failure_count(store: SessionStore) -> None:
+    s = _over(store)
+    Failing.calls = 0
+    for expected in (1, 2):
+        prepared = _pipe(store, summarizer=Failing()).prepare(s)
+        assert prepared.report["autocompact"].details["consecutive_failures"] == expected
+    prepared = _pipe(store).prepare(s)
+    assert prepared.report["autocompact"].acted and prepared.report["autocompact"].details["consecutive_failures"] == 2
+    assert compact_failures(s) == 0, "success resets the count"
+    _refill(s)
+    prepared = _pipe(store, summarizer=Failing()).prepare(s)
+    assert prepared.report["autocompact"].details["consecutive_failures"] == 1, "two more failures would not open it"
+
+
+def _refill(s: Any) -> None:
+    """Append a finished conversation until the view is over the threshold again."""
+    s.append_many(_complete(120))
+    s.append({"role": "user", "content": "continue"})
+    assert s.view_tokens > 7_000
 
 
 def test_below_threshold_nothing_happens_and_dry_run_only_reports(store: SessionStore) -> None:
@@ -115,15 +139,30 @@ def test_below_threshold_nothing_happens_and_dry_run_only_reports(store: Session
     assert boundaries(s) == []
 
 
-def test_reactive_recovery_compacts_and_prepares_again(store: SessionStore) -> None:
+def test_reactive_recovery_after_the_apis_real_prompt_too_long(store: SessionStore) -> None:
+    """The SDK's own BadRequestError from the local server's window check; after recovery the call succeeds."""
+    import anthropic
+
     s = store.create_session(context_window=1_000_000)
     s.append_many(_complete(200))
     s.append({"role": "user", "content": "go on"})
-    before = s.view_tokens
-    prepared = Pipeline(store).recover_from_prompt_too_long(s, RuntimeError("prompt is too long: 9 tokens > 8 maximum"))
+    pipeline = Pipeline(store)
+    prepared = pipeline.prepare(s)
+    limit = estimate_prompt_tokens({"messages": prepared.messages}) * 3 // 4
+    with start_fake_api(max_prompt_tokens=limit) as api:
+        api.script("Going on.")
+        client = anthropic.Anthropic(base_url=api.base_url, api_key="sk-ant-test-reactive", max_retries=0)
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            client.messages.create(model="claude-sonnet-4-6", max_tokens=256, messages=prepared.messages)
+        assert "prompt is too long" in str(caught.value)
+        assert boundaries(s) == []
+        recovered = pipeline.recover_from_prompt_too_long(s, caught.value)
+        reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=256, messages=recovered.messages)
+        assert reply.content[0].text == "Going on."
+        assert [r.estimated_tokens <= limit for r in api.message_requests] == [False, True]
     assert boundaries(s)[0].trigger == "reactive"
-    assert prepared.tokens < before
-    assert check_messages(prepared.messages) == []
+    assert recovered.tokens < prepared.tokens
+    assert check_messages(recovered.messages) == []
 
 
 def _complete(n: int) -> list[dict[str, Any]]:

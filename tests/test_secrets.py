@@ -7,6 +7,7 @@ byte any command writes can be searched afterwards.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -60,12 +61,49 @@ def every_file(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file())
 
 
+def _app_commands() -> set[str]:
+    """Every leaf command of the CLI, as "group sub"."""
+    import typer.main
+
+    from sessionstore.cli.app import app
+
+    def walk(command: object, path: list[str]) -> Iterator[str]:
+        subs = getattr(command, "commands", None)
+        if subs is None:
+            yield " ".join(path)
+            return
+        for name, sub in subs.items():
+            yield from walk(sub, [*path, name])
+
+    return set(walk(typer.main.get_command(app), []))
+
+
+def _ran(args: tuple[str, ...], commands: set[str]) -> str:
+    """Which command of the app `args` ran."""
+    two = " ".join(args[:2])
+    return two if two in commands else args[0]
+
+
+def _claude_code_file(path: Path) -> None:
+    """A two-line Claude Code transcript."""
+    lines = [{"type": "user", "uuid": "cc-1", "parentUuid": None, "sessionId": "cc-secrets", "isSidechain": False,
+              "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "hello"}},
+             {"type": "assistant", "uuid": "cc-2", "parentUuid": "cc-1", "sessionId": "cc-secrets",
+              "isSidechain": False, "timestamp": "2026-01-01T00:00:01Z",
+              "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
 def test_no_command_writes_the_key(
-    sandbox: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    sandbox: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Every command of the app runs here (the list is checked against the typer app)."""
     caplog.set_level(logging.DEBUG)
     work = sandbox / "work"
     (work / "in.jsonl").write_text("\n".join(json.dumps(m) for m in conversation(40, seed=3)) + "\n")
+    _claude_code_file(work / "cc.jsonl")
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
     outputs: list[tuple[str, Result]] = []
 
     def run(*args: str, ok: bool = True) -> Result:
@@ -87,6 +125,20 @@ def test_no_command_writes_the_key(
         run(*args, ok=False)
     failed = run("compact", sid, "--summarizer", "anthropic", ok=False)
     assert failed.code == 2 and failed.err.startswith("error: ")
+    big = {"role": "user", "content": "read the log"}, {
+        "role": "assistant", "content": [{"type": "tool_use", "id": "big1", "name": "Read", "input": {}}]}, {
+        "role": "user", "content": [{"type": "tool_result", "tool_use_id": "big1", "content": "log line\n" * 8_000}]}
+    (work / "big.jsonl").write_text("".join(json.dumps(m) + "\n" for m in big))
+    spill_sid = json.loads(run("new", "--json").out)["id"]
+    run("append", spill_sid, "big.jsonl")
+    run("prepare", spill_sid, "--json")
+    for args in (("spill", "cat", spill_sid, "big1"), ("spill", "materialize", spill_sid, "big1", "spilled"),
+                 ("import", "jsonl", "out.jsonl"), ("import", "claude-code", "cc.jsonl"),
+                 ("db", "upgrade"), ("db", "history"), ("chat", "--new")):
+        run(*args)
+    run("import", "codex", "in.jsonl", ok=False)
+    commands = _app_commands()
+    assert commands <= {_ran(tuple(c.split()), commands) for c, _ in outputs}, "a command of the app is not run here"
 
     for command, result in outputs:
         assert_no_key(f"the output of `{command}`", result.out + result.err)

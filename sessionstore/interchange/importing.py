@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from sessionstore.compaction.microcompact import CLEARED_TEXT
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
+from sessionstore.storage.faults import fault_in
 from sessionstore.storage.gcpause import gc_paused
 from sessionstore.interchange.importers import open_import, sniff_source
 from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan, whole_lines_end
@@ -192,7 +193,7 @@ def _import_once(
     # Nothing an import builds is cyclic; collections would only walk its ever-growing graph facts.
     try:
         with gc_paused():
-            result = store.db.run_write(body)
+            result = store.db.run_write(body, point="import")
     except BaseException:
         if state is not None:
             state.clear()
@@ -258,6 +259,7 @@ class _Writer:
             self._load_existing()
         else:
             self._create_session()
+        fault_in(self.db, "after_session_row")
         importer = self.importer
         for line in importer.lines():
             self._take(line)
@@ -265,6 +267,7 @@ class _Writer:
         if not self.existing and not self.result.messages_added:
             raise EmptyTranscript(f"{self.path}: no message in it (binary, empty or not a {self.source} "
                                   "transcript); no session created")
+        fault_in(self.db, "after_lines")
         plan = importer.plan()
         self.warnings.extend(w for w in plan.warnings if w not in self.warnings and not self._said_before(w))
         if self.strict and self.warnings:
@@ -276,7 +279,9 @@ class _Writer:
         if duplicate:
             raise DuplicateImport(duplicate)
         self._layout(plan)
+        fault_in(self.db, "after_layout")
         self._finish(plan)
+        fault_in(self.db, "after_finish")
         self.result.warnings = self.warnings
         return self.result
 
@@ -341,6 +346,7 @@ class _Writer:
                 self.complete_bytes += len(line.raw)
         if len(self.messages) >= BATCH or len(self.source_rows) >= BATCH:
             self._flush()
+            fault_in(self.db, "mid_file")
 
     def _message(self, line: ImportedLine) -> int | None:
         """Record one message; a message the store cannot hold becomes a warning, not a failure."""

@@ -21,7 +21,9 @@ import sqlalchemy.dialects.sqlite  # noqa: F401  (imported here, not inside the 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 
-from .errors import SessionStoreError, StoreBusy
+from .errors import DatabaseUnavailable, SessionStoreError, StoreBusy
+from . import faults
+from .faults import fault_in
 
 _PARAM = re.compile(r"(?<![:\w]):([a-zA-Z_][a-zA-Z0-9_]*)")
 
@@ -59,6 +61,60 @@ def make_engine(url: str, *, busy_timeout_ms: int = 10_000) -> Engine:
     )
 
 
+#: What to do about a database that cannot be opened, by a phrase of the driver's error.
+_ADVICE = (
+    ("file is not a database", "the file is not a SQLite database: point --db (or SESSIONSTORE_DB_URL) at a "
+                               "sessionstore database or at a path where a new one may be created"),
+    ("file is encrypted", "the file is not a SQLite database: point --db at a sessionstore database"),
+    ("unable to open database file", "check that the folder exists and is writable"),
+    ("is a directory", "the path is a folder: give a file path, e.g. sqlite:///FOLDER/sessions.db"),
+    ("malformed", "the file is damaged: restore it from its backup (a .bak- file next to it) or recover it "
+                  "with `sqlite3 FILE .recover`"),
+    ('role "', "create that role (createuser NAME) or put an existing user in the URL"),
+    ("password authentication failed", "check the user and password in the URL"),
+    ('database "', "create that database (createdb NAME) or fix the database name in the URL"),
+    ("refused", "is the PostgreSQL server running and reachable there? start it, or fix the host and port in the URL"),
+    ("timeout", "is the PostgreSQL server running and reachable there? start it, or fix the host and port in the URL"),
+    ("translate host name", "fix the host name in the URL"),
+)
+
+
+def cannot_open(url: str, exc: BaseException) -> DatabaseUnavailable:
+    """The typed error for a database that cannot be opened: the URL (password hidden), the cause, what to do."""
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL is shown as nothing rather than risk a password
+        shown = "(unparsable URL)"
+    cause = " ".join(str(getattr(exc, "orig", None) or exc).split())
+    if cause.startswith("connection failed: "):
+        cause = cause[len("connection failed: "):]
+    lowered = cause.lower()
+    advice = next((text for phrase, text in _ADVICE if phrase in lowered),
+                  "check the URL given with --db or SESSIONSTORE_DB_URL")
+    return DatabaseUnavailable(f"cannot open database {shown}: {cause}; {advice}")
+
+
+def open_database(url: str, *, busy_timeout_ms: int = 10_000, write_retries: int = 8) -> "Database":
+    """An engine and its first connection, or DatabaseUnavailable saying why and what to do."""
+    engine = None
+    try:
+        engine = make_engine(url, busy_timeout_ms=busy_timeout_ms)
+        return Database(engine, write_retries=write_retries)
+    except SessionStoreError:
+        raise
+    except Exception as exc:
+        if engine is not None:
+            engine.dispose()
+        raise cannot_open(url, exc) from exc
+
+
+def open_engine(url: str) -> Engine:
+    """An engine whose database answered one connection (for the `db` commands), else DatabaseUnavailable."""
+    db = open_database(url)
+    db.close()
+    return db.engine
+
+
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     """WAL, busy timeout, foreign keys; SQLAlchemy transactions start IMMEDIATE."""
 
@@ -92,6 +148,8 @@ class Database:
         self._lock = threading.RLock()
         self._sql_cache: dict[str, str] = {}
         self._in_write = False
+        #: The named write in flight (fault points are `<fault_scope>.<group>`); "" outside writes.
+        self.fault_scope = ""
 
     def close(self) -> None:
         """Return the connection to the pool."""
@@ -169,21 +227,23 @@ class Database:
             finally:
                 self.conn.execute("ROLLBACK")
 
-    def run_write(self, body: Any, session_id: str | None = None, *, single_statement: bool = False) -> Any:
+    def run_write(self, body: Any, session_id: str | None = None, point: str = "", *,
+                  single_statement: bool = False) -> Any:
         """Run `body(db)` in a write transaction, retrying transient lock errors a bounded number of times.
 
+        `point` names the write for fault injection (see faults.py); a nested call keeps the outer name.
         `single_statement`: the body runs one statement, which is its own transaction (autocommit),
-        so no BEGIN/COMMIT round trips are spent on it.
+        so no BEGIN/COMMIT round trips are spent on it (unless a fault point is armed, which needs them).
         """
         delay = 0.005
         for attempt in range(self.write_retries + 1):
             try:
                 if self._in_write:
                     return body(self)
-                if single_statement:
+                if single_statement and faults.TARGET is None:
                     with self._lock:
                         return body(self)
-                return self._write_once(body, session_id)
+                return self._write_once(body, session_id, point)
             except Exception as exc:  # narrowed below
                 if not self.is_transient(exc) or attempt == self.write_retries:
                     if self.is_transient(exc):
@@ -195,23 +255,31 @@ class Database:
             delay = min(delay * 2, 0.5)
         raise AssertionError("unreachable")
 
-    def _write_once(self, body: Any, session_id: str | None) -> Any:
+    def _write_once(self, body: Any, session_id: str | None, point: str = "") -> Any:
         """BEGIN, body, COMMIT (ROLLBACK on any error): the append hot path, without a context manager."""
         conn = self.conn
         with self._lock:
             conn.execute("BEGIN IMMEDIATE" if self.is_sqlite else "BEGIN")
             self._in_write = True
+            armed = self.fault_scope = point if faults.TARGET is not None else ""
             try:
                 if session_id is not None and not self.is_sqlite:
                     self.execute("SELECT id FROM sessions WHERE id = :id FOR UPDATE", {"id": session_id})
+                if armed:
+                    fault_in(self, "begin")
                 result = body(self)
+                if armed:
+                    fault_in(self, "before_commit")
                 conn.execute("COMMIT")
+                if armed:
+                    fault_in(self, "after_commit")
                 return result
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             finally:
                 self._in_write = False
+                self.fault_scope = ""
 
     def is_transient(self, exc: BaseException) -> bool:
         """Lock contention, serialization failures and deadlocks: safe to retry."""

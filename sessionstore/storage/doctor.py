@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from sqlalchemy import inspect
 
 from .blobs import BlobCorrupt, BlobNotFound, get_blob
+from .faults import fault_in
 from .migrate import head_revision
 from .search import index_problems, rebuild, reindex_session
 from .session import STATE_SQL
@@ -133,7 +134,8 @@ def repair(store: "SessionStore", session_id: str | None = None) -> Report:
     ids = _session_ids(store.db) if session_id is None else [store.get(session_id).id]
     repairs: list[str] = []
     for sid in ids:
-        repairs += store.db.run_write(lambda db, sid=sid: _repair_session(db, sid), session_id=sid)
+        repairs += store.db.run_write(lambda db, sid=sid: _repair_session(db, sid), session_id=sid,
+                                      point="doctor.repair")
     repairs += _repair_search(store, None if session_id is None else ids[0])
     report = check(store, session_id)
     report.repairs = repairs
@@ -610,6 +612,7 @@ def _repair_session(db: "Database", sid: str) -> list[str]:
     fixed.update({name: new for name, (_, new) in changes.items()})
     assignments = ", ".join(f"{name} = :{name}" for name in fixed)
     db.execute(f"UPDATE sessions SET {assignments} WHERE id = :id", {**fixed, "id": sid}).close()
+    fault_in(db, "after_session_row")
     return [f"session {sid}: set {name} from {old} to {new}" for name, (old, new) in changes.items()]
 
 

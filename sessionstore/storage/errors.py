@@ -53,3 +53,7 @@ class StoreBusy(SessionStoreError):
 
 class MigrationError(SessionStoreError):
     """The schema could not be brought to the current revision."""
+
+
+class DatabaseUnavailable(SessionStoreError):
+    """The database could not be opened: server down or unreachable, login refused, not a database file."""

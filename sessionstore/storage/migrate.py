@@ -18,6 +18,7 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Connection, Engine
 
 from .errors import MigrationError
+from .faults import fault
 
 
 def _migrations_dir() -> Path:
@@ -75,8 +76,11 @@ def upgrade(engine: Engine, revision: str = "head", *, backup: bool = True) -> N
     cfg = alembic_config()
     try:
         with engine.begin() as conn:
+            fault("migration.begin")
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
+            fault("migration.before_commit")
+        fault("migration.after_commit")
     except Exception as exc:
         raise MigrationError(f"could not upgrade the database to {revision}: {exc}") from exc
 

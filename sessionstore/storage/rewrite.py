@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import RewriteConflict, SessionStoreError
+from .faults import fault_in
 from .rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
 from .session import ViewState, load_state
 from .tokens import estimate_content
@@ -96,8 +97,12 @@ def commit_rewrite(
     plan: Sequence[Keep | Add],
     compaction: CompactionRecord | None = None,
     post_tokens_override: int | None = None,
+    kind: str | None = None,
 ) -> RewriteResult:
-    """Apply `plan` as the new view in one transaction, or raise RewriteConflict."""
+    """Apply `plan` as the new view in one transaction, or raise RewriteConflict.
+
+    `kind` names the rewrite for fault injection (default: the compaction's kind).
+    """
     prepared = [
         (p, dumps(p.message.content), estimate_content(p.message.content)) if isinstance(p, Add) else (p, None, 0)
         for p in plan
@@ -107,9 +112,14 @@ def commit_rewrite(
         return _apply(db, session.id, base_version, snapshot_last_seq, prepared, compaction)
 
     try:
-        return session.db.run_write(body, session_id=session.id)
+        return session.db.run_write(body, session_id=session.id, point=rewrite_point(kind, compaction))
     finally:
         session.invalidate()
+
+
+def rewrite_point(kind: str | None, compaction: CompactionRecord | None) -> str:
+    """The fault-point name of a rewrite: `rewrite.<kind>`."""
+    return f"rewrite.{kind or (compaction.kind if compaction is not None else 'plan')}"
 
 
 def _apply(
@@ -127,6 +137,7 @@ def _apply(
             "it was abandoned, nothing was written"
         )
     current = _current_rows(db, session_id, state)
+    fault_in(db, "after_locked_state")
     by_seq = {item.seq: item for item in current}
     version = state.view_version
     new_version = version + 1
@@ -163,7 +174,9 @@ def _apply(
     upper = (next_seq + 1) * KEY_GAP
     _assign_keys(items, upper)
     db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, message_rows)
+    fault_in(db, "after_messages")
     _write_rows(db, session_id, version, new_version, current, items, planned_seqs)
+    fault_in(db, "after_view_rows")
     post_tokens = sum(i.tokens for i in items)
     tail = tail_state_for(db, session_id, [(i.seq, i.content_json) for i in items])
     db.execute(
@@ -172,12 +185,14 @@ def _apply(
         {"last": next_seq, "v": new_version, "t": post_tokens, "n": len(items), "tail": tail.dumps(),
          "now": time.time(), "id": session_id},
     ).close()
+    fault_in(db, "after_session_row")
     compaction_id = None
     if compaction is not None:
         db.execute("UPDATE sessions SET compact_failures = 0 WHERE id = :id", {"id": session_id}).close()
         floor = min((i.old_from for i in current if i.old_from is not None), default=version)
         compaction_id = _insert_compaction(db, session_id, version, floor, state.view_tokens, post_tokens, added,
                                            compaction)
+        fault_in(db, "after_compaction_row")
     return RewriteResult(new_version, state.view_tokens, post_tokens, added, len(meanwhile), compaction_id)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .errors import DuplicateUuid, InvalidMessage, SessionNotFound, StoreBusy
+from .faults import fault_in
 from .fastjson import loads_stored
 from .gcpause import gc_paused
 from .rows import (
@@ -137,14 +138,16 @@ class Session:
             _check_batch_uuids(batch)
         prepared = [(m, _encoded_json(m), estimate_content(m.content)) for m in batch]
         state, rows, tails = self._validated(self.db, prepared, self._state)
+        point = "append" if len(prepared) == 1 else "append_many"
         try:
-            written = self.db.run_write(lambda db: _insert_guarded(db, self.id, state.view_version, rows),
-                                        single_statement=len(rows) == 1)
+            written = self.db.run_write(lambda db: _insert_checked(db, self.id, state.view_version, rows),
+                                        point=point, single_statement=len(rows) == 1)
         except _LostRace:
             written = False
         if not written:
             self._state = None
-            state, tails = self.db.run_write(lambda db: self._append_locked(db, prepared), session_id=self.id)
+            state, tails = self.db.run_write(lambda db: self._append_locked(db, prepared), session_id=self.id,
+                                             point=point)
         added = sum(tokens for _, _, tokens in prepared)
         new_state = ViewState(state.last_seq + len(prepared), state.base_seq, state.view_version,
                               state.view_tokens + added, state.explicit_count, tails[-1])
@@ -156,7 +159,7 @@ class Session:
                        ) -> tuple[ViewState, list[TailState]]:
         """After a lost race: validate against the state read under the session lock, then write."""
         state, rows, tails = self._validated(db, prepared, None)
-        if not _insert_guarded(db, self.id, state.view_version, rows):
+        if not _insert_checked(db, self.id, state.view_version, rows):
             raise StoreBusy(f"session {self.id} changed under its own lock; nothing was written")
         return state, tails
 
@@ -372,6 +375,14 @@ def _guarded_insert_sql(db: "Database") -> str:
     return (f"INSERT INTO messages ({', '.join(APPEND_COLUMNS)}) "
             f"SELECT {', '.join([mark] * len(APPEND_COLUMNS))} FROM sessions "
             f"WHERE id = {mark} AND view_version = {mark}{lock}")
+
+
+def _insert_checked(db: "Database", session_id: str, version: int, rows: list[tuple[Any, ...]]) -> bool:
+    """`_insert_guarded`, then the append's fault point after its rows (when a point is armed)."""
+    written = _insert_guarded(db, session_id, version, rows)
+    if written and db.fault_scope:
+        fault_in(db, "after_messages")
+    return written
 
 
 def _insert_guarded(db: "Database", session_id: str, version: int, rows: list[tuple[Any, ...]]) -> bool:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import make_url
 
 from .config import Config, default_db_url
-from .db import Database, make_engine
+from .db import Database, open_database
 from .errors import SessionNotFound, SessionStoreError
 from .migrate import SCHEMA_HEAD, ensure_current, stored_revision
 from .resolve import resolve_session_id
@@ -34,17 +34,16 @@ class SessionStore:
         """Open (creating if needed) the store at `url`, default `SESSIONSTORE_DB_URL` or XDG."""
         config = config or Config.from_env()
         url = url or default_db_url()
-        try:
-            engine = make_engine(url, busy_timeout_ms=config.busy_timeout_ms)
-        except SessionStoreError:
-            raise
-        except Exception as exc:
-            raise SessionStoreError(f"cannot open database: {exc}") from exc
-        db = Database(engine, write_retries=config.write_retries)
+        db = open_database(url, busy_timeout_ms=config.busy_timeout_ms, write_retries=config.write_retries)
         if upgrade:
             current = stored_revision(db.conn)
             if current != SCHEMA_HEAD:
-                ensure_current(engine, current, known=True)
+                try:
+                    ensure_current(db.engine, current, known=True)
+                except BaseException:
+                    db.close()
+                    db.engine.dispose()
+                    raise
         return cls(url, db, config)
 
     def close(self) -> None:

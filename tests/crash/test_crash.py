@@ -2,18 +2,29 @@
 and the view is the old one or the new one, never a mix.
 
 The writer loops over a random mix of append, append_many, every compaction kind,
-prepare with spills, and imports; 100 kills per engine (SESSIONSTORE_CRASH_TRIALS).
+prepare with spills, and imports; 100 kills per engine (SESSIONSTORE_CRASH_TRIALS),
+each at a random time after the writer has opened the store. Before each operation
+the writer logs the view it starts from (version, last seq, digest) and the batch it
+will write; after each kill the view must be that one (plus the whole batch or none
+of it) or a newer version whose history holds it exactly. Which operation each kill
+landed in, and whether it had committed, is printed at the end. The deterministic
+proof for every commit point is tests/test_fault_points.py; this harness adds
+timing nobody chose.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,90 +32,163 @@ from sessionstore import SessionStore
 from sessionstore.storage import doctor
 from sessionstore.storage.history import boundaries, view_at
 from sessionstore.storage.view import to_api_messages
+from tests.crash.worker import content_digest, view_digest
+from tests.support.faultcases import child_url
 from tests.support.validity import check_messages
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TRIALS = int(os.environ.get("SESSIONSTORE_CRASH_TRIALS", "100"))
 
 
-def _wait_for_dead_backends(url: str, timeout: float = 3.0) -> None:
+def _wait_for_dead_backends(url: str, name: str, timeout: float = 5.0) -> None:
     """On PostgreSQL, wait until the killed child's server backend has finished its last command.
 
     SIGKILL ends the client at once, but a COMMIT the server already received still
     lands a moment later; checking before it does would compare two reads that
-    straddle that commit. SQLite has no server side: its commits are done when the
-    process dies.
+    straddle that commit. The child connects with its own application_name, so only
+    its backend is waited for (other test runs may share the server). SQLite has no
+    server side: its commits are done when the process dies.
     """
     if not url.startswith("postgresql"):
         return
     deadline = time.monotonic() + timeout
     with SessionStore.open(url) as st:
         while time.monotonic() < deadline:
-            busy = st.db.one(
-                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction', "
-                "'idle in transaction (aborted)')"
-            )[0]
-            if busy == 0:
+            alive = st.db.one("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = :name",
+                              {"name": name})[0]
+            if alive == 0:
                 return
-            time.sleep(0.05)
+            time.sleep(0.02)
+    raise AssertionError(f"the killed worker's backend {name} is still there after {timeout}s")
 
 
-def _check_after_kill(url: str, sid: str, log: Path, seen: int) -> dict[str, int]:
-    """Everything the child logged as committed is there, and the view is whole.
+def _line(zygote: subprocess.Popen, errors: Path, timeout: float = 120.0) -> str:
+    """The next line the worker process prints, or a failure showing its stderr."""
+    ready, _, _ = select.select([zygote.stdout], [], [], timeout)
+    line = zygote.stdout.readline().decode() if ready else ""
+    if not line:
+        zygote.kill()
+        pytest.fail(f"the crash worker stopped: {errors.read_text()[-3000:]}")
+    return line.strip()
 
-    Work per kill stays small as the store grows: uuids are read without content, and
-    spills, imports and doctor's session checks look at what this trial added (doctor's
-    database-wide checks run every time).
+
+def _kill_one_writer(zygote: subprocess.Popen, errors: Path, url: str, trial: int, delay: float) -> None:
+    """Have the worker fork writer `trial`, let it write for `delay` seconds once ready, SIGKILL it."""
+    zygote.stdin.write(f"{trial} {url}\n".encode())
+    zygote.stdin.flush()
+    word, pid = _line(zygote, errors).split()
+    assert word == "ready", word
+    time.sleep(delay)
+    early, _, _ = select.select([zygote.stdout], [], [], 0)
+    if not early:
+        os.kill(int(pid), signal.SIGKILL)
+    word, status = _line(zygote, errors).split()
+    if not (os.WIFSIGNALED(int(status)) and os.WTERMSIG(int(status)) == signal.SIGKILL):
+        pytest.fail(f"writer {trial} exited early: {errors.read_text()[-3000:]}")
+
+
+def _check_after_kill(url: str, sid: str, log: Path, seen: int) -> dict[str, Any]:
+    """Everything the child logged as committed is there, and the view is the old one or the new one.
+
+    The old view is the one the child recorded just before the operation in flight
+    (its digest, version and last seq); the new one is a later version whose history
+    still holds the old view exactly. Work per kill stays small as the store grows:
+    only this trial's messages are read with their content, and spills, imports and
+    doctor's session checks look at what this trial added (doctor's database-wide
+    checks run every time).
     """
     lines = log.read_text().splitlines() if log.exists() else []
-    logged = [ln.split(" ", 1) for ln in lines if ln.strip()]
+    logged = [ln.split(" ") for ln in lines if ln.strip()]
     fresh = logged[seen:]
+    since_start = logged[max((i for i, p in enumerate(logged) if p[0] == "start"), default=0):]
+    befores = [parts for parts in since_start if parts[0] == "before"]
     with SessionStore.open(url) as st:
         s = st.get(sid)
         rows = st.db.all("SELECT uuid, subtype FROM messages WHERE session_id = :id", {"id": sid})
         uuids = {u for u, _ in rows}
-        missing = [v for k, v in logged if k in ("msg", "boundary") and v not in uuids]
+        missing = [p[1] for p in logged if p[0] in ("msg", "boundary") and p[1] not in uuids]
         assert not missing, f"committed but lost: {missing[:5]}"
-        imported = [v.split()[0] for k, v in fresh if k == "import"]
+        _check_fresh_messages(st, sid, [p for p in fresh if p[0] == "msg"])
+        imported = [p[1] for p in fresh if p[0] == "import"]
         problems = doctor.check_database(st)
         for session_id in [sid, *imported]:
             problems += doctor.check(st, session_id).problems
         assert problems == [], f"doctor after a kill: {problems[:3]}"
-        _check_spills(s, [v for k, v in fresh if k == "prepared"])
-        _check_imports(st, [v for k, v in fresh if k == "import"])
+        spilled = _check_spills(s, [(p[1], int(p[2])) for p in fresh if p[0] == "prepared"])
+        _check_imports(st, [p[1:] for p in fresh if p[0] == "import"])
         found = boundaries(s)
         assert sum(1 for _, sub in rows if sub == "compact_boundary") == len(found), \
             "a boundary without its compactions row (or the reverse)"
         state = s.refresh_state()
         entries = s.active_entries()
         assert sum(e.tokens for e in entries) == state.view_tokens, "token total out of step with the view"
-        assert [e.seq for e in view_at(s, state.view_version)] == [e.seq for e in entries]
+        phase = _check_old_or_new(s, state, entries, befores[-1], uuids) if befores else "startup: no operation"
         view = to_api_messages(entries)
-        problems = [p for p in check_messages(view) if "not answered" not in p or not view or
-                    not p.startswith(f"messages[{len(view) - 2}]")]
-        assert problems == [], problems
+        assert check_messages(view) == [], check_messages(view)
         if found:
             last = found[-1]
             assert entries[0].uuid == last.boundary_uuid, "the latest compaction's view is in force"
-        return {"messages": len(uuids), "boundaries": len(found), "logged": len(logged)}
+        return {"messages": len(uuids), "boundaries": len(found), "logged": len(logged), "phase": phase,
+                "spills": spilled}
 
 
-def _check_spills(s, prepared_ids: list[str]) -> None:
-    """Every spill decision is whole: its replacement, its blob, and the original bytes behind it."""
+def _check_old_or_new(s, state, entries, before: list[str], uuids: set[str]) -> str:
+    """The view is the recorded old one (plus the whole batch, or none of it) or a newer version
+    whose history holds the old one exactly; returns where the kill landed."""
+    _, op, version, last_seq, digest, batch_text = before
+    version, last_seq = int(version), int(last_seq)
+    batch = [] if batch_text == "-" else batch_text.split(",")
+    present = [u for u in batch if u in uuids]
+    assert present in ([], batch), f"{op}: batch half written: {len(present)} of {len(batch)}"
+    if state.view_version == version:
+        old = [e for e in entries if e.seq <= last_seq]
+        assert view_digest(old) == digest, f"{op}: the view before the operation changed without a rewrite"
+        added = [e.uuid for e in entries if e.seq > last_seq]
+        assert added in ([], batch), f"{op}: the view gained {added}, not the batch {batch}"
+        return f"{op}: {'committed' if added else 'not committed' if batch else 'view unchanged'}"
+    assert state.view_version > version, f"{op}: the view version went back"
+    assert view_digest(view_at(s, version)) == digest, f"{op}: the old view is not kept exactly in the history"
+    return f"{op}: committed"
+
+
+def _check_fresh_messages(st, sid: str, logged: list[list[str]]) -> None:
+    """This trial's committed messages: identical content, and in the transcript in the order logged."""
+    if not logged:
+        return
+    wanted = {p[1]: p[2] for p in logged}
+    rows = st.db.all("SELECT uuid, seq, content_json FROM messages WHERE session_id = :id AND uuid IN ("
+                     + ",".join(f":u{i}" for i in range(len(wanted))) + ")",
+                     {"id": sid, **{f"u{i}": u for i, u in enumerate(wanted)}})
+    by_uuid = {u: (int(seq), content_digest(json.loads(cj))) for u, seq, cj in rows}
+    changed = [u for u, sha in wanted.items() if by_uuid[u][1] != sha]
+    assert not changed, f"stored content differs from what was committed: {changed[:3]}"
+    seqs = [by_uuid[p[1]][0] for p in logged]
+    assert seqs == sorted(seqs), "committed messages are out of their order in the transcript"
+
+
+def _check_spills(s, prepared: list[tuple[str, int]]) -> int:
+    """Every prepare the child saw commit spilled its big result, and the blob holds its original bytes."""
     from sessionstore.storage.spill import spill_original
 
     rows = s.db.all("SELECT tool_use_id, kind FROM replacements WHERE session_id = :id", {"id": s.id})
     decided = {r[0]: r[1] for r in rows}
-    for tool_use_id in prepared_ids:
-        if decided.get(tool_use_id) == "spilled":
-            assert spill_original(s, tool_use_id).startswith(tool_use_id.encode())
+    for tool_use_id, seq in prepared:
+        assert decided.get(tool_use_id) == "spilled", f"the big result {tool_use_id} was not spilled"
+        block, = _blocks_at(s, seq)
+        assert block["tool_use_id"] == tool_use_id
+        assert spill_original(s, tool_use_id) == block["content"].encode(), "the spilled blob is not the original"
+    return len(prepared)
 
 
-def _check_imports(store, logged: list[str]) -> None:
+def _blocks_at(s, seq: int) -> list[dict]:
+    """The content blocks of transcript message `seq`."""
+    row = s.db.one("SELECT content_json FROM messages WHERE session_id = :id AND seq = :seq", {"id": s.id, "seq": seq})
+    return json.loads(row[0])
+
+
+def _check_imports(store, logged: list[list[str]]) -> None:
     """Each import the child saw commit is complete; no session is half imported."""
-    for line in logged:
-        session_id, count = line.split()
+    for session_id, count in logged:
         assert len(list(store.get(session_id).transcript())) == int(count)
     rows = store.db.all("SELECT s.id, COUNT(m.seq) FROM sessions s LEFT JOIN messages m "
                         "ON m.session_id = s.id GROUP BY s.id")
@@ -122,20 +206,31 @@ def test_sigkill_during_appends_and_compactions(store_url: str, tmp_path: Path) 
     with SessionStore.open(store_url) as st:
         sid = st.create_session(title="crash").id
     log = tmp_path / "committed.log"
-    stats = {"logged": 0}
-    for trial in range(TRIALS):
-        child = subprocess.Popen([sys.executable, "-m", "tests.crash.worker", store_url, sid, str(log), str(trial)],
-                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 env={**os.environ, "CRASH_TMP": str(tmp_path)})
-        time.sleep(rng.uniform(0.6, 1.6))
-        if child.poll() is not None:
-            pytest.fail(f"worker exited early: {child.stderr.read().decode()}")
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        child.stderr.close()
-        _wait_for_dead_backends(store_url)
-        stats = _check_after_kill(store_url, sid, log, stats["logged"])
-    assert stats["boundaries"] >= 5, f"the kills should land across compactions too: {stats}"
+    stats: dict[str, Any] = {"logged": 0}
+    phases: Counter[str] = Counter()
+    spills = 0
+    errors = tmp_path / "worker.stderr"
+    with open(errors, "wb") as err:
+        zygote = subprocess.Popen([sys.executable, "-m", "tests.crash.worker", sid, str(log)], cwd=ROOT,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                  env={**os.environ, "CRASH_TMP": str(tmp_path)})
+    try:
+        for trial in range(TRIALS):
+            name = f"crash{os.getpid()}t{trial}"
+            _kill_one_writer(zygote, errors, child_url(store_url, name), trial, rng.uniform(0.05, 1.0))
+            _wait_for_dead_backends(store_url, name)
+            stats = _check_after_kill(store_url, sid, log, stats["logged"])
+            phases[stats["phase"]] += 1
+            spills += stats["spills"]
+    finally:
+        zygote.stdin.close()
+        zygote.wait(timeout=60)
+        zygote.stdout.close()
+    print(f"\ncrash kills by the operation in flight ({store_url.split(':')[0]}): {dict(sorted(phases.items()))}")
+    ops = {phase.split(":")[0] for phase in phases}
+    assert len(ops) >= 4 and ops & {"full", "from", "up_to", "memory", "prepare"}, \
+        f"the kills should land in several kinds of operation, compactions among them: {dict(phases)}"
+    assert spills > 0, "no prepare committed a spill, so no spill was checked"
     with SessionStore.open(store_url) as st:
         assert doctor.check(st).problems == [], "the whole store is clean at the end"
 

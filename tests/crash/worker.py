@@ -1,11 +1,20 @@
 """The child of the crash harness: loops over random writes until it is killed.
 
-`python -m tests.crash.worker URL SESSION LOG SEED`. After each operation
-commits, one line goes to LOG (flushed): what the parent may then require.
+`python -m tests.crash.worker SESSION LOG` imports everything once, then for each
+line `SEED URL` on stdin forks one writer (which prints `ready PID` once it has
+opened the store) and prints `ended STATUS` when that writer is gone, so a kill
+costs no interpreter start-up. Before each operation one
+line goes to LOG (flushed): `before OP VERSION LAST_SEQ DIGEST UUIDS`, the view
+it starts from and the uuids of the batch it writes; after the operation
+commits, one line per message (`msg UUID SHA`) or result: what the parent may
+then require.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import random
 import sys
 import uuid
@@ -33,22 +42,63 @@ def _round(rng: random.Random, tag: str, big: bool = False) -> list[dict]:
     ]
 
 
+def view_digest(entries) -> str:
+    """A digest of a view's entries: which message each shows, and what content."""
+    data = json.dumps([(e.seq, e.content) for e in entries], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def content_digest(content) -> str:
+    """A digest of one stored message's content (the parent recomputes it from the row)."""
+    data = json.dumps(content, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _before(session, log, op: str, batch: list[dict]) -> None:
+    """Record the view the operation starts from and the batch it will write."""
+    entries = session.active_entries()
+    state = session.refresh_state()
+    uuids = ",".join(m["uuid"] for m in batch) or "-"
+    log(f"before {op} {state.view_version} {state.last_seq} {view_digest(entries)} {uuids}")
+
+
+def _append(session, log, op: str, msgs: list[dict]) -> list:
+    """One append_many (one transaction), logged before and after."""
+    _before(session, log, op, msgs)
+    stored = session.append_many(msgs)
+    for m in stored:
+        log(f"msg {m.uuid} {content_digest(m.content)}")
+    return stored
+
+
 def _finish_pending(session, log) -> None:
     """After a kill mid-round, answer what is still pending so the conversation goes on."""
     tail = session.refresh_state().tail
     if tail.pending:
         msg = {"role": "user", "uuid": str(uuid.uuid4()),
                "content": [{"type": "tool_result", "tool_use_id": i, "content": "recovered"} for i in tail.pending]}
-        session.append(msg)
-        log(f"msg {msg['uuid']}")
+        _append(session, log, "append", [msg])
     if session.refresh_state().tail.last_role == "user":
         msg = {"role": "assistant", "uuid": str(uuid.uuid4()), "content": "resumed"}
-        session.append(msg)
-        log(f"msg {msg['uuid']}")
+        _append(session, log, "append", [msg])
 
 
 def main() -> None:
-    url, session_id, log_path, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    session_id, log_path = sys.argv[1], sys.argv[2]
+    for line in sys.stdin:
+        seed, url = line.split()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                write_until_killed(url, session_id, log_path, int(seed))
+            finally:
+                os._exit(1)
+        _, status = os.waitpid(pid, 0)
+        print(f"ended {status}", flush=True)
+
+
+def write_until_killed(url: str, session_id: str, log_path: str, seed: int) -> None:
+    """One writer: open the store, say so, then loop over random operations until killed."""
     rng = random.Random(seed)
     with open(log_path, "a", encoding="utf-8") as log_file, SessionStore.open(url) as store:
         def log(line: str) -> None:
@@ -56,6 +106,8 @@ def main() -> None:
             log_file.flush()
 
         session = store.get(session_id)
+        log(f"start {seed}")
+        print(f"ready {os.getpid()}", flush=True)
         _finish_pending(session, log)
         step = 0
         while True:
@@ -64,21 +116,18 @@ def main() -> None:
                              "prepare", "import"])
             msgs = _round(rng, f"s{seed}-{step}", big=op == "prepare")
             if op == "prepare":
-                session.append_many(msgs)
-                for m in msgs:
-                    log(f"msg {m['uuid']}")
+                stored = _append(session, log, "append_many", msgs)
+                _before(session, log, "prepare", [])
                 Pipeline(store).prepare(session)
-                log(f"prepared {msgs[2]['content'][0]['tool_use_id']}")
+                log(f"prepared {msgs[2]['content'][0]['tool_use_id']} {stored[2].seq}")
             elif op == "import":
+                _before(session, log, "import", [])
                 _import(store, rng, log)
             elif op == "append":
                 for m in msgs:
-                    session.append(m)
-                    log(f"msg {m['uuid']}")
+                    _append(session, log, "append", [m])
             elif op == "append_many":
-                session.append_many(msgs)
-                for m in msgs:
-                    log(f"msg {m['uuid']}")
+                _append(session, log, "append_many", msgs)
             else:
                 _compact(session, op, rng, log)
 
@@ -123,6 +172,7 @@ def _compact(session, op: str, rng: random.Random, log) -> None:
         save_memory(session, f"# Current State\nworking, seed step {rng.random()}\n",
                     covers_seq=last.seq, covers_uuid=last.uuid, tokens=0, tool_calls=0)
         kwargs = {"use_memory": True}
+    _before(session, log, op, [])
     try:
         outcome = compact(session, **kwargs)
     except (NothingToCompact, RewriteConflict):

@@ -1,0 +1,320 @@
+"""Fault injection at every named point of every write path, on each engine.
+
+For each point of `sessionstore.storage.faults.POINTS` a forked child runs the
+operation with that point armed and SIGKILLs itself there. The parent recorded
+the state before the operation (the view as the API request and as view rows,
+the transcript with each message's stored content, the spill decisions and
+their blobs, the session counters); a reference child ran the same operation
+unharmed on a session set up alike. After the kill the state must be exactly
+the old one (any point before COMMIT) or exactly the reference (after COMMIT),
+and `doctor` must find the store as it found it before. A point the child
+never reaches fails its case.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from sqlalchemy import inspect
+
+from sessionstore import SessionStore
+from sessionstore.storage import doctor, faults
+from sessionstore.storage.blobs import get_blob
+from sessionstore.storage.migrate import head_revision
+from sessionstore.storage.models import Base
+from tests.conftest import PG_URL, _pg_schema_url
+from tests.support.faultcases import (
+    CASES,
+    case_for,
+    child_name,
+    child_url,
+    run_import,
+    write_import_files,
+)
+from tests.support.revisions import use_test_revisions
+from tests.support.validity import check_messages
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = [ROOT / "sessionstore", ROOT / "compaction"]
+
+
+def _points(case: str) -> list[str]:
+    return [p for p in faults.POINTS if case_for(p) == case]
+
+
+# ------------------------------------------------------------------ children
+
+
+def _fork(url: str, point: str | None, body: Callable[[SessionStore], None]) -> int:
+    """Run `body` on a fresh store in a forked child armed at `point`; returns its wait status."""
+    name = child_name()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 1
+        try:
+            faults.TARGET = point
+            with SessionStore.open(child_url(url, name)) as store:
+                body(store)
+            code = 0
+        except BaseException:  # report anything to the parent through the exit code and stderr
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    _wait_for_backend(url, name)
+    return status
+
+
+def _wait_for_backend(url: str, name: str, timeout: float = 5.0) -> None:
+    """On PostgreSQL, wait until the killed child's server backend is gone (a sent COMMIT may still land)."""
+    if not url.startswith("postgresql"):
+        return
+    import psycopg
+
+    plain = PG_URL.replace("postgresql+psycopg://", "postgresql://") if PG_URL else url
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(plain, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = %s", (name,)).fetchone()
+            if row[0] == 0:
+                return
+            time.sleep(0.02)
+    raise AssertionError(f"the killed child's backend {name} is still there after {timeout}s")
+
+
+def _assert_killed_at(status: int, point: str) -> None:
+    if os.WIFEXITED(status):
+        code = os.WEXITSTATUS(status)
+        assert code != 0, f"fault point {point} was never reached: the operation finished"
+        raise AssertionError(f"the operation failed before reaching {point} (exit {code}; see stderr)")
+    assert os.WTERMSIG(status) == signal.SIGKILL, f"{point}: killed by signal {os.WTERMSIG(status)}"
+
+
+# ------------------------------------------------------------------ states
+
+
+def session_state(store: SessionStore, sid: str) -> dict[str, Any]:
+    """Everything an operation on a session may change, with generated uuids left out."""
+    s = store.get(sid)
+    entries = s.active_entries()
+    db = store.db
+    counters = db.one("SELECT last_seq, base_seq, view_version, view_tokens, explicit_count FROM sessions "
+                      "WHERE id = :id", {"id": sid})
+    decisions = db.all("SELECT tool_use_id, kind, blob_sha256, original_size, replacement FROM replacements "
+                       "WHERE session_id = :id ORDER BY tool_use_id", {"id": sid})
+    blobs = {sha: len(get_blob(db, sha)) for _, _, sha, _, _ in decisions if sha}
+    return {
+        "request": s.active_view(),
+        "view_rows": [(e.seq, e.role, e.message.type, e.message.subtype, e.content, e.tokens, e.replaced)
+                      for e in entries],
+        "transcript": [tuple(r) for r in db.all(
+            "SELECT seq, role, type, subtype, content_json, tokens FROM messages WHERE session_id = :id "
+            "ORDER BY seq", {"id": sid})],
+        "counters": tuple(int(v) for v in counters),
+        "compactions": [tuple(r) for r in db.all(
+            "SELECT kind, trigger, replaced_version, pre_tokens, post_tokens, messages_summarized, "
+            "summarized_seqs_json FROM compactions WHERE session_id = :id ORDER BY boundary_seq", {"id": sid})],
+        "decisions": [tuple(r) for r in decisions],
+        "blobs": blobs,
+    }
+
+
+def _problems(store: SessionStore, sid: str) -> list[str]:
+    return sorted(p.code for p in doctor.check(store, sid).problems)
+
+
+def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return [key for key in a if a[key] != b[key]]
+
+
+# ------------------------------------------------------------------ session cases
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_point_of_a_session_write_leaves_the_old_or_the_new_state(store_url: str, case: str) -> None:
+    spec = CASES[case]
+    points = _points(case)
+    assert points, f"no fault point for {case}"
+    with SessionStore.open(store_url) as store:
+        ref_sid = spec.setup(store)
+        old_ref = session_state(store, ref_sid)
+        old_problems = _problems(store, ref_sid)
+        assert old_problems == (["view_tokens"] if case == "doctor.repair" else []), old_problems
+    status = _fork(store_url, None, lambda st: spec.run(st, ref_sid))
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"the unharmed {case} failed"
+    with SessionStore.open(store_url) as store:
+        new = session_state(store, ref_sid)
+        assert new != old_ref, f"the unharmed {case} changed nothing"
+        assert check_messages(new["request"]) == []
+        assert _problems(store, ref_sid) == []
+    for point in points:
+        with SessionStore.open(store_url) as store:
+            sid = spec.setup(store)
+            old = session_state(store, sid)
+        assert old == old_ref, f"{case}: the setup is not deterministic: {_diff(old, old_ref)}"
+        _assert_killed_at(_fork(store_url, point, lambda st, sid=sid: spec.run(st, sid)), point)
+        committed = point.endswith(".after_commit")
+        with SessionStore.open(store_url) as store:
+            after = session_state(store, sid)
+            expected = new if committed else old
+            assert after == expected, (f"{point}: not exactly the {'new' if committed else 'old'} state; "
+                                       f"differs in {_diff(after, expected)}")
+            assert _problems(store, sid) == ([] if committed else old_problems), f"doctor after {point}"
+            assert doctor.check_database(store) == [], f"database checks after {point}"
+    print(f"\n{case}: {len(points)} fault points reached on {store_url.split(':')[0]}")
+
+
+# ------------------------------------------------------------------ import
+
+
+def _imports_state(store: SessionStore, paths: list[str]) -> dict[str, tuple[int, int, int]]:
+    """path -> (lines recorded, messages stored, view entries) for each imported file among `paths`."""
+    out = {}
+    for path in paths:
+        row = store.db.one("SELECT session_id, lines_done FROM imports WHERE path = :p", {"p": path})
+        if row is None:
+            continue
+        s = store.get(row[0])
+        out[path] = (int(row[1]), s.last_seq, len(s.active_entries()))
+        assert doctor.check(store, s.id).problems == []
+        assert check_messages(s.active_view()) == []
+    return out
+
+
+def _sessions_without_import(store: SessionStore) -> int:
+    return int(store.db.one("SELECT COUNT(*) FROM sessions WHERE id NOT IN (SELECT session_id FROM imports)")[0])
+
+
+def test_every_point_of_an_import_leaves_each_file_whole_or_absent(store_url: str, tmp_path: Path) -> None:
+    points = _points("import")
+    assert "import.mid_file" in points
+    for n, point in enumerate(points):
+        folder = tmp_path / f"import-{n}"
+        counts = write_import_files(folder, f"imp{n}")
+        paths = list(counts)
+        _assert_killed_at(_fork(store_url, point, lambda st, f=str(folder): run_import(st, f)), point)
+        with SessionStore.open(store_url) as store:
+            state = _imports_state(store, paths)
+            # Files are imported in order, one transaction each: the kill after the first COMMIT leaves it whole.
+            expected = {paths[0]: (counts[paths[0]],) * 3} if point.endswith(".after_commit") else {}
+            assert state == expected, f"{point}: {state}"
+            assert _sessions_without_import(store) == 0, f"{point}: a session without its imports row"
+            orphans = store.db.one("SELECT COUNT(*) FROM messages WHERE session_id NOT IN (SELECT id FROM sessions)")
+            assert int(orphans[0]) == 0
+            assert doctor.check_database(store) == []
+        with SessionStore.open(store_url) as store:  # and the same files import completely afterwards
+            run_import(store, str(folder))
+            assert _imports_state(store, paths) == {p: (c, c, c) for p, c in counts.items()}
+
+
+# ------------------------------------------------------------------ migration
+
+
+@contextmanager
+def _fresh_database(engine: str, tmp_path: Path, n: int) -> Iterator[str]:
+    if engine == "sqlite":
+        yield f"sqlite:///{tmp_path / f'migrate-{n}.db'}"
+        return
+    if not PG_URL:
+        pytest.skip("PostgreSQL tests need SESSIONSTORE_TEST_PG_URL (.ci/run sets it)")
+    yield from _pg_schema_url(PG_URL)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_every_point_of_a_migration_leaves_no_schema_or_all_of_it(engine: str, tmp_path: Path) -> None:
+    for n, point in enumerate(_points("migration")):
+        with _fresh_database(engine, tmp_path, n) as url:
+            _assert_killed_at(_fork(url, point, lambda st: None), point)
+            from sqlalchemy import create_engine
+
+            eng = create_engine(url)
+            try:
+                tables = set(inspect(eng).get_table_names())
+            finally:
+                eng.dispose()
+            if point.endswith(".after_commit"):
+                assert set(Base.metadata.tables) <= tables and "alembic_version" in tables, point
+                with SessionStore.open(url, upgrade=False) as store:
+                    assert store.db.one("SELECT version_num FROM alembic_version")[0] == head_revision()
+                    assert doctor.check_database(store) == []
+            else:
+                assert tables == set(), f"{point}: a killed migration left {sorted(tables)}"
+            with SessionStore.open(url) as store:  # the next open finishes the job
+                assert doctor.check(store).problems == []
+
+
+GROWN = "tgrow_new_table"
+
+
+@pytest.fixture
+def grown_head(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The shipped revisions plus tests/migrations_ok/tgrow_new_table.py on top; returns the shipped head."""
+    return use_test_revisions(monkeypatch, "migrations_ok", GROWN)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_every_point_of_an_upgrade_of_a_filled_database_keeps_every_row(
+    engine: str, grown_head: str, tmp_path: Path
+) -> None:
+    """A filled database at the shipped head, upgraded by a test revision: killed before COMMIT it is
+    exactly as it was; after COMMIT it is at the new revision with every old row; the backup is there."""
+    from tests.test_migration_safety import _assert_backup, _build, _snapshot
+
+    for n, point in enumerate(_points("migration")):
+        with _fresh_database(engine, tmp_path, n) as url:
+            before = _build(url, grown_head)
+            _assert_killed_at(_fork(url, point, lambda st: None), point)
+            with SessionStore.open(url, upgrade=False) as store:
+                revision = store.db.one("SELECT version_num FROM alembic_version")[0]
+                assert revision == (GROWN if point.endswith(".after_commit") else grown_head), point
+                assert _snapshot(store.db.engine) == before, f"{point}: an old row changed"
+                tables = set(inspect(store.db.engine).get_table_names())
+                assert ("t_grow" in tables) == point.endswith(".after_commit"), point
+            if url.startswith("sqlite"):
+                _assert_backup(url, grown_head, before)
+            with SessionStore.open(url) as store:  # the next open finishes the job
+                assert store.db.one("SELECT version_num FROM alembic_version")[0] == GROWN
+                assert _snapshot(store.db.engine) == before
+                assert doctor.check(store).problems == []
+
+
+# ------------------------------------------------------------------ the list itself
+
+
+def test_the_point_list_names_every_fault_call_in_the_source() -> None:
+    """A fault() call with a literal name must be in POINTS, and every POINTS group must exist in the code."""
+    import re
+
+    text = "\n".join(p.read_text() for folder in SOURCES for p in folder.rglob("*.py"))
+    literal = set(re.findall(r'\bfault\("([^"]+)"\)', text))
+    groups = set(re.findall(r'\bfault_in\([^,]+, "([^"]+)"\)', text))
+    assert literal <= set(faults.POINTS)
+    listed_groups = {p.rsplit(".", 1)[1] for p in faults.POINTS if not p.startswith("migration.")}
+    assert listed_groups == groups | {"begin", "before_commit", "after_commit"}
+    assert len(faults.POINTS) == len(set(faults.POINTS))
+
+
+def test_the_environment_variable_arms_a_point_in_a_real_process(store_url: str, tmp_path: Path) -> None:
+    """SESSIONSTORE_FAULT set for a CLI append kills it just before COMMIT; nothing of the batch is stored."""
+    with SessionStore.open(store_url) as store:
+        sid = store.create_session().id
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text('{"role": "user", "content": "one"}\n{"role": "assistant", "content": "two"}\n')
+    env = {**os.environ, faults.ENV: "append_many.before_commit"}
+    proc = subprocess.run([sys.executable, "-m", "sessionstore", "append", sid, str(batch), "--db", store_url],
+                          env=env, capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    assert b"fault point append_many.before_commit" in proc.stderr
+    with SessionStore.open(store_url) as store:
+        assert store.get(sid).last_seq == 0 and list(store.get(sid).transcript()) == []
