@@ -31,6 +31,7 @@ from sessionstore.storage import doctor, faults
 from sessionstore.storage.blobs import get_blob
 from sessionstore.storage.migrate import head_revision
 from sessionstore.storage.models import Base
+from sessionstore.storage.session import load_state
 from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.faultcases import (
     CASES,
@@ -109,8 +110,8 @@ def session_state(store: SessionStore, sid: str) -> dict[str, Any]:
     s = store.get(sid)
     entries = s.active_entries()
     db = store.db
-    counters = db.one("SELECT last_seq, base_seq, view_version, view_tokens, explicit_count FROM sessions "
-                      "WHERE id = :id", {"id": sid})
+    state = load_state(db, sid)
+    counters = (state.last_seq, state.base_seq, state.view_version, state.view_tokens, state.explicit_count)
     decisions = db.all("SELECT tool_use_id, kind, blob_sha256, original_size, replacement FROM replacements "
                        "WHERE session_id = :id ORDER BY tool_use_id", {"id": sid})
     blobs = {sha: len(get_blob(db, sha)) for _, _, sha, _, _ in decisions if sha}
