@@ -87,8 +87,9 @@ REASONS = {
 @pytest.mark.parametrize("case", list(REASONS))
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_refuses_a_database_it_cannot_open(
-    name: str, case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    name: str, case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-never-sent")  # chat checks the key before the database
     command = COMMANDS[name]
     takes_db = any(p.name == "db" for p in command.params)
     if name in NO_DATABASE:

@@ -137,6 +137,10 @@ def test_no_command_writes_the_key(
                  ("db", "upgrade"), ("db", "history"), ("chat", "--new")):
         run(*args)
     run("import", "codex", "in.jsonl", ok=False)
+    (work / "watched.jsonl").write_bytes((work / "cc.jsonl").read_bytes().replace(b"cc-secrets", b"cc-watched"))
+    run("watch", "--once", "watched.jsonl")
+    run("search", "hello")
+    run("delete", spill_sid, "--yes")
     commands = _app_commands()
     assert commands <= {_ran(tuple(c.split()), commands) for c, _ in outputs}, "a command of the app is not run here"
 
