@@ -17,6 +17,10 @@ from tests.support.validity import check_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: Filler that makes a conversation worth compacting (a summary must shrink the view).
+PAD = "The long explanation goes on with more detail than any summary keeps. " * 12
+
+
 
 def _env(base_url: str | None, key: str | None = "sk-ant-test-chat") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")}
@@ -56,7 +60,7 @@ def _seeded(db: str, pairs: int) -> str:
         s = store.create_session(title="seeded", model="claude-sonnet-4-6", cwd="/tmp")
         for i in range(pairs):
             s.append({"role": "user", "content": f"seeded question {i} about gooseberry jam"})
-            s.append({"role": "assistant", "content": [{"type": "text", "text": f"seeded answer {i}"}]})
+            s.append({"role": "assistant", "content": [{"type": "text", "text": f"seeded answer {i}" + " " + PAD}]})
         return s.id
 
 
@@ -89,7 +93,7 @@ def test_slash_commands_never_reach_the_model(sqlite_url: str, tmp_path: Path) -
         "",
     ])
     with start_fake_api() as api:
-        api.script("First answer.", "Second answer.")
+        api.script("First answer. " + PAD * 6, "Second answer.")
         proc = _chat(["--new"], script, _env(api.base_url), sqlite_url, tmp_path)
         assert proc.returncode == 0, proc.stderr
         assert len(api.message_requests) == 2

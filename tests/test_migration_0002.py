@@ -10,6 +10,10 @@ from sessionstore.storage.db import make_engine
 from sessionstore.storage.doctor import check
 from sessionstore.storage.migrate import SCHEMA_HEAD, current_revision, downgrade
 
+#: Filler that makes a conversation worth compacting (a summary must shrink the view).
+PAD = "The long explanation goes on with more detail than any summary keeps. " * 12
+
+
 
 def _fill_at_0001(url: str) -> tuple[str, list[tuple[int, str]]]:
     """A database at 0001 holding a compacted session; (id, transcript).
@@ -21,7 +25,7 @@ def _fill_at_0001(url: str) -> tuple[str, list[tuple[int, str]]]:
         s = store.create_session(title="old", cwd="/old/project")
         for i in range(6):
             s.append({"role": "user", "content": f"old question {i} about quinceword"})
-            s.append({"role": "assistant", "content": f"old answer {i}"})
+            s.append({"role": "assistant", "content": f"old answer {i}" + " " + PAD})
         compact(s)
         s.append({"role": "user", "content": "after the compaction: quinceword again"})
         transcript = [(m.seq, m.role) for m in s.transcript()]

@@ -17,13 +17,17 @@ from sessionstore.storage.search import SearchQueryError, message_text, parse_qu
 
 JAPANESE = "東京都の天気は晴れです。明日は大阪に行きます"
 
+#: Filler that makes a conversation worth compacting (a summary must shrink the view).
+PAD = "The long explanation goes on with more detail than any summary keeps. " * 12
+
+
 
 def _conversation(store: SessionStore, title: str, cwd: str, words: list[str]) -> Any:
     """A session with one user/assistant pair per word, each message naming the word."""
     s = store.create_session(title=title, cwd=cwd)
     for i, word in enumerate(words):
         s.append({"role": "user", "content": f"question {i} about {word} please"})
-        s.append({"role": "assistant", "content": [{"type": "text", "text": f"answer {i}: {word} is done"}]})
+        s.append({"role": "assistant", "content": [{"type": "text", "text": f"answer {i}: {word} is done" + " " + PAD}]})
     return s
 
 

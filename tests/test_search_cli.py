@@ -12,13 +12,17 @@ from tests.support.cli import run_cli, run_cli_process
 
 HIT_KEYS = {"session", "title", "cwd", "seq", "uuid", "role", "timestamp", "snippet", "boundary", "open"}
 
+#: Filler that makes a conversation worth compacting (a summary must shrink the view).
+PAD = "The long explanation goes on with more detail than any summary keeps. " * 12
+
+
 
 def _filled(url: str) -> str:
     with SessionStore.open(url) as store:
         s = store.create_session(title="cli search", cwd="/home/me/app")
         for i in range(4):
             s.append({"role": "user", "content": f"round {i}: the parser chokes on tabs"})
-            s.append({"role": "assistant", "content": f"looked at src/parser.py line {i}"})
+            s.append({"role": "assistant", "content": f"looked at src/parser.py line {i}" + " " + PAD})
         compact(s)
         s.append({"role": "user", "content": "the parser again, after compaction"})
         return s.id

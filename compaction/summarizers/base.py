@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
+from sessionstore.storage.errors import SessionStoreError
 from sessionstore.storage.types import ViewEntry
 
 
-class SummarizerError(Exception):
-    """A summarizer could not produce a summary (network, API, bad answer)."""
+class SummarizerError(SessionStoreError):
+    """A summarizer could not produce a summary (network, API, bad answer): a typed error callers can report."""
 
 
 class PromptTooLong(SummarizerError):
