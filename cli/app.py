@@ -14,8 +14,9 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import chatcmd, compactcmd, dbcmd, doctorcmd, importcmd, pipelinecmd
-from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
+from . import browsecmd, chatcmd, compactcmd, dbcmd, doctorcmd, importcmd, pipelinecmd
+from .common import DbOption, JsonOption, UsageError, console, open_store, preview, print_json
+from .tables import sessions_table
 
 app = typer.Typer(
     name="sessionstore",
@@ -75,13 +76,7 @@ def sessions_cmd(
     if json_out:
         print_json(rows)
         return
-    table = Table(title=f"sessions ({len(rows)}; ids shortened, any unique prefix works)")
-    for col in ("id", "title", "model", "messages", "view tokens", "updated"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        table.add_row(r["id"][:8], Text(preview(r["title"] or "", 40)), Text(r["model"] or ""), str(r["messages"]),
-                      f"{r['view_tokens']:,}", fmt_time(r["updated_at"]))
-    console.print(table)
+    console.print(sessions_table(rows, console.width))
 
 
 @app.command("new")
@@ -257,5 +252,5 @@ def stats_cmd(
     console.print(table)
 
 
-for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd):
+for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, browsecmd):
     _module.register(app)

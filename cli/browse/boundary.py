@@ -1,0 +1,115 @@
+"""The boundary screen: what the model saw before boundary K, the summary that replaced it, what was kept.
+
+Three tabs. The view before K is a past view read by pages (messages K
+summarized are marked ✂); the summary is the compaction's own record; the
+preserved segment is the run K kept verbatim, read from the view K made.
+`n`/`p` move to the next/previous boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+
+from sessionstore.storage import history, paging
+from sessionstore.storage.history import Boundary
+from sessionstore.storage.session import Session
+
+from ..tables import short_time
+from .sources import PastView, Segment
+from .viewlist import ViewList
+
+
+class BoundaryScreen(Screen[None]):
+    """Boundary K of a session, in three tabs."""
+
+    BINDINGS = [
+        Binding("q,escape", "app.back", "Back", id="back"),
+        Binding("n", "move(1)", "Next ✂", id="next"),
+        Binding("p", "move(-1)", "Prev ✂", id="prev"),
+        Binding("1", "tab('before')", "Before", id="tab-before"),
+        Binding("2", "tab('summary')", "Summary", id="tab-summary"),
+        Binding("3", "tab('kept')", "Kept", id="tab-kept"),
+    ]
+
+    def __init__(self, session: Session, index: int, *, found: Sequence[Boundary] | None = None,
+                 seq: int | None = None):
+        super().__init__()
+        self.session = session
+        self.found = list(found) if found is not None else history.boundaries(session)
+        if not 1 <= index <= len(self.found):
+            raise history.BoundaryNotFound(f"session {session.id} has no boundary {index}")
+        self.index = index
+        self.boundary = self.found[index - 1]
+        self.seq = seq
+        self.ready = False
+
+    def compose(self) -> ComposeResult:
+        b = self.boundary
+        yield Static(self._info(), id="boundary-info")
+        before = PastView(self.session, b.replaced_version)
+        marked = paging.summarized_seqs(self.session.db, b.id)
+        before_list = ViewList(before, marked=marked, id="before-list", empty="(the view was empty)")
+        kept_list = ViewList(self._kept(), id="kept-list",
+                             empty="(nothing kept verbatim: every message before the boundary was summarized)")
+        with TabbedContent(initial="before", id="boundary-tabs"):
+            with TabPane(f"1 View before ✂{b.index} ({before_list.total:,})", id="before"):
+                yield before_list
+            with TabPane("2 Summary", id="summary"):
+                with VerticalScroll(id="summary-scroll"):
+                    yield Static(Text(b.summary or "(no summary recorded)"), id="summary-text")
+            with TabPane(f"3 Preserved ({kept_list.total:,})", id="kept"):
+                yield kept_list
+        yield Footer()
+
+    def _kept(self) -> Segment:
+        """The preserved run head..tail in the view the compaction made (version replaced + 1)."""
+        b = self.boundary
+        made = b.replaced_version + 1
+        keys = None
+        if b.head_uuid and b.tail_uuid:
+            keys = paging.segment_keys(self.session, made, b.head_uuid, b.tail_uuid)
+        return Segment(self.session, made, keys)
+
+    def _info(self) -> Text:
+        b = self.boundary
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(f" boundary {b.index} of {len(self.found)}", "bold")
+        text.append(f" · {b.kind} · {b.trigger} · {b.pre_tokens:,} → {b.post_tokens:,} tokens · "
+                    f"{b.messages_summarized:,} messages summarized · {short_time(b.created_at)}")
+        if b.summarizer:
+            text.append(f" · {b.summarizer}")
+        return text
+
+    def on_mount(self) -> None:
+        listing = self.query_one("#before-list", ViewList)
+        listing.focus()
+        if self.seq is not None:
+            position = paging.past_position(self.session, self.boundary.replaced_version, self.seq)
+            if position is not None:
+                listing.move_to(position)
+        self.ready = True
+
+    def on_view_list_selected(self, event: ViewList.Selected) -> None:
+        from .message import MessageScreen
+
+        self.app.push_screen(MessageScreen(self.session, event.row.seq, version=event.view_list.source.version))
+
+    def action_move(self, step: int) -> None:
+        target = self.index + step
+        if 1 <= target <= len(self.found):
+            self.app.switch_screen(BoundaryScreen(self.session, target, found=self.found))
+        else:
+            self.notify("no " + ("later" if step > 0 else "earlier") + " boundary", severity="information")
+
+    def action_tab(self, name: str) -> None:
+        tabs = self.query_one(TabbedContent)
+        tabs.active = name
+        focus = {"before": "#before-list", "kept": "#kept-list", "summary": "#summary-scroll"}[name]
+        self.query_one(focus).focus()

@@ -1,0 +1,76 @@
+"""Tables that keep one line per row at 80 columns: short forms for cells, and the sessions table.
+
+Model names, paths and text are cut to say the most in the fewest characters.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+_CLAUDE = re.compile(r"^(?:anthropic[./])?claude-(?P<rest>.+?)(?:-(?:20\d{6}|latest))?(?:-v\d+(?::\d+)?)?$")
+_FAMILIES = ("opus", "sonnet", "haiku")
+
+
+def short_model(name: str | None) -> str:
+    """`claude-sonnet-4-5-20250929` -> `sonnet-4.5`, `claude-3-5-haiku-latest` -> `haiku-3.5`; others as they are."""
+    if not name:
+        return ""
+    found = _CLAUDE.match(name.strip())
+    if not found:
+        return name.strip()
+    parts = found.group("rest").split("-")
+    family = next((p for p in parts if p in _FAMILIES), None)
+    numbers = [p for p in parts if p.isdigit() and len(p) <= 2]
+    if family is None or not numbers:
+        return "claude-" + found.group("rest")
+    return f"{family}-{'.'.join(numbers)}"
+
+
+def ellipsize(text: str | None, width: int) -> str:
+    """`text` on one line, cut to `width` characters with a trailing ellipsis when longer."""
+    flat = " ".join((text or "").split())
+    if width <= 0:
+        return ""
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def short_path(path: str | None, width: int) -> str:
+    """A path cut from the left (the end says the most), with a leading ellipsis when longer."""
+    flat = path or ""
+    if width <= 0:
+        return ""
+    return flat if len(flat) <= width else "…" + flat[len(flat) - width + 1:]
+
+
+def short_time(epoch: float | None, now: float | None = None) -> str:
+    """Local time as `MM-DD HH:MM` within the current year, else `YYYY-MM-DD`."""
+    if epoch is None:
+        return ""
+    when = datetime.fromtimestamp(epoch)
+    this_year = datetime.fromtimestamp(time.time() if now is None else now).year
+    return when.strftime("%m-%d %H:%M") if when.year == this_year else when.strftime("%Y-%m-%d")
+
+
+def sessions_table(rows: list[dict[str, Any]], width: int) -> Table:
+    """One line per session at any width: long titles end in an ellipsis, model names are shortened."""
+    cells = [(r["id"][:8], " ".join((r["title"] or "").split()), short_model(r["model"]), f"{r['messages']:,}",
+              f"{r['view_tokens']:,}", short_time(r["updated_at"])) for r in rows]
+    heads = ("id", "title", "model", "msgs", "tokens", "updated")
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(heads)]
+    widths[2] = min(widths[2], 14)
+    fixed = sum(w for i, w in enumerate(widths) if i != 1) + 3 * len(heads) + 1
+    widths[1] = max(10, min(widths[1], width - fixed))
+    table = Table(title=f"sessions ({len(rows)}; ids shortened, any unique prefix works)")
+    for i, head in enumerate(heads):
+        table.add_column(head, no_wrap=True, overflow="ellipsis", width=widths[i],
+                         justify="right" if head in ("msgs", "tokens") else "left")
+    for c in cells:
+        table.add_row(*(Text(v) for v in c))
+    return table
+
