@@ -57,6 +57,17 @@ def short_time(epoch: float | None, now: float | None = None) -> str:
     return when.strftime("%m-%d %H:%M") if when.year == this_year else when.strftime("%Y-%m-%d")
 
 
+def when(timestamp: str | None, fallback: float | None = None) -> str:
+    """An ISO 8601 timestamp (as messages record them) in short_time's form; `fallback` epoch if unreadable."""
+    try:
+        parsed = datetime.fromisoformat(timestamp) if timestamp else None
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        return short_time(fallback)
+    return short_time(parsed.timestamp())
+
+
 def sessions_table(rows: list[dict[str, Any]], width: int) -> Table:
     """One line per session at any width: long titles end in an ellipsis, model names are shortened."""
     cells = [(r["id"][:8], " ".join((r["title"] or "").split()), short_model(r["model"]), f"{r['messages']:,}",

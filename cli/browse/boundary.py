@@ -21,7 +21,7 @@ from sessionstore.storage import history, paging
 from sessionstore.storage.history import Boundary
 from sessionstore.storage.session import Session
 
-from ..tables import short_time
+from ..tables import when
 from .sources import PastView, Segment
 from .viewlist import ViewList
 
@@ -82,7 +82,7 @@ class BoundaryScreen(Screen[None]):
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f" boundary {b.index} of {len(self.found)}", "bold")
         text.append(f" · {b.kind} · {b.trigger} · {b.pre_tokens:,} → {b.post_tokens:,} tokens · "
-                    f"{b.messages_summarized:,} messages summarized · {short_time(b.created_at)}")
+                    f"{b.messages_summarized:,} messages summarized · {when(b.timestamp, b.created_at)}")
         if b.summarizer:
             text.append(f" · {b.summarizer}")
         return text

@@ -16,10 +16,10 @@ FORMATS = {"jsonl": "jsonl", "markdown": "md", "html": "html", "claude-code": "j
 TEXT_WRITERS = {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html}
 
 
-def default_path(session_id: str, fmt: str, folder: Path | None = None) -> Path:
-    """`<folder>/session-<id8>[-claude-code].<ext>` in the working directory by default."""
+def default_path(session_id: str, fmt: str) -> Path:
+    """`session-<id8>[-claude-code].<ext>`, relative to the working directory."""
     suffix = "-claude-code" if fmt == "claude-code" else ""
-    return (folder or Path.cwd()) / f"session-{session_id[:8]}{suffix}.{FORMATS[fmt]}"
+    return Path(f"session-{session_id[:8]}{suffix}.{FORMATS[fmt]}")
 
 
 def export_to_file(url: str, session_id: str, fmt: str, path: Path) -> int:

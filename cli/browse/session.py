@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Footer, Static
 from sessionstore.storage import history, paging
 from sessionstore.storage.session import Session
 
-from ..tables import ellipsize, short_model, short_time
+from ..tables import ellipsize, short_model, when
 from .sources import ActiveView
 from .timeline import Timeline
 from .viewlist import ViewList
@@ -74,7 +74,7 @@ class SessionScreen(Screen[None]):
         for b in self.found:
             table.add_row(Text(str(b.index), justify="right"), Text(b.kind), Text(b.trigger),
                           Text(f"{b.pre_tokens:,} → {b.post_tokens:,}"),
-                          Text(f"{b.messages_summarized:,}", justify="right"), Text(short_time(b.created_at)),
+                          Text(f"{b.messages_summarized:,}", justify="right"), Text(when(b.timestamp, b.created_at)),
                           key=str(b.index))
         messages = self.query_one("#messages", ViewList)
         messages.focus()

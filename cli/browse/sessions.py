@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from sessionstore.storage import paging
 from sessionstore.storage.paging import SessionRow
 
-from ..tables import ellipsize, short_model, short_path, short_time
+from ..tables import ellipsize, short_model, short_path, when
 from .search import SearchOutcome
 
 PAGE = 100
@@ -103,7 +103,7 @@ class SessionsScreen(Screen[None]):
         source = {"claude-code": "claude", "native": "native"}.get(row.source, row.source)
         cells += [Text(ellipsize(short_model(row.model), 9)), Text(f"{row.messages:,}", justify="right"),
                   Text(f"{row.view_tokens:,}", justify="right"), Text(str(row.boundaries or ""), justify="right"),
-                  Text(short_time(row.updated_at)), Text(source[:6])]
+                  Text(when(row.last_timestamp, row.updated_at)), Text(source[:6])]
         return cells
 
     def on_resize(self) -> None:
@@ -150,7 +150,7 @@ class SessionsScreen(Screen[None]):
         text = Text(no_wrap=False)
         text.append(ellipsize(row.title or "(untitled)", 300), "bold")
         text.append(f"\n{row.id} · {row.source} · {row.model or 'no model'} · {row.messages:,} messages · "
-                    f"{row.view_tokens:,} of {row.context_window:,} tokens in view")
+                    f"{row.view_tokens:,} of {row.context_window:,} tokens in view · last {when(row.last_timestamp)}")
         text.append(f"\ncwd: {row.cwd or '-'}")
         text.append("\nfirst: ", "bold")
         text.append(ellipsize(first or "-", 400))
@@ -158,7 +158,7 @@ class SessionsScreen(Screen[None]):
         text.append(ellipsize(latest or "-", 400))
         text.append(f"\nboundaries: {row.boundaries}", "bold")
         for b in recent:
-            text.append(f"  ✂ {b.kind}/{b.trigger} {b.pre_tokens:,} → {b.post_tokens:,} ({short_time(b.created_at)})")
+            text.append(f"  ✂ {b.kind}/{b.trigger} {b.pre_tokens:,} → {b.post_tokens:,}")
         pane.update(text)
 
     # ----------------------------------------------------------------- the boxes

@@ -8,6 +8,7 @@ dropped), so a 100,000-entry view costs what the screen shows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from rich.segment import Segment
 from rich.style import Style
@@ -43,10 +44,12 @@ def kind_of(row: ViewRow) -> str:
 
 
 def clock(timestamp: str | None) -> str:
-    """HH:MM of an ISO timestamp, or nothing."""
-    if not timestamp or len(timestamp) < 16:
+    """HH:MM (local time) of an ISO 8601 timestamp, or nothing."""
+    try:
+        parsed = datetime.fromisoformat(timestamp) if timestamp else None
+    except ValueError:
         return ""
-    return timestamp[11:16]
+    return parsed.astimezone().strftime("%H:%M") if parsed is not None else ""
 
 
 class ViewList(ScrollView, can_focus=True):

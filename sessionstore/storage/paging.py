@@ -49,6 +49,8 @@ class SessionRow:
     updated_at: float
     source: str
     context_window: int
+    #: Timestamp of the newest transcript message (as recorded, ISO 8601), if any.
+    last_timestamp: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +92,9 @@ def list_sessions(db: "Database", *, text: str = "", limit: int = 100, offset: i
     rows = db.all(
         "SELECT s.id, s.title, s.cwd, s.model, s.last_seq, s.view_tokens, "
         "(SELECT COUNT(*) FROM compactions c WHERE c.session_id = s.id), s.created_at, s.updated_at, "
-        f"s.metadata_json, s.context_window FROM sessions s {where} "
+        "s.metadata_json, s.context_window, "
+        "(SELECT m.timestamp FROM messages m WHERE m.session_id = s.id AND m.seq = s.last_seq) "
+        f"FROM sessions s {where} "
         "ORDER BY s.updated_at DESC, s.id LIMIT :limit OFFSET :offset",
         params,
     )
@@ -102,7 +106,9 @@ def session_row(db: "Database", session_id: str) -> SessionRow:
     row = db.one(
         "SELECT s.id, s.title, s.cwd, s.model, s.last_seq, s.view_tokens, "
         "(SELECT COUNT(*) FROM compactions c WHERE c.session_id = s.id), s.created_at, s.updated_at, "
-        "s.metadata_json, s.context_window FROM sessions s WHERE s.id = :id",
+        "s.metadata_json, s.context_window, "
+        "(SELECT m.timestamp FROM messages m WHERE m.session_id = s.id AND m.seq = s.last_seq) "
+        "FROM sessions s WHERE s.id = :id",
         {"id": session_id},
     )
     if row is None:
@@ -115,7 +121,7 @@ def _session_row(r: Sequence[Any]) -> SessionRow:
     return SessionRow(
         id=r[0], title=r[1], cwd=r[2], model=r[3], messages=int(r[4]), view_tokens=int(r[5]),
         boundaries=int(r[6]), created_at=float(r[7]), updated_at=float(r[8]),
-        source=str(meta.get("imported_from") or "native"), context_window=int(r[10]),
+        source=str(meta.get("imported_from") or "native"), context_window=int(r[10]), last_timestamp=r[11],
     )
 
 
