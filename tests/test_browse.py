@@ -31,7 +31,7 @@ from sessionstore.storage import paging
 from sessionstore.storage.history import boundaries
 from sessionstore.storage.spill import list_spills, spill_original
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, Static, TabbedContent
+from textual.widgets import Input, Static
 from tests.conftest import ENGINES, PG_URL, TRANSCRIPTS, _pg_schema_url
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
@@ -174,7 +174,7 @@ def test_boundary_screen_matches_history_json(corpus: Corpus, capsys: pytest.Cap
                              for r in seen["rows"]]
             await pilot.press("2")
             await settle(pilot)
-            seen["tab"] = screen.query_one(TabbedContent).active
+            seen["tab"] = screen.active
             seen["summary"] = str(screen.query_one("#summary-text", Static).visual)
             await pilot.press("1", "enter")
             await settle(pilot)
@@ -244,6 +244,8 @@ def test_preserved_segment_and_moving_between_boundaries(store_url: str) -> None
         await settle(pilot)
         screen = pilot.app.screen
         seen["index"] = screen.index
+        await pilot.press("3")
+        await settle(pilot)
         seen["kept"] = [r.uuid for r in all_rows(screen.query_one("#kept-list", ViewList))]
         await pilot.press("n")
         await settle(pilot)

@@ -44,9 +44,10 @@ class BrowseApp(App[None]):
         from .sessions import SessionsScreen
 
         self.theme = "textual-light" if self.light else "textual-dark"
-        self.push_screen(SessionsScreen())
         if self.start_session:
             self.open_session(self.start_session)
+        else:
+            self.push_screen(SessionsScreen())
 
     # ---------------------------------------------------------------- navigation
 
@@ -77,8 +78,9 @@ class BrowseApp(App[None]):
 
         while len(self.screen_stack) > 2 and not isinstance(self.screen, SessionsScreen):
             self.pop_screen()
-        if isinstance(self.screen, SessionsScreen):
-            self.screen.action_search()
+        if not isinstance(self.screen, SessionsScreen):
+            self.switch_screen(SessionsScreen())
+        self.call_after_refresh(lambda: self.screen.action_search() if isinstance(self.screen, SessionsScreen) else None)
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-dark" if self.theme == "textual-light" else "textual-light"
@@ -127,8 +129,13 @@ class BrowseApp(App[None]):
             self.call_from_thread(screen.show_hits, query, outcome)
 
     def action_back(self) -> None:
+        """q: back to the screen below; from a session opened directly, to the sessions list; else quit."""
+        from .sessions import SessionsScreen
+
         if len(self.screen_stack) > 2:
             self.pop_screen()
+        elif not isinstance(self.screen, SessionsScreen):
+            self.switch_screen(SessionsScreen())
         else:
             self.exit()
 

@@ -1,6 +1,7 @@
 """The boundary screen: what the model saw before boundary K, the summary that replaced it, what was kept.
 
-Three tabs. The view before K is a past view read by pages (messages K
+Three panes, one shown at a time; the second and third are read when first
+shown. The view before K is a past view read by pages (messages K
 summarized are marked ✂); the summary is the compaction's own record; the
 preserved segment is the run K kept verbatim, read from the view K made.
 `n`/`p` move to the next/previous boundary.
@@ -15,13 +16,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import ContentSwitcher, Static
 
 from sessionstore.storage import history, paging
 from sessionstore.storage.history import Boundary
 from sessionstore.storage.session import Session
 
 from ..tables import when
+from .keybar import KeyBar
 from .sources import PastView, Segment
 from .viewlist import ViewList
 
@@ -49,24 +51,30 @@ class BoundaryScreen(Screen[None]):
         self.boundary = self.found[index - 1]
         self.seq = seq
         self.ready = False
+        self.active = "before"
+        self.kept_count: int | None = None
 
     def compose(self) -> ComposeResult:
         b = self.boundary
         yield Static(self._info(), id="boundary-info")
-        before = PastView(self.session, b.replaced_version)
-        marked = paging.summarized_seqs(self.session.db, b.id)
-        before_list = ViewList(before, marked=marked, id="before-list", empty="(the view was empty)")
-        kept_list = ViewList(self._kept(), id="kept-list",
-                             empty="(nothing kept verbatim: every message before the boundary was summarized)")
-        with TabbedContent(initial="before", id="boundary-tabs"):
-            with TabPane(f"1 View before ✂{b.index} ({before_list.total:,})", id="before"):
-                yield before_list
-            with TabPane("2 Summary", id="summary"):
-                with VerticalScroll(id="summary-scroll"):
-                    yield Static(Text(b.summary or "(no summary recorded)"), id="summary-text")
-            with TabPane(f"3 Preserved ({kept_list.total:,})", id="kept"):
-                yield kept_list
-        yield Footer()
+        self.before_list = ViewList(PastView(self.session, b.replaced_version),
+                                    marked=paging.summarized_seqs(self.session.db, b.id), id="before-list",
+                                    empty="(the view was empty)")
+        yield Static(self._tabs("before"), id="boundary-tabs")
+        with ContentSwitcher(initial="before-list", id="boundary-panes"):
+            yield self.before_list
+        yield KeyBar()
+
+    def _tabs(self, active: str) -> Text:
+        """The tab bar: three names, the active one highlighted (panes other than the first load when shown)."""
+        kept = f" ({self.kept_count:,})" if self.kept_count is not None else ""
+        names = (("before", f"1 View before ✂{self.index} ({self.before_list.total:,})"), ("summary", "2 Summary"),
+                 ("kept", f"3 Preserved{kept}"))
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for name, label in names:
+            text.append(f" {label} ", "reverse bold" if name == active else "dim")
+            text.append(" ")
+        return text
 
     def _kept(self) -> Segment:
         """The preserved run head..tail in the view the compaction made (version replaced + 1)."""
@@ -109,7 +117,21 @@ class BoundaryScreen(Screen[None]):
             self.notify("no " + ("later" if step > 0 else "earlier") + " boundary", severity="information")
 
     def action_tab(self, name: str) -> None:
-        tabs = self.query_one(TabbedContent)
-        tabs.active = name
-        focus = {"before": "#before-list", "kept": "#kept-list", "summary": "#summary-scroll"}[name]
-        self.query_one(focus).focus()
+        """Show one pane, mounting it the first time."""
+        panes = self.query_one(ContentSwitcher)
+        pane_id = {"before": "before-list", "summary": "summary-scroll", "kept": "kept-list"}[name]
+        if not panes.query(f"#{pane_id}"):
+            panes.mount(self._pane(name))
+        panes.current = pane_id
+        self.active = name
+        self.query_one("#boundary-tabs", Static).update(self._tabs(name))
+        self.query_one(f"#{pane_id}").focus()
+
+    def _pane(self, name: str) -> VerticalScroll | ViewList:
+        if name == "summary":
+            return VerticalScroll(Static(Text(self.boundary.summary or "(no summary recorded)"), id="summary-text"),
+                                  id="summary-scroll")
+        kept = ViewList(self._kept(), id="kept-list",
+                        empty="(nothing kept verbatim: every message before the boundary was summarized)")
+        self.kept_count = kept.total
+        return kept

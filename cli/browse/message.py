@@ -16,12 +16,14 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Collapsible, Footer, Static, TextArea
+from textual.widgets import Collapsible, Static, TextArea
 
 from sessionstore.storage.paging import message_at
 from sessionstore.storage.replacements import Replacement, get_replacement
 from sessionstore.storage.session import Session
 from sessionstore.storage.spill import spill_original
+
+from .keybar import KeyBar
 
 #: Characters of one block drawn on screen; the rest is named, not drawn.
 BLOCK_CHARS = 100_000
@@ -73,7 +75,7 @@ class MessageScreen(Screen[None]):
         yield Static(self._info(), id="message-info")
         with VerticalScroll(id="message-body"):
             yield from self._blocks()
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#message-body").focus()
@@ -157,7 +159,7 @@ class OriginalScreen(Screen[None]):
         note = "" if size <= ORIGINAL_BYTES else f" · first {ORIGINAL_BYTES:,} bytes shown"
         yield Static(Text(f" original of {self.tool_use_id} · {size:,} bytes{note}", "bold"), id="original-info")
         yield TextArea(shown, read_only=True, show_line_numbers=True, id="original-text")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one(TextArea).focus()

@@ -12,12 +12,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from sessionstore.storage import history, paging
 from sessionstore.storage.session import Session
 
 from ..tables import ellipsize, short_model, when
+from .keybar import KeyBar
 from .sources import ActiveView
 from .timeline import Timeline
 from .viewlist import ViewList
@@ -55,7 +56,7 @@ class SessionScreen(Screen[None]):
         yield Static(Text(f" active view · {paging.active_count(self.session):,} entries · "
                           "≈ replaced content · Enter opens"), id="view-title")
         yield ViewList(ActiveView(self.session), id="messages", empty="(the view is empty)")
-        yield Footer()
+        yield KeyBar()
 
     def _info(self) -> Text:
         r = self.row

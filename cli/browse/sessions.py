@@ -15,12 +15,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from sessionstore.storage import paging
 from sessionstore.storage.paging import SessionRow
 
 from ..tables import ellipsize, short_model, short_path, when
+from .keybar import KeyBar
 from .search import SearchOutcome
 
 PAGE = 100
@@ -54,7 +55,7 @@ class SessionsScreen(Screen[None]):
         yield DataTable(cursor_type="row", zebra_stripes=True, id="sessions")
         yield DataTable(cursor_type="row", zebra_stripes=True, id="hits", classes="hidden")
         yield Static(id="preview")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.load(reset=True)
@@ -86,7 +87,7 @@ class SessionsScreen(Screen[None]):
         table = self.table
         table.clear(columns=True)
         wide = self.app.size.width >= WIDE
-        fixed = [("model", 9), ("msgs", 6), ("tokens", 7), ("✂", 2), ("last", 11), ("source", 6)]
+        fixed = [("model", 10), ("msgs", 6), ("tokens", 7), ("✂", 2), ("last", 11), ("source", 6)]
         if wide:
             fixed.insert(0, ("cwd", 22))
         used = sum(w + 2 for _, w in fixed) + 2 + 2
@@ -101,7 +102,7 @@ class SessionsScreen(Screen[None]):
         if self.app.size.width >= WIDE:
             cells.append(Text(short_path(row.cwd, 22)))
         source = {"claude-code": "claude", "native": "native"}.get(row.source, row.source)
-        cells += [Text(ellipsize(short_model(row.model), 9)), Text(f"{row.messages:,}", justify="right"),
+        cells += [Text(ellipsize(short_model(row.model), 10)), Text(f"{row.messages:,}", justify="right"),
                   Text(f"{row.view_tokens:,}", justify="right"), Text(str(row.boundaries or ""), justify="right"),
                   Text(when(row.last_timestamp, row.updated_at)), Text(source[:6])]
         return cells
