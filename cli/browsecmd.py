@@ -31,12 +31,13 @@ def browse_cmd(
 
       sessionstore browse 3f2a91c0 --db sqlite:///sessions.db
     """
-    if not sys.stdout.isatty() or not sys.stdin.isatty():
-        raise UsageError("browse needs a terminal; for scripts use `sessions --json`, `history --json` or `view --json`")
     from .browse.app import make_app
 
     app = make_app(db, session_id=session, light=light)
     try:
+        if not sys.stdout.isatty() or not sys.stdin.isatty():
+            raise UsageError("browse needs a terminal; for scripts use `sessions --json`, `history --json` "
+                             "or `view --json`")
         app.run()
     finally:
         app.store.close()

@@ -441,3 +441,63 @@ def test_rows_of_the_active_view_match_its_entries_after_rewrites(store_url: str
     assert [(r.position, r.uuid, r.tokens, r.replaced) for r in rows] == [
         (e.position, e.uuid, e.tokens, e.replaced) for e in entries]
     assert [r.uuid for r in window] == [e.uuid for e in entries[3:7]]
+
+
+# ------------------------------------------------------------ the command and moving around
+
+
+def test_browse_command_refuses_without_a_terminal_or_with_an_unknown_session(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with SessionStore.open(sqlite_url) as store:
+        session_id = store.create_session(title="t").id
+    unknown = run_cli(capsys, "browse", "no-such-session", "--db", sqlite_url)
+    assert unknown.code == 2 and unknown.err.count("\n") == 1 and "no-such-session" in unknown.err
+    piped = run_cli(capsys, "browse", session_id[:8], "--db", sqlite_url)
+    assert piped.code == 2 and piped.err.count("\n") == 1 and "needs a terminal" in piped.err
+    assert piped.out == ""
+
+
+def test_q_goes_back_and_slash_searches_from_a_session(sqlite_url: str) -> None:
+    with SessionStore.open(sqlite_url) as store:
+        s = store.create_session(title="moving around")
+        s.append_many(list(conversation(6, seed=1)))
+        session_id = s.id
+    seen: dict[str, Any] = {}
+
+    async def steps(pilot: Pilot[None]) -> None:
+        seen["start"] = pilot.app.screen
+        await pilot.press("enter")
+        await settle(pilot)
+        seen["detail"] = pilot.app.screen
+        await pilot.press("slash")
+        await settle(pilot)
+        seen["search"] = pilot.app.screen
+        seen["focused"] = pilot.app.focused
+        await pilot.press("escape", "enter")
+        await settle(pilot)
+        seen["reopened"] = pilot.app.screen
+        await pilot.press("q")
+        await settle(pilot)
+        seen["list"] = pilot.app.screen
+        await pilot.press("q")
+        await settle(pilot)
+        seen["running"] = pilot.app.is_running
+
+    drive(make_app(sqlite_url, session_id=session_id), steps)
+    assert isinstance(seen["start"], SessionScreen) and isinstance(seen["detail"], MessageScreen)
+    assert isinstance(seen["search"], SessionsScreen) and getattr(seen["focused"], "id", None) == "search"
+    assert isinstance(seen["reopened"], SessionScreen) and seen["reopened"].session.id == session_id
+    assert isinstance(seen["list"], SessionsScreen)
+    assert seen["running"] is False
+
+
+@pytest.mark.slow
+def test_make_demo_ends_by_suggesting_browse(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    demo = Path(__file__).resolve().parents[1] / "examples" / "demo.py"
+    out = subprocess.run([sys.executable, str(demo), "--dir", str(tmp_path / "demo")], capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    assert out.rstrip().splitlines()[-1].startswith("Then browse it all full screen: sessionstore browse --db ")

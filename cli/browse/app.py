@@ -32,6 +32,7 @@ class BrowseApp(App[None]):
     BINDINGS = [
         Binding("ctrl+c", "quit", "Quit", priority=True, show=False),
         Binding("ctrl+t", "toggle_theme", "Light/dark", show=False, id="theme"),
+        Binding("slash", "search_everywhere", "Search", key_display="/", id="search"),
     ]
 
     def __init__(self, store: SessionStore, *, session_id: str | None = None, light: bool = False):

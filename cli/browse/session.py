@@ -32,7 +32,6 @@ class SessionScreen(Screen[None]):
 
     BINDINGS = [
         Binding("q,escape", "app.back", "Back", id="back"),
-        Binding("slash", "search", "Search", key_display="/", id="search"),
         Binding("e", "export", "Export", id="export"),
         Binding("y", "copy", "Copy resume", id="copy"),
         Binding("b", "focus_boundaries", "Boundaries", id="boundaries"),
@@ -102,9 +101,6 @@ class SessionScreen(Screen[None]):
 
     def action_focus_messages(self) -> None:
         self.query_one("#messages", ViewList).focus()
-
-    def action_search(self) -> None:
-        self.app.action_search_everywhere()
 
     def action_export(self) -> None:
         self.app.ask_export(self.session.id)

@@ -17,6 +17,7 @@ import jiter
 
 from .errors import MessageNotFound, SessionStoreError
 from .rows import MESSAGE_COLUMNS, stored_from_row
+from .session import load_state
 from .types import StoredMessage
 
 if TYPE_CHECKING:
@@ -82,6 +83,13 @@ class TimelinePoint:
 # ------------------------------------------------------------------ sessions
 
 
+_SESSION_SQL = (
+    "SELECT s.id, s.title, s.cwd, s.model, "
+    "(SELECT COUNT(*) FROM compactions c WHERE c.session_id = s.id), s.created_at, s.updated_at, "
+    "s.metadata_json, s.context_window FROM sessions s "
+)
+
+
 def list_sessions(db: "Database", *, text: str = "", limit: int = 100, offset: int = 0) -> list[SessionRow]:
     """Sessions newest first, narrowed to those whose id, title, cwd or model contains `text`."""
     where, params = "", {"limit": int(limit), "offset": int(offset)}
@@ -89,39 +97,29 @@ def list_sessions(db: "Database", *, text: str = "", limit: int = 100, offset: i
         where = ("WHERE (lower(s.id) LIKE :f ESCAPE '\\' OR lower(s.title) LIKE :f ESCAPE '\\' "
                  "OR lower(s.cwd) LIKE :f ESCAPE '\\' OR lower(s.model) LIKE :f ESCAPE '\\')")
         params["f"] = "%" + _like_escape(text.strip().lower()) + "%"
-    rows = db.all(
-        "SELECT s.id, s.title, s.cwd, s.model, s.last_seq, s.view_tokens, "
-        "(SELECT COUNT(*) FROM compactions c WHERE c.session_id = s.id), s.created_at, s.updated_at, "
-        "s.metadata_json, s.context_window, "
-        "(SELECT m.timestamp FROM messages m WHERE m.session_id = s.id AND m.seq = s.last_seq) "
-        f"FROM sessions s {where} "
-        "ORDER BY s.updated_at DESC, s.id LIMIT :limit OFFSET :offset",
-        params,
-    )
-    return [_session_row(r) for r in rows]
+    rows = db.all(f"{_SESSION_SQL}{where} ORDER BY s.updated_at DESC, s.id LIMIT :limit OFFSET :offset", params)
+    return [_session_row(db, r) for r in rows]
 
 
 def session_row(db: "Database", session_id: str) -> SessionRow:
     """One session's list row by exact id; raises SessionStoreError when absent."""
-    row = db.one(
-        "SELECT s.id, s.title, s.cwd, s.model, s.last_seq, s.view_tokens, "
-        "(SELECT COUNT(*) FROM compactions c WHERE c.session_id = s.id), s.created_at, s.updated_at, "
-        "s.metadata_json, s.context_window, "
-        "(SELECT m.timestamp FROM messages m WHERE m.session_id = s.id AND m.seq = s.last_seq) "
-        "FROM sessions s WHERE s.id = :id",
-        {"id": session_id},
-    )
+    row = db.one(f"{_SESSION_SQL}WHERE s.id = :id", {"id": session_id})
     if row is None:
         raise SessionStoreError(f"no session {session_id!r}")
-    return _session_row(row)
+    return _session_row(db, row)
 
 
-def _session_row(r: Sequence[Any]) -> SessionRow:
-    meta = json.loads(r[9] or "{}")
+def _session_row(db: "Database", r: Sequence[Any]) -> SessionRow:
+    """A list row; the counters come from the session's view state (the store's own reading of it)."""
+    state = load_state(db, r[0])
+    last = db.one("SELECT timestamp FROM messages WHERE session_id = :id AND seq = :seq",
+                  {"id": r[0], "seq": state.last_seq})
+    meta = json.loads(r[7] or "{}")
     return SessionRow(
-        id=r[0], title=r[1], cwd=r[2], model=r[3], messages=int(r[4]), view_tokens=int(r[5]),
-        boundaries=int(r[6]), created_at=float(r[7]), updated_at=float(r[8]),
-        source=str(meta.get("imported_from") or "native"), context_window=int(r[10]), last_timestamp=r[11],
+        id=r[0], title=r[1], cwd=r[2], model=r[3], messages=state.last_seq, view_tokens=state.view_tokens,
+        boundaries=int(r[4]), created_at=float(r[5]), updated_at=float(r[6]),
+        source=str(meta.get("imported_from") or "native"), context_window=int(r[8]),
+        last_timestamp=last[0] if last else None,
     )
 
 
@@ -243,9 +241,10 @@ def past_rows(session: "Session", version: int, start: int, count: int, *,
         params.update(klo=key_range[0], khi=key_range[1])
     rows = session.db.all(
         f"SELECT {_ROW_COLUMNS}, v.tokens, v.content_json IS NOT NULL, "
-        f"substr(COALESCE(v.content_json, m.content_json), 1, {PREVIEW_CHARS}) "
-        "FROM view_entries v JOIN messages m ON m.session_id = v.session_id AND m.seq = v.seq "
-        f"WHERE {_VALID_AT}{extra} ORDER BY v.key LIMIT :n OFFSET :off",
+        f"substr(COALESCE(v.content_json, m.content_json), 1, {PREVIEW_CHARS}) FROM "
+        f"(SELECT v.key, v.seq, v.tokens, v.content_json FROM view_entries v WHERE {_VALID_AT}{extra} "
+        "ORDER BY v.key LIMIT :n OFFSET :off) v "
+        "JOIN messages m ON m.session_id = :id AND m.seq = v.seq ORDER BY v.key",
         params,
     )
     return [_view_row(int(start) + i, r) for i, r in enumerate(rows)]
