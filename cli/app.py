@@ -14,7 +14,7 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import browsecmd, chatcmd, compactcmd, dbcmd, doctorcmd, importcmd, pipelinecmd
+from . import browsecmd, chatcmd, compactcmd, dbcmd, doctorcmd, importcmd, pipelinecmd, searchcmd
 from .common import DbOption, JsonOption, UsageError, console, open_store, preview, print_json
 from .tables import sessions_table
 
@@ -252,5 +252,5 @@ def stats_cmd(
     console.print(table)
 
 
-for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, browsecmd):
+for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, searchcmd, browsecmd):
     _module.register(app)
