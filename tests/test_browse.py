@@ -20,7 +20,7 @@ from sessionstore.cli.browse.app import BrowseApp, make_app
 from sessionstore.cli.browse.boundary import BoundaryScreen
 from sessionstore.cli.browse.exportscreen import ExportScreen
 from sessionstore.cli.browse.message import MessageScreen, OriginalScreen
-from sessionstore.cli.browse.search import UNAVAILABLE
+from sessionstore.cli.browse.search import SEARCH_LIMIT
 from sessionstore.cli.browse.session import SessionScreen
 from sessionstore.cli.browse.sessions import SessionsScreen
 from sessionstore.cli.browse.viewlist import PAGE, ViewList
@@ -31,7 +31,7 @@ from sessionstore.storage import paging
 from sessionstore.storage.history import boundaries
 from sessionstore.storage.spill import list_spills, spill_original
 from textual.pilot import Pilot
-from textual.widgets import Input, Static
+from textual.widgets import DataTable, Input, Static
 from tests.conftest import ENGINES, PG_URL, TRANSCRIPTS, _pg_schema_url
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
@@ -344,19 +344,50 @@ def test_thinking_is_collapsed_and_tool_calls_show_their_inputs(store_url: str) 
 # ------------------------------------------------------------ search, export, copy
 
 
-def test_search_box_answers(corpus: Corpus) -> None:
+def test_search_lists_hits_and_enter_opens_each_where_it_lives(corpus: Corpus) -> None:
+    query = "spotter-gqc"
+    hits = corpus.store.search(query, limit=SEARCH_LIMIT)
+    picks = [next(i for i, h in enumerate(hits) if h.boundary is None),
+             next(i for i, h in enumerate(hits) if h.boundary is not None)]
+    for pick in picks:
+        seen: dict[str, Any] = {}
+
+        async def steps(pilot: Pilot[None]) -> None:
+            await pilot.press("slash", *query, "enter")
+            await settle(pilot)
+            screen = pilot.app.screen
+            seen["listed"] = [(h.session, h.seq, h.boundary) for h in screen.hits]
+            seen["rows"] = screen.query_one("#hits", DataTable).row_count
+            screen.query_one("#hits", DataTable).move_cursor(row=pick)
+            await pilot.press("enter")
+            await settle(pilot)
+            top = pilot.app.screen
+            seen["screen"] = top
+            listing = "#messages" if isinstance(top, SessionScreen) else "#before-list"
+            seen["at"] = top.query_one(listing, ViewList).current
+
+        drive(make_app(corpus.url), steps)
+        hit = hits[pick]
+        assert seen["listed"] == [(h.session, h.seq, h.boundary) for h in hits] and seen["rows"] == len(hits)
+        if hit.boundary is None:
+            assert isinstance(seen["screen"], SessionScreen) and seen["screen"].session.id == hit.session
+        else:
+            assert isinstance(seen["screen"], BoundaryScreen) and seen["screen"].index == hit.boundary
+            assert seen["screen"].session.id == hit.session
+        assert seen["at"].seq == hit.seq and seen["at"].uuid == hit.uuid
+
+
+def test_a_bad_query_says_why(corpus: Corpus) -> None:
     seen: dict[str, Any] = {}
 
     async def steps(pilot: Pilot[None]) -> None:
-        await pilot.press("slash", *"spotter", "enter")
+        await pilot.press("slash", "enter")
         await settle(pilot)
         seen["pane"] = str(pilot.app.screen.query_one("#preview", Static).visual)
+        seen["screen"] = pilot.app.screen
 
     drive(make_app(corpus.url), steps)
-    if not hasattr(SessionStore, "search"):
-        assert seen["pane"] == UNAVAILABLE
-    else:
-        assert "hit(s)" in seen["pane"]
+    assert isinstance(seen["screen"], SessionsScreen) and "query is empty" in seen["pane"]
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "markdown", "html", "claude-code"])

@@ -58,20 +58,25 @@ class BrowseApp(App[None]):
 
         self.push_screen(SessionScreen(self.store.get(session_id), seq=seq))
 
-    def open_hit(self, session_id: str, seq: int) -> None:
-        """Open a search hit: in the active view when it is there, else before the boundary that replaced it."""
+    def open_hit(self, session_id: str, seq: int, boundary: int | None = None) -> None:
+        """Open a search hit where it lives: in the active view, or in the view before the boundary that replaced it."""
         from sessionstore.storage import paging
 
         from .boundary import BoundaryScreen
+        from .message import MessageScreen
 
         session = self.store.get(session_id)
-        if paging.active_position(session, seq) is not None:
+        if boundary is None and paging.active_position(session, seq) is not None:
             self.open_session(session_id, seq=seq)
             return
-        index = paging.replacing_boundary(session, seq)
+        index = boundary or paging.replacing_boundary(session, seq)
         self.open_session(session_id)
         if index is not None:
-            self.push_screen(BoundaryScreen(session, index, seq=seq))
+            screen = BoundaryScreen(session, index, seq=seq)
+            self.push_screen(screen)
+            if screen.position is not None:
+                return
+        self.push_screen(MessageScreen(session, seq))
 
     def action_search_everywhere(self) -> None:
         """Back to the sessions screen with the search box focused."""

@@ -50,6 +50,8 @@ class BoundaryScreen(Screen[None]):
         self.index = index
         self.boundary = self.found[index - 1]
         self.seq = seq
+        self.position = (paging.past_position(session, self.boundary.replaced_version, seq)
+                         if seq is not None else None)
         self.ready = False
         self.active = "before"
         self.kept_count: int | None = None
@@ -98,10 +100,8 @@ class BoundaryScreen(Screen[None]):
     def on_mount(self) -> None:
         listing = self.query_one("#before-list", ViewList)
         listing.focus()
-        if self.seq is not None:
-            position = paging.past_position(self.session, self.boundary.replaced_version, self.seq)
-            if position is not None:
-                listing.move_to(position)
+        if self.position is not None:
+            listing.move_to(self.position)
         self.ready = True
 
     def on_view_list_selected(self, event: ViewList.Selected) -> None:

@@ -8,6 +8,7 @@ boundaries, nothing more.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.text import Text
@@ -19,6 +20,7 @@ from textual.widgets import DataTable, Input, Static
 
 from sessionstore.storage import paging
 from sessionstore.storage.paging import SessionRow
+from sessionstore.storage.search import MARK_CLOSE, MARK_OPEN
 
 from ..tables import ellipsize, short_model, short_path, when
 from .keybar import KeyBar
@@ -128,7 +130,7 @@ class SessionsScreen(Screen[None]):
             self.app.open_session(str(event.row_key.value))
         elif event.data_table.id == "hits" and 0 <= event.cursor_row < len(self.hits):
             hit = self.hits[event.cursor_row]
-            self.app.open_hit(hit.session, int(hit.seq))
+            self.app.open_hit(hit.session, int(hit.seq), getattr(hit, "boundary", None))
 
     @property
     def highlighted(self) -> SessionRow | None:
@@ -170,9 +172,8 @@ class SessionsScreen(Screen[None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "search":
-            if event.value.strip():
-                self.query_one("#preview", Static).update(Text(f"searching for {event.value!r}…"))
-                self.app.search(event.value)
+            self.query_one("#preview", Static).update(Text(f"searching for {event.value!r}…"))
+            self.app.search(event.value)
         else:
             self.table.focus()
 
@@ -194,7 +195,7 @@ class SessionsScreen(Screen[None]):
         for hit in self.hits:
             where = "view" if getattr(hit, "boundary", None) in (None, 0) else f"✂{hit.boundary}"
             hits_table.add_row(Text(ellipsize(hit.title or hit.session, 14)), Text(str(hit.role)), Text(where),
-                               Text(ellipsize(_plain_snippet(hit.snippet), 400)))
+                               marked_snippet(hit.snippet))
         self.table.add_class("hidden")
         hits_table.remove_class("hidden")
         hits_table.focus()
@@ -208,7 +209,8 @@ class SessionsScreen(Screen[None]):
         text.append(f"{hit.title or hit.session}", "bold")
         text.append(f"\n{hit.session} · seq {hit.seq} · {hit.role} · {hit.timestamp or ''}")
         text.append(f"\ncwd: {hit.cwd or '-'}")
-        text.append("\n" + _plain_snippet(hit.snippet))
+        text.append("\n")
+        text.append_text(marked_snippet(hit.snippet))
         self.query_one("#preview", Static).update(text)
 
     # -------------------------------------------------------------------- verbs
@@ -242,6 +244,10 @@ class SessionsScreen(Screen[None]):
             self.app.copy_resume(row.id)
 
 
-def _plain_snippet(snippet: Any) -> str:
-    """A hit's snippet as one plain line (markers of any kind kept as text, never as markup)."""
-    return " ".join(str(snippet or "").split())
+def marked_snippet(snippet: Any) -> Text:
+    """A hit's snippet on one line, the matches (between « and ») in bold; never read as markup."""
+    flat = " ".join(str(snippet or "").split())
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for i, part in enumerate(re.split(f"[{re.escape(MARK_OPEN + MARK_CLOSE)}]", flat)):
+        text.append(part, "bold reverse" if i % 2 else None)
+    return text
