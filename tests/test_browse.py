@@ -132,7 +132,7 @@ def test_preview_pane_shows_first_and_latest_typed_messages(corpus: Corpus) -> N
     first = corpus.store.list(limit=1)[0]
     session = corpus.store.get(first["id"])
     typed = [m for m in session.transcript() if m.role == "user" and m.type == "user"
-             and paging._typed_text(m.content)]
+             and paging.typed_text(m.content)]
     seen: dict[str, str] = {}
 
     async def steps(pilot: Pilot[None]) -> None:
@@ -141,8 +141,8 @@ def test_preview_pane_shows_first_and_latest_typed_messages(corpus: Corpus) -> N
     drive(make_app(corpus.url), steps)
     pane = " ".join(seen["pane"].split())
     assert first["id"] in pane and (first["cwd"] or "-") in pane
-    assert " ".join(paging._typed_text(typed[0].content).split())[:60] in pane
-    assert " ".join(paging._typed_text(typed[-1].content).split())[:60] in pane
+    assert " ".join(paging.typed_text(typed[0].content).split())[:60] in pane
+    assert " ".join(paging.typed_text(typed[-1].content).split())[:60] in pane
 
 
 # ----------------------------------------------------------- boundary screen
@@ -532,3 +532,26 @@ def test_make_demo_ends_by_suggesting_browse(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(demo), "--dir", str(tmp_path / "demo")], capture_output=True,
                          text=True, timeout=300, check=True).stdout
     assert out.rstrip().splitlines()[-1].startswith("Then browse it all full screen: sessionstore browse --db ")
+
+
+def test_the_session_list_is_read_a_page_at_a_time(sqlite_url: str) -> None:
+    from sessionstore.cli.browse.sessions import PAGE as LIST_PAGE
+
+    with SessionStore.open(sqlite_url) as store:
+        ids = [store.create_session(title=f"session {i:03d}").id for i in range(2 * LIST_PAGE + 30)]
+        newest_first = [r["id"] for r in store.list(limit=1000)]
+    assert sorted(newest_first) == sorted(ids)
+    seen: dict[str, Any] = {}
+
+    async def steps(pilot: Pilot[None]) -> None:
+        screen = pilot.app.screen
+        seen["first"] = len(screen.rows)
+        for _ in range(3):
+            screen.table.move_cursor(row=len(screen.rows) - 1)
+            await settle(pilot)
+        seen["all"] = [r.id for r in screen.rows]
+        seen["table"] = screen.table.row_count
+
+    drive(make_app(sqlite_url), steps, size=(80, 24))
+    assert seen["first"] == LIST_PAGE
+    assert seen["all"] == newest_first and seen["table"] == len(ids)

@@ -131,3 +131,12 @@ def test_message_screen(snap_compare: Any, snapshot_url: str, size: tuple[int, i
 @pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
 def test_export_picker(snap_compare: Any, snapshot_url: str, size: tuple[int, int]) -> None:
     check(snap_compare, snapshot_url, size, ["e", "down"], session=SESSION)
+
+
+def test_session_screen_light(snap_compare: Any, snapshot_url: str) -> None:
+    """The light theme (`--light`, Ctrl+T) at 80x24."""
+    app = make_app(snapshot_url, session_id=SESSION, light=True)
+    try:
+        assert snap_compare(app, terminal_size=(80, 24))
+    finally:
+        app.store.close()

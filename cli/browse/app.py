@@ -9,8 +9,6 @@ exports and searches run in worker threads on their own connections.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
 from textual import work
 from textual.app import App
 from textual.binding import Binding
@@ -146,10 +144,9 @@ class BrowseApp(App[None]):
             self.exit()
 
 
-def make_app(url: str | None = None, *, session_id: str | None = None, light: bool = False,
-             **kwargs: Any) -> BrowseApp:
+def make_app(url: str | None = None, *, session_id: str | None = None, light: bool = False) -> BrowseApp:
     """The app on the store at `url` (the default store when None), opened on a session when given."""
     store = SessionStore.open(url)
     if session_id:
         session_id = store.get(session_id).id
-    return BrowseApp(store, session_id=session_id, light=light, **kwargs)
+    return BrowseApp(store, session_id=session_id, light=light)

@@ -13,6 +13,7 @@ from datetime import datetime
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.geometry import Size
@@ -199,7 +200,5 @@ class ViewList(ScrollView, can_focus=True):
         if row is not None:
             self.post_message(self.Selected(self, row))
 
-    def on_click(self, event: object) -> None:
-        offset = getattr(event, "y", None)
-        if isinstance(offset, int):
-            self.move_to(self.scroll_offset.y + offset)
+    def on_click(self, event: events.Click) -> None:
+        self.move_to(self.scroll_offset.y + event.y)

@@ -137,13 +137,13 @@ def typed_user_text(session: "Session", *, latest: bool) -> str | None:
         {"id": session.id},
     )
     for (prefix,) in rows:
-        text = _typed_text(partial_content(prefix))
+        text = typed_text(partial_content(prefix))
         if text:
             return text
     return None
 
 
-def _typed_text(content: Any) -> str:
+def typed_text(content: Any) -> str:
     """The text of a message a person typed (not tool results, not command echoes)."""
     if isinstance(content, str):
         text = content
