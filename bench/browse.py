@@ -82,7 +82,7 @@ async def boundary_seconds(url: str, session_id: str, indexes: list[int]) -> lis
             screen = app.screen
             for index in indexes:
                 start, cpu = time.perf_counter(), time.process_time()
-                app.push_screen(BoundaryScreen(screen.session, index, found=screen.found))
+                app.push_screen(BoundaryScreen(screen.session, index, total=len(screen.found)))
                 await until(lambda: drawn(app, BoundaryScreen, "#before-list"))
                 out.append((time.perf_counter() - start, time.process_time() - cpu))
                 app.pop_screen()

@@ -9,8 +9,6 @@ preserved segment is the run K kept verbatim, read from the view K made.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -19,7 +17,6 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Static
 
 from sessionstore.storage import history, paging
-from sessionstore.storage.history import Boundary
 from sessionstore.storage.session import Session
 
 from ..tables import when
@@ -29,7 +26,7 @@ from .viewlist import ViewList
 
 
 class BoundaryScreen(Screen[None]):
-    """Boundary K of a session, in three tabs."""
+    """Boundary K of a session, in three panes."""
 
     BINDINGS = [
         Binding("q,escape", "app.back", "Back", id="back"),
@@ -40,15 +37,12 @@ class BoundaryScreen(Screen[None]):
         Binding("3", "tab('kept')", "Kept", id="tab-kept"),
     ]
 
-    def __init__(self, session: Session, index: int, *, found: Sequence[Boundary] | None = None,
-                 seq: int | None = None):
+    def __init__(self, session: Session, index: int, *, total: int | None = None, seq: int | None = None):
         super().__init__()
         self.session = session
-        self.found = list(found) if found is not None else history.boundaries(session)
-        if not 1 <= index <= len(self.found):
-            raise history.BoundaryNotFound(f"session {session.id} has no boundary {index}")
+        self.boundary = history.boundary(session, index)
+        self.total = total if total is not None else paging.boundary_total(session.db, session.id)
         self.index = index
-        self.boundary = self.found[index - 1]
         self.seq = seq
         self.position = (paging.past_position(session, self.boundary.replaced_version, seq)
                          if seq is not None else None)
@@ -90,7 +84,7 @@ class BoundaryScreen(Screen[None]):
     def _info(self) -> Text:
         b = self.boundary
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(f" boundary {b.index} of {len(self.found)}", "bold")
+        text.append(f" boundary {b.index} of {self.total}", "bold")
         text.append(f" · {b.kind} · {b.trigger} · {b.pre_tokens:,} → {b.post_tokens:,} tokens · "
                     f"{b.messages_summarized:,} messages summarized · {when(b.timestamp, b.created_at)}")
         if b.summarizer:
@@ -111,8 +105,8 @@ class BoundaryScreen(Screen[None]):
 
     def action_move(self, step: int) -> None:
         target = self.index + step
-        if 1 <= target <= len(self.found):
-            self.app.switch_screen(BoundaryScreen(self.session, target, found=self.found))
+        if 1 <= target <= self.total:
+            self.app.switch_screen(BoundaryScreen(self.session, target, total=self.total))
         else:
             self.notify("no " + ("later" if step > 0 else "earlier") + " boundary", severity="information")
 

@@ -88,7 +88,7 @@ class SessionScreen(Screen[None]):
         from .boundary import BoundaryScreen
 
         if event.row_key.value:
-            self.app.push_screen(BoundaryScreen(self.session, int(event.row_key.value), found=self.found))
+            self.app.push_screen(BoundaryScreen(self.session, int(event.row_key.value), total=len(self.found)))
 
     def on_view_list_selected(self, event: ViewList.Selected) -> None:
         from .message import MessageScreen

@@ -179,6 +179,12 @@ def recent_boundaries(db: "Database", session_id: str, limit: int = 3) -> list[B
     return [BoundaryBrief(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), float(r[5])) for r in rows]
 
 
+def boundary_total(db: "Database", session_id: str) -> int:
+    """How many compactions the session has (an index range count)."""
+    row = db.one("SELECT COUNT(*) FROM compactions WHERE session_id = :id", {"id": session_id})
+    return int(row[0]) if row else 0
+
+
 def summarized_seqs(db: "Database", compaction_id: int) -> frozenset[int]:
     """The transcript seqs one compaction summarized (its own record; no message is read)."""
     row = db.one("SELECT summarized_seqs_json FROM compactions WHERE id = :id", {"id": int(compaction_id)})
