@@ -555,3 +555,25 @@ def test_the_session_list_is_read_a_page_at_a_time(sqlite_url: str) -> None:
     drive(make_app(sqlite_url), steps, size=(80, 24))
     assert seen["first"] == LIST_PAGE
     assert seen["all"] == newest_first and seen["table"] == len(ids)
+
+
+def test_an_empty_session_and_an_empty_store_open(sqlite_url: str) -> None:
+    seen: dict[str, Any] = {}
+
+    async def empty_store(pilot: Pilot[None]) -> None:
+        seen["pane"] = str(pilot.app.screen.query_one("#preview", Static).visual)
+
+    drive(make_app(sqlite_url), empty_store, size=(80, 24))
+    with SessionStore.open(sqlite_url) as store:
+        session_id = store.create_session(title="nothing yet").id
+
+    async def empty_session(pilot: Pilot[None]) -> None:
+        screen = pilot.app.screen
+        seen["total"] = screen.query_one("#messages", ViewList).total
+        await pilot.press("enter", "b")
+        await settle(pilot)
+        seen["screen"] = pilot.app.screen
+
+    drive(make_app(sqlite_url, session_id=session_id), empty_session, size=(80, 24))
+    assert "No sessions yet" in seen["pane"]
+    assert seen["total"] == 0 and isinstance(seen["screen"], SessionScreen)
