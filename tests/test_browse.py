@@ -577,3 +577,29 @@ def test_an_empty_session_and_an_empty_store_open(sqlite_url: str) -> None:
     drive(make_app(sqlite_url, session_id=session_id), empty_session, size=(80, 24))
     assert "No sessions yet" in seen["pane"]
     assert seen["total"] == 0 and isinstance(seen["screen"], SessionScreen)
+
+
+def test_timeline_follows_the_records_and_marks_each_boundary(sqlite_url: str) -> None:
+    from sessionstore.cli.browse.timeline import boundary_columns, draw, tokens_at
+    from sessionstore.interchange.export import token_points
+
+    with SessionStore.open(sqlite_url) as store:
+        s = grown_session(store, 3)
+        found = boundaries(s)
+        points = paging.timeline(s, found)
+        html = token_points(s, found=found)
+        state = s.refresh_state()
+    assert points[0] == paging.TimelinePoint(0, 0) and points[-1] == paging.TimelinePoint(state.last_seq,
+                                                                                          state.view_tokens)
+    assert html[-1] == (state.last_seq, state.view_tokens), "the HTML chart ends where this one does"
+    for b in found:
+        assert paging.TimelinePoint(b.boundary_seq, b.pre_tokens) in points
+        assert paging.TimelinePoint(b.boundary_seq, b.post_tokens) in points
+        assert tokens_at(points, b.boundary_seq) == b.post_tokens
+        assert dict(html)[b.boundary_seq] == b.post_tokens, "both charts drop to the recorded size"
+    columns = boundary_columns(points, 80)
+    assert sorted(columns.values()) == [1, 2, 3]
+    axis = draw(points, 80, 6)[-1].plain
+    for index in (1, 2, 3):
+        assert f"✂{index}" in axis
+    assert len(axis) == 80

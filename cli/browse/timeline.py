@@ -73,16 +73,17 @@ def draw(points: list[TimelinePoint], width: int, height: int, mark: Style | str
             char = BLOCKS[max(0, min(8, int(round(fill * 8))))] if fill < 1 else BLOCKS[8]
             line.append(char, mark if x in marks else None)
         lines.append(line)
+    cells = ["─"] * width
+    marked = [False] * width
+    for x, index in sorted(marks.items()):
+        label = f"✂{index}"
+        start = max(0, min(x, width - len(label)))
+        for offset, char in enumerate(label[:width]):
+            cells[start + offset] = char
+            marked[start + offset] = True
     axis = Text(no_wrap=True, end="")
-    x = 0
-    while x < width:
-        if x in marks:
-            label = f"✂{marks[x]}"
-            axis.append(label[: width - x], mark)
-            x += len(label)
-        else:
-            axis.append("─")
-            x += 1
+    for char, is_mark in zip(cells, marked):
+        axis.append(char, mark if is_mark else None)
     lines.append(axis)
     return lines
 
