@@ -14,7 +14,7 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import browsecmd, chatcmd, compactcmd, dbcmd, doctorcmd, importcmd, pipelinecmd, searchcmd
+from . import browsecmd, chatcmd, compactcmd, dbcmd, doctorcmd, importcmd, pipelinecmd, searchcmd, watchcmd
 from .common import DbOption, JsonOption, UsageError, console, open_store, preview, print_json
 from .tables import sessions_table
 
@@ -76,7 +76,16 @@ def sessions_cmd(
     if json_out:
         print_json(rows)
         return
-    console.print(sessions_table(rows, console.width))
+    console.print(sessions_table(rows, console.width, _short_source))
+
+
+def _short_source(row: dict[str, Any]) -> str:
+    """The source tool's id of an imported session, shortened like the ids ("" for a native session)."""
+    key = row.get("source_id") or ""
+    if not key or key.startswith("/"):
+        return ""
+    main, _, agent = key.partition("/")
+    return main[:8] + (f"/{agent}" if agent else "")
 
 
 @app.command("new")
@@ -252,5 +261,5 @@ def stats_cmd(
     console.print(table)
 
 
-for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, searchcmd, browsecmd):
+for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, searchcmd, watchcmd, browsecmd):
     _module.register(app)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from rich.table import Table
 from rich.text import Text
@@ -68,20 +68,34 @@ def when(timestamp: str | None, fallback: float | None = None) -> str:
     return short_time(parsed.timestamp())
 
 
-def sessions_table(rows: list[dict[str, Any]], width: int) -> Table:
-    """One line per session at any width: long titles end in an ellipsis, model names are shortened."""
-    cells = [(r["id"][:8], " ".join((r["title"] or "").split()), short_model(r["model"]), f"{r['messages']:,}",
-              f"{r['view_tokens']:,}", short_time(r["updated_at"])) for r in rows]
-    heads = ("id", "title", "model", "msgs", "tokens", "updated")
-    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(heads)]
-    widths[2] = min(widths[2], 14)
-    fixed = sum(w for i, w in enumerate(widths) if i != 1) + 3 * len(heads) + 1
-    widths[1] = max(10, min(widths[1], width - fixed))
-    table = Table(title=f"sessions ({len(rows)}; ids shortened, any unique prefix works)")
-    for i, head in enumerate(heads):
-        table.add_column(head, no_wrap=True, overflow="ellipsis", width=widths[i],
-                         justify="right" if head in ("msgs", "tokens") else "left")
+def sessions_table(rows: list[dict[str, Any]], width: int,
+                   source_id: Callable[[dict[str, Any]], str] | None = None) -> Table:
+    """One line per session at any width: long titles end in an ellipsis, model names are shortened.
+
+    `source_id` gives an imported session's id in its source tool; the column shows when any row has one.
+    """
+    ids = [source_id(r) if source_id else "" for r in rows]
+    cells = [(r["id"][:8], ids[i], " ".join((r["title"] or "").split()), short_model(r["model"]),
+              f"{r['messages']:,}", f"{r['view_tokens']:,}", short_time(r["updated_at"])) for i, r in enumerate(rows)]
+    heads = ("id", "source id", "title", "model", "msgs", "tokens", "updated")
+    shown = [i for i in range(len(heads)) if i != 1 or any(ids)]
+    widths = {i: max([len(heads[i])] + [len(c[i]) for c in cells]) for i in shown}
+    widths[3] = min(widths[3], 12)
+    if 1 in widths:
+        widths[1] = min(widths[1], 14)
+    for column, narrow in ((1, 8), (3, 10), (6, 11)):
+        if _fixed(widths, shown) + 10 > width and column in widths:
+            widths[column] = min(widths[column], narrow)
+    widths[2] = max(6, min(widths[2], width - _fixed(widths, shown)))
+    table = Table(title=f"sessions ({len(rows)}; ids shortened: any unique prefix of an id or source id works)")
+    for i in shown:
+        table.add_column(heads[i], no_wrap=True, overflow="ellipsis", width=widths[i],
+                         justify="right" if heads[i] in ("msgs", "tokens") else "left")
     for c in cells:
-        table.add_row(*(Text(v) for v in c))
+        table.add_row(*(Text(c[i]) for i in shown))
     return table
 
+
+def _fixed(widths: dict[int, int], shown: list[int]) -> int:
+    """Characters every column but the title takes, with the borders and padding."""
+    return sum(w for i, w in widths.items() if i != 2) + 3 * len(shown) + 1

@@ -62,3 +62,16 @@ def test_ellipsize_and_short_path() -> None:
     assert ellipsize("abcdefghijk", 5) == "abcd…" and len(ellipsize("x" * 100, 7)) == 7
     assert short_path("/home/me/projects/textstats", 12) == "…s/textstats"
     assert short_path("/tmp", 12) == "/tmp"
+
+
+def test_sessions_table_with_imported_sessions_keeps_one_line_per_row(sqlite_url: str, transcripts_dir) -> None:
+    imported = run_cli_process("import", "claude-code", str(transcripts_dir / "claude-code"), "--db", sqlite_url,
+                               "--no-progress")
+    assert imported.code == 0, imported.err
+    env = {**os.environ, "COLUMNS": "80", "LINES": "50"}
+    result = run_cli_process("sessions", "--db", sqlite_url, env=env)
+    with SessionStore.open(sqlite_url) as store:
+        count = len(store.list(limit=1000))
+    rows = [line for line in result.out.splitlines() if line.startswith("│")]
+    assert result.code == 0 and len(rows) == count and all(len(line) <= 80 for line in result.out.splitlines())
+    assert "source id" in result.out
