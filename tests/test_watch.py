@@ -339,3 +339,20 @@ def test_two_watchers_on_one_store_take_turns(
         assert w.proc.poll() is None, w.stderr()
     added = sum(e["lines_added"] for w in (first, second) for e in w.events if e["event"] in ("imported", "grown"))
     assert added == len(source.read_bytes().splitlines()), "every line imported once, by one or the other"
+
+
+def test_a_restarted_watcher_does_not_repeat_old_warnings(
+    store: SessionStore, transcripts_dir: Path, tmp_path: Path
+) -> None:
+    lines = (transcripts_dir / FASTHOOKS).read_bytes().splitlines(keepends=True)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(lines[:5]) + b"{not json\n" + b"".join(lines[5:20]))
+    first = Watcher(store, [tmp_path], lambda event: None).sync(path)
+    assert first is not None and [w for w in first.warnings if ":6: malformed JSON" in w]
+    with open(path, "ab") as f:
+        f.write(b"".join(lines[20:]) + b'{"type": "no-such-entry"}\n')
+    restarted = Watcher(store, [tmp_path], lambda event: None)
+    grown = restarted.sync(path)
+    assert grown is not None and grown.event == "grown"
+    assert not [w for w in grown.warnings if ":6:" in w], "the bad line was reported when it came in"
+    assert [w for w in grown.warnings if f":{len(lines) + 2}: unknown entry type" in w], "a new one is reported"
