@@ -41,10 +41,11 @@ class BoundaryScreen(Screen[None]):
         super().__init__()
         self.session = session
         self.boundary = history.boundary(session, index)
+        self.floor = history.boundary_floor(session, index)[1]
         self.total = total if total is not None else paging.boundary_total(session.db, session.id)
         self.index = index
         self.seq = seq
-        self.position = (paging.past_position(session, self.boundary.replaced_version, seq)
+        self.position = (paging.past_position(session, self.boundary.replaced_version, seq, self.floor)
                          if seq is not None else None)
         self.ready = False
         self.active = "before"
@@ -53,7 +54,7 @@ class BoundaryScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         b = self.boundary
         yield Static(self._info(), id="boundary-info")
-        self.before_list = ViewList(PastView(self.session, b.replaced_version),
+        self.before_list = ViewList(PastView(self.session, b.replaced_version, self.floor),
                                     marked=paging.summarized_seqs(self.session.db, b.id), id="before-list",
                                     empty="(the view was empty)")
         yield Static(self._tabs("before"), id="boundary-tabs")

@@ -42,7 +42,7 @@ class SessionScreen(Screen[None]):
         super().__init__()
         self.session = session
         self.seq = seq
-        self.found = history.boundaries(session)
+        self.found = history.boundaries(session, summaries=False)
         self.row = paging.session_row(session.db, session.id)
         self.ready = False
 

@@ -44,15 +44,16 @@ class ActiveView:
 class PastView:
     """The view as it stood at the end of a replaced version (what the model saw before a boundary)."""
 
-    def __init__(self, session: Session, version: int):
+    def __init__(self, session: Session, version: int, floor: int = 0):
         self.session = session
         self.version: int | None = version
+        self.floor = floor
 
     def count(self) -> int:
-        return paging.past_count(self.session, int(self.version or 0))
+        return paging.past_count(self.session, int(self.version or 0), self.floor)
 
     def rows(self, start: int, count: int) -> list[ViewRow]:
-        return paging.past_rows(self.session, int(self.version or 0), start, count)
+        return paging.past_rows(self.session, int(self.version or 0), start, count, floor=self.floor)
 
 
 class Segment:

@@ -83,21 +83,27 @@ class TimelinePoint:
 # ------------------------------------------------------------------ sessions
 
 
+#: A session's last activity as `SessionStore.list` orders by it (appends do not write the session row).
+_UPDATED = (
+    "COALESCE((SELECT m.written_at FROM messages m WHERE m.session_id = s.id AND m.seq > s.last_seq "
+    "AND m.seq = (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id)), s.updated_at)"
+)
 _SESSION_SQL = (
     "SELECT s.id, s.title, s.cwd, s.model, "
-    "(SELECT COUNT(*) FROM compactions c WHERE c.session_id = s.id), s.created_at, s.updated_at, "
+    f"(SELECT COUNT(*) FROM compactions c WHERE c.session_id = s.id), s.created_at, {_UPDATED} AS updated, "
     "s.metadata_json, s.context_window FROM sessions s "
 )
 
 
 def list_sessions(db: "Database", *, text: str = "", limit: int = 100, offset: int = 0) -> list[SessionRow]:
-    """Sessions newest first, narrowed to those whose id, title, cwd or model contains `text`."""
+    """Sessions newest first (as `sessions` lists them), narrowed to those whose id, title, cwd or model has `text`."""
     where, params = "", {"limit": int(limit), "offset": int(offset)}
     if text.strip():
         where = ("WHERE (lower(s.id) LIKE :f ESCAPE '\\' OR lower(s.title) LIKE :f ESCAPE '\\' "
                  "OR lower(s.cwd) LIKE :f ESCAPE '\\' OR lower(s.model) LIKE :f ESCAPE '\\')")
         params["f"] = "%" + _like_escape(text.strip().lower()) + "%"
-    rows = db.all(f"{_SESSION_SQL}{where} ORDER BY s.updated_at DESC, s.id LIMIT :limit OFFSET :offset", params)
+    rows = db.all(f"SELECT * FROM ({_SESSION_SQL}{where}) t ORDER BY updated DESC, id LIMIT :limit OFFSET :offset",
+                  params)
     return [_session_row(db, r) for r in rows]
 
 
@@ -229,19 +235,27 @@ def active_rows(session: "Session", start: int, count: int) -> list[ViewRow]:
     return out
 
 
-_VALID_AT = "v.session_id = :id AND v.valid_from <= :ver AND (v.valid_to IS NULL OR v.valid_to > :ver)"
+_VALID_AT = ("v.session_id = :id AND v.valid_from >= :floor AND v.valid_from <= :ver "
+             "AND (v.valid_to IS NULL OR v.valid_to > :ver)")
 
 
-def past_count(session: "Session", version: int) -> int:
-    """Entries of the view as it stood at the end of `version` (an explicit, replaced version)."""
-    row = session.db.one(f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT}", {"id": session.id, "ver": version})
+def past_count(session: "Session", version: int, floor: int = 0) -> int:
+    """Entries of the view as it stood at the end of `version` (an explicit, replaced version).
+
+    `floor` is the oldest valid_from among that view's rows when known (the boundary's
+    recorded view floor, history.boundary_floor): the scan then covers that view, not the history.
+    """
+    row = session.db.one(f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT}",
+                         {"id": session.id, "ver": version, "floor": min(floor, version)})
     return int(row[0]) if row else 0
 
 
 def past_rows(session: "Session", version: int, start: int, count: int, *,
-              key_range: tuple[int, int] | None = None) -> list[ViewRow]:
-    """Positions [start, start + count) of the view at `version`, optionally only keys in `key_range`."""
-    extra, params = "", {"id": session.id, "ver": version, "n": max(0, int(count)), "off": max(0, int(start))}
+              key_range: tuple[int, int] | None = None, floor: int = 0) -> list[ViewRow]:
+    """Positions [start, start + count) of the view at `version` (see past_count), optionally only keys in `key_range`."""
+    extra = ""
+    params = {"id": session.id, "ver": version, "floor": min(floor, version), "n": max(0, int(count)),
+              "off": max(0, int(start))}
     if key_range is not None:
         extra = " AND v.key >= :klo AND v.key <= :khi"
         params.update(klo=key_range[0], khi=key_range[1])
@@ -263,7 +277,7 @@ def segment_keys(session: "Session", version: int, head_uuid: str, tail_uuid: st
         row = session.db.one(
             "SELECT v.key FROM view_entries v JOIN messages m ON m.session_id = v.session_id AND m.seq = v.seq "
             f"WHERE {_VALID_AT} AND m.uuid = :uuid",
-            {"id": session.id, "ver": version, "uuid": uuid},
+            {"id": session.id, "ver": version, "floor": 0, "uuid": uuid},
         )
         if row is None:
             return None
@@ -275,7 +289,7 @@ def segment_count(session: "Session", version: int, key_range: tuple[int, int]) 
     """Entries of the view at `version` whose keys lie in `key_range`."""
     row = session.db.one(
         f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT} AND v.key >= :klo AND v.key <= :khi",
-        {"id": session.id, "ver": version, "klo": key_range[0], "khi": key_range[1]},
+        {"id": session.id, "ver": version, "floor": 0, "klo": key_range[0], "khi": key_range[1]},
     )
     return int(row[0]) if row else 0
 
@@ -299,18 +313,14 @@ def active_position(session: "Session", seq: int) -> int | None:
     return int(before[0])
 
 
-def past_position(session: "Session", version: int, seq: int) -> int | None:
-    """The position of message `seq` in the view at `version`, or None when it was not in that view."""
-    row = session.db.one(
-        f"SELECT v.key FROM view_entries v WHERE {_VALID_AT} AND v.seq = :seq",
-        {"id": session.id, "ver": version, "seq": seq},
-    )
+def past_position(session: "Session", version: int, seq: int, floor: int = 0) -> int | None:
+    """The position of message `seq` in the view at `version` (see past_count), or None when not in it."""
+    bounds = {"id": session.id, "ver": version, "floor": min(floor, version)}
+    row = session.db.one(f"SELECT v.key FROM view_entries v WHERE {_VALID_AT} AND v.seq = :seq", {**bounds, "seq": seq})
     if row is None:
         return None
-    before = session.db.one(
-        f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT} AND v.key < :key",
-        {"id": session.id, "ver": version, "key": int(row[0])},
-    )
+    before = session.db.one(f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT} AND v.key < :key",
+                            {**bounds, "key": int(row[0])})
     return int(before[0])
 
 
@@ -364,7 +374,7 @@ def message_at(session: "Session", seq: int, *, version: int | None = None) -> S
     else:
         shown = session.db.one(
             f"SELECT v.content_json FROM view_entries v WHERE {_VALID_AT} AND v.seq = :seq",
-            {"id": session.id, "ver": version, "seq": seq},
+            {"id": session.id, "ver": version, "floor": 0, "seq": seq},
         )
     if shown is not None and shown[0] is not None:
         return ShownMessage(message, json.loads(shown[0]), True)
