@@ -603,3 +603,32 @@ def test_timeline_follows_the_records_and_marks_each_boundary(sqlite_url: str) -
     for index in (1, 2, 3):
         assert f"✂{index}" in axis
     assert len(axis) == 80
+
+
+def test_past_views_read_by_pages_match_view_before(store_url: str) -> None:
+    from sessionstore.storage.history import boundary_floor, view_before
+
+    from sessionstore.storage.rewrite import Keep, commit_rewrite
+
+    with SessionStore.open(store_url) as store:
+        s = grown_session(store, 2)
+        for _ in range(2):  # rewrites without a boundary: a few rows each get a version of their own
+            snap = s.snapshot()
+            target = next(e for e in reversed(snap.entries) if e.role == "user" and not e.replaced
+                          and isinstance(e.content, list) and e.content[0].get("type") == "tool_result")
+            cleared = [{**b, "content": "[cleared]"} for b in target.content]
+            plan = [Keep(e.seq, content=cleared) if e.seq == target.seq else Keep(e.seq) for e in snap.entries]
+            commit_rewrite(s, base_version=snap.view_version, snapshot_last_seq=snap.last_seq, plan=plan)
+            s.append({"role": "user", "content": "and one more thing"})
+            s.append({"role": "assistant", "content": [{"type": "text", "text": "done"}]})
+        compact(s)
+        spans = [boundary_floor(s, b.index) for b in boundaries(s)]
+        assert any(0 < floor < version for version, floor in spans), "a past view spread over several versions"
+        for b in boundaries(s):
+            version, floor = boundary_floor(s, b.index)
+            expected = [(e.position, e.uuid, e.tokens, e.replaced) for e in view_before(s, b.index)]
+            assert paging.past_count(s, version, floor) == paging.past_count(s, version) == len(expected)
+            for step in (7, 100):
+                paged = [r for start in range(0, len(expected) + step, step)
+                         for r in paging.past_rows(s, version, start, step, floor=floor)]
+                assert [(r.position, r.uuid, r.tokens, r.replaced) for r in paged] == expected

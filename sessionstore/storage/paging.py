@@ -250,24 +250,60 @@ def past_count(session: "Session", version: int, floor: int = 0) -> int:
     return int(row[0]) if row else 0
 
 
+#: A past view spread over at most this many valid_from versions is paged run by run (see past_rows).
+MERGE_RUNS = 16
+
+
 def past_rows(session: "Session", version: int, start: int, count: int, *,
               key_range: tuple[int, int] | None = None, floor: int = 0) -> list[ViewRow]:
-    """Positions [start, start + count) of the view at `version` (see past_count), optionally only keys in `key_range`."""
+    """Positions [start, start + count) of the view at `version` (see past_count), optionally only keys in `key_range`.
+
+    With a known floor, the view's rows lie in a few valid_from runs, each already in key order in
+    the primary key: the page's keys are merged from the first start + count of each run, so a
+    page near the top costs the page, not a sort of the whole view.
+    """
+    floor = min(floor, version)
+    bounds = {"id": session.id, "ver": version, "floor": floor}
     extra = ""
-    params = {"id": session.id, "ver": version, "floor": min(floor, version), "n": max(0, int(count)),
-              "off": max(0, int(start))}
     if key_range is not None:
         extra = " AND v.key >= :klo AND v.key <= :khi"
-        params.update(klo=key_range[0], khi=key_range[1])
+        bounds.update(klo=key_range[0], khi=key_range[1])
+    start, count = max(0, int(start)), max(0, int(count))
+    if floor > 0 and version - floor < MERGE_RUNS:
+        keys = _merged_keys(session, version, floor, start + count, extra, bounds)[start:start + count]
+        if not keys:
+            return []
+        rows = session.db.all(
+            f"SELECT {_ROW_COLUMNS}, v.tokens, v.content_json IS NOT NULL, "
+            f"substr(COALESCE(v.content_json, m.content_json), 1, {PREVIEW_CHARS}) "
+            "FROM view_entries v JOIN messages m ON m.session_id = v.session_id AND m.seq = v.seq "
+            f"WHERE {_VALID_AT} AND v.key IN ({','.join(str(k) for k in keys)}) ORDER BY v.key",
+            bounds,
+        )
+        return [_view_row(start + i, r) for i, r in enumerate(rows)]
     rows = session.db.all(
         f"SELECT {_ROW_COLUMNS}, v.tokens, v.content_json IS NOT NULL, "
         f"substr(COALESCE(v.content_json, m.content_json), 1, {PREVIEW_CHARS}) FROM "
         f"(SELECT v.key, v.seq, v.tokens, v.content_json FROM view_entries v WHERE {_VALID_AT}{extra} "
         "ORDER BY v.key LIMIT :n OFFSET :off) v "
         "JOIN messages m ON m.session_id = :id AND m.seq = v.seq ORDER BY v.key",
-        params,
+        {**bounds, "n": count, "off": start},
     )
-    return [_view_row(int(start) + i, r) for i, r in enumerate(rows)]
+    return [_view_row(start + i, r) for i, r in enumerate(rows)]
+
+
+def _merged_keys(session: "Session", version: int, floor: int, limit: int, extra: str,
+                 bounds: dict[str, Any]) -> list[int]:
+    """The first `limit` keys of the view at `version`, merged from its valid_from runs floor..version."""
+    keys: list[int] = []
+    for valid_from in range(floor, version + 1):
+        keys.extend(int(r[0]) for r in session.db.all(
+            "SELECT v.key FROM view_entries v WHERE v.session_id = :id AND v.valid_from = :vf "
+            f"AND (v.valid_to IS NULL OR v.valid_to > :ver){extra} ORDER BY v.key LIMIT :lim",
+            {**bounds, "vf": valid_from, "lim": int(limit)},
+        ))
+    keys.sort()
+    return keys[:limit]
 
 
 def segment_keys(session: "Session", version: int, head_uuid: str, tail_uuid: str) -> tuple[int, int] | None:
