@@ -18,6 +18,7 @@ from sessionstore.storage.session import Session
 from sessionstore.storage.types import ViewEntry
 
 from .commit import CompactionOutcome, commit_compaction
+from .errors import CompactionWouldNotShrink
 from .memory_notes import count_tool_calls, is_empty_template, should_update, truncate_sections, update_notes
 from .messages import is_boundary
 from .rounds import kept_suffix_start
@@ -84,7 +85,10 @@ def compact_with_memory(
 
         if sum(e.tokens for e in kept) + estimate_text(notes) >= threshold:
             return None
-    return commit_compaction(
-        session, snapshot, summarized=summarized, kept=kept, summary_text=notes, truncated=False,
-        kind="session-memory", trigger=trigger, layout="suffix", summarizer=SUMMARIZER_NAME,
-    )
+    try:
+        return commit_compaction(
+            session, snapshot, summarized=summarized, kept=kept, summary_text=notes, truncated=False,
+            kind="session-memory", trigger=trigger, layout="suffix", summarizer=SUMMARIZER_NAME,
+        )
+    except CompactionWouldNotShrink:
+        return None
