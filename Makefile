@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/import_export.py
 	$(BIN)/python bench/watch.py
 	$(BIN)/python bench/token_guard.py
+	$(BIN)/python bench/browse.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache
