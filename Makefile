@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/token_guard.py
 	command -v rg >/dev/null || apt-get install -y ripgrep || echo "bench/search.py needs ripgrep (Debian: apt-get install ripgrep)"
 	$(BIN)/python bench/search.py
+	$(BIN)/python bench/browse.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

@@ -14,9 +14,10 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, importcmd, pipelinecmd, searchcmd, watchcmd
-from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, console, fmt_time, open_store, preview,
+from . import browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, importcmd, pipelinecmd, searchcmd, watchcmd
+from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, console, open_store, preview,
                      print_json, short_ids)
+from .tables import sessions_table
 
 #: Most rows one page of `sessions` shows; most tokens a context window can be.
 MAX_LIMIT = 1_000_000
@@ -82,13 +83,7 @@ def sessions_cmd(
     if json_out:
         print_json(rows)
         return
-    table = Table(title=f"sessions ({len(rows)}; ids shortened: any unique prefix of an id or source id works)")
-    for col in ("id", "source id", "title", "model", "messages", "view tokens", "updated"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        table.add_row(r["id"][:8], Text(_short_source(r)), Text(preview(r["title"] or "", 40)), Text(r["model"] or ""),
-                      str(r["messages"]), f"{r['view_tokens']:,}", fmt_time(r["updated_at"]))
-    console.print(table)
+    console.print(sessions_table(rows, console.width, _short_source))
 
 
 def _short_source(row: dict[str, Any]) -> str:
@@ -275,5 +270,5 @@ def stats_cmd(
     console.print(table)
 
 
-for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd):
+for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd):
     _module.register(app)

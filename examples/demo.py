@@ -53,6 +53,7 @@ def main() -> None:
     run("stats", session, db=db)
     print(f"\nThe demo store is {out / 'sessions.db'}; the exports are {markdown} and {html}.")
     print(f"Try: sessionstore history {session[:8]} --boundary 1 --db {db}")
+    print(f"Then browse it all full screen: sessionstore browse --db {db}")
 
 
 if __name__ == "__main__":

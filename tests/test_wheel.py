@@ -66,6 +66,7 @@ def test_wheel_ships_every_package_under_the_project_name() -> None:
             assert f"{installed_as}/{rel}" in names, f"{folder}/{rel} is missing from the wheel"
     assert "sessionstore/migrations/script.py.mako" in names
     assert "sessionstore/fixtures/demo_conversation.jsonl" in names
+    assert "sessionstore/cli/browse/browse.tcss" in names
 
 
 def test_installed_wheel_runs_the_main_commands(installed: Path, tmp_path: Path) -> None:
@@ -99,3 +100,24 @@ def test_installed_wheel_runs_the_main_commands(installed: Path, tmp_path: Path)
     assert current.returncode == 0, current.stderr
     default = run(installed, "sessions", cwd=tmp_path)
     assert default.returncode == 0 and "Traceback" not in default.stderr, default.stderr
+
+
+def test_installed_wheel_starts_the_browser(installed: Path, tmp_path: Path) -> None:
+    """`browse` needs its stylesheet from the wheel: start it headless on the installed package."""
+    script = (
+        "import asyncio, sys\n"
+        "from sessionstore.cli.browse.app import make_app\n"
+        "async def main():\n"
+        "    app = make_app(sys.argv[1])\n"
+        "    async with app.run_test(size=(80, 24)) as pilot:\n"
+        "        await pilot.pause()\n"
+        "        print(type(app.screen).__name__)\n"
+        "    app.store.close()\n"
+        "asyncio.run(main())\n"
+    )
+    python = installed.parent / "python"
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "SESSIONSTORE_DB_URL", "VIRTUAL_ENV"}}
+    done = subprocess.run([str(python), "-c", script, f"sqlite:///{tmp_path / 'b.db'}"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "SessionsScreen"

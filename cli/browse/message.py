@@ -1,0 +1,165 @@
+"""Message detail: full text, tool calls with their inputs, tool results, thinking (collapsed), usage.
+
+The content shown is the one the view showed (a cleared or spilled tool
+result shows its replacement); `o` opens a spilled result's original from
+the blob store.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Collapsible, Static, TextArea
+
+from sessionstore.storage.paging import message_at
+from sessionstore.storage.replacements import Replacement, get_replacement
+from sessionstore.storage.session import Session
+from sessionstore.storage.spill import spill_original
+
+from .keybar import KeyBar
+
+#: Characters of one block drawn on screen; the rest is named, not drawn.
+BLOCK_CHARS = 100_000
+#: Bytes of a spilled original loaded into the viewer.
+ORIGINAL_BYTES = 2_000_000
+
+
+def clipped(text: str, limit: int = BLOCK_CHARS) -> str:
+    """`text`, or its first `limit` characters and a line saying how much is left out."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… {len(text) - limit:,} more characters (export the session to read them all)"
+
+
+def result_text(content: Any) -> str:
+    """A tool_result's content as text (nested text blocks joined, others named)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", f"[{b.get('type')}]") if isinstance(b, dict) else str(b) for b in content)
+    return "" if content is None else json.dumps(content, ensure_ascii=False)
+
+
+class MessageScreen(Screen[None]):
+    """One message in full."""
+
+    BINDINGS = [
+        Binding("q,escape", "app.back", "Back", id="back"),
+        Binding("o", "original", "Open original", id="original"),
+    ]
+
+    def __init__(self, session: Session, seq: int, *, version: int | None = None):
+        super().__init__()
+        self.session = session
+        self.shown = message_at(session, seq, version=version)
+        self.spills = self._spills()
+
+    def _spills(self) -> list[Replacement]:
+        """Spill decisions (with an original kept) for this message's tool results."""
+        found = []
+        for block in self.shown.content if isinstance(self.shown.content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                decision = get_replacement(self.session.db, self.session.id, str(block.get("tool_use_id")))
+                if decision is not None and decision.blob_sha256:
+                    found.append(decision)
+        return found
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._info(), id="message-info")
+        with VerticalScroll(id="message-body"):
+            yield from self._blocks()
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        self.query_one("#message-body").focus()
+
+    def _info(self) -> Text:
+        m = self.shown.message
+        kind = m.subtype or ("summary" if m.is_compact_summary else m.type)
+        text = Text(no_wrap=False)
+        text.append(f" {m.role} · {kind}", "bold")
+        text.append(f" · seq {m.seq} · {m.uuid} · {m.timestamp or 'no time'} · {m.tokens:,} tokens")
+        if self.shown.replaced:
+            text.append(" · the view shows a replacement", "italic")
+        if m.usage:
+            text.append("\n usage: " + ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}"
+                                                for k, v in m.usage.items() if not isinstance(v, dict)))
+        return text
+
+    def _blocks(self) -> list[Widget]:
+        content = self.shown.content
+        if isinstance(content, str):
+            return [Static(Text(clipped(content)), classes="block text")]
+        spilled = {s.tool_use_id: s for s in self.spills}
+        out: list[Widget] = []
+        for block in content:
+            out.extend(self._block(block if isinstance(block, dict) else {"type": "?"}, spilled))
+        return out or [Static(Text("(no content)"), classes="block")]
+
+    def _block(self, block: dict[str, Any], spilled: dict[str, Replacement]) -> list[Widget]:
+        kind = block.get("type")
+        if kind == "text":
+            return [Static(Text(clipped(str(block.get("text", "")))), classes="block text")]
+        if kind in ("thinking", "redacted_thinking"):
+            body = str(block.get("thinking") or "(redacted)")
+            return [Collapsible(Static(Text(clipped(body)), classes="block"), title="thinking", collapsed=True)]
+        if kind == "tool_use":
+            head = Text(f"⚙ tool_use {block.get('name')} · {block.get('id')}", "bold")
+            body = json.dumps(block.get("input"), ensure_ascii=False, indent=2)
+            return [Static(head, classes="block-head"), Static(Text(clipped(body)), classes="block code")]
+        if kind == "tool_result":
+            return self._result(block, spilled)
+        if kind in ("image", "document"):
+            return [Static(Text(f"[{kind}]"), classes="block-head")]
+        return [Static(Text(f"[{kind}] " + clipped(json.dumps(block, ensure_ascii=False))), classes="block")]
+
+    def _result(self, block: dict[str, Any], spilled: dict[str, Replacement]) -> list[Widget]:
+        tool_use_id = str(block.get("tool_use_id"))
+        head = Text(f"⤶ tool_result · {tool_use_id}" + (" · error" if block.get("is_error") else ""), "bold")
+        widgets: list[Widget] = [Static(head, classes="block-head")]
+        decision = spilled.get(tool_use_id)
+        if decision is not None:
+            note = (f"spilled: the view shows this preview; o opens the original "
+                    f"({decision.original_size or 0:,} bytes, sessionstore spill cat {self.session.id[:8]} "
+                    f"{tool_use_id})")
+            widgets.append(Static(Text(note, "italic"), classes="block-note"))
+        widgets.append(Static(Text(clipped(result_text(block.get("content")))), classes="block code"))
+        return widgets
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "original":
+            return bool(self.spills)
+        return True
+
+    def action_original(self) -> None:
+        if self.spills:
+            self.app.push_screen(OriginalScreen(self.session, self.spills[0].tool_use_id))
+
+
+class OriginalScreen(Screen[None]):
+    """A spilled tool result's original content, read-only."""
+
+    BINDINGS = [Binding("q,escape", "app.back", "Back", id="back")]
+
+    def __init__(self, session: Session, tool_use_id: str):
+        super().__init__()
+        self.tool_use_id = tool_use_id
+        self.data = spill_original(session, tool_use_id)
+
+    def compose(self) -> ComposeResult:
+        size = len(self.data)
+        shown = self.data[:ORIGINAL_BYTES].decode("utf-8", "replace")
+        note = "" if size <= ORIGINAL_BYTES else f" · first {ORIGINAL_BYTES:,} bytes shown"
+        yield Static(Text(f" original of {self.tool_use_id} · {size:,} bytes{note}", "bold"), id="original-info")
+        yield TextArea(shown, read_only=True, show_line_numbers=True, id="original-text")
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        self.query_one(TextArea).focus()

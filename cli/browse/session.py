@@ -1,0 +1,109 @@
+"""The session screen: the context-token timeline, the boundary list and the active view.
+
+Opening it reads the session row, the boundaries and the first page of the
+view: its cost does not grow with the transcript.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Static
+
+from sessionstore.storage import history, paging
+from sessionstore.storage.session import Session
+
+from ..tables import ellipsize, short_model, when
+from .keybar import KeyBar
+from .sources import ActiveView
+from .timeline import Timeline
+from .viewlist import ViewList
+
+#: Boundary rows shown before the list scrolls.
+BOUNDARY_ROWS = 5
+
+
+class SessionScreen(Screen[None]):
+    """One session; Enter on a boundary opens it, Enter on a message opens the message."""
+
+    BINDINGS = [
+        Binding("q,escape", "app.back", "Back", id="back"),
+        Binding("e", "export", "Export", id="export"),
+        Binding("y", "copy", "Copy resume", id="copy"),
+        Binding("b", "focus_boundaries", "Boundaries", id="boundaries"),
+        Binding("m", "focus_messages", "Messages", id="messages"),
+    ]
+
+    def __init__(self, session: Session, *, seq: int | None = None):
+        super().__init__()
+        self.session = session
+        self.seq = seq
+        self.found = history.boundaries(session, summaries=False)
+        self.row = paging.session_row(session.db, session.id)
+        self.ready = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._info(), id="session-info")
+        yield Timeline(paging.timeline(self.session, self.found), window=self.row.context_window, id="timeline")
+        table: DataTable[Any] = DataTable(cursor_type="row", id="boundaries")
+        table.display = bool(self.found)
+        yield table
+        yield Static(Text(f" active view · {paging.active_count(self.session):,} entries · "
+                          "≈ replaced content · Enter opens"), id="view-title")
+        yield ViewList(ActiveView(self.session), id="messages", empty="(the view is empty)")
+        yield KeyBar()
+
+    def _info(self) -> Text:
+        r = self.row
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(f" {ellipsize(r.title or '(untitled)', 60)}", "bold")
+        text.append(f" · {r.id[:8]} · {short_model(r.model) or 'no model'} · {r.source} · {r.messages:,} msgs · "
+                    f"{r.view_tokens:,} tokens · {len(self.found)} ✂")
+        return text
+
+    def on_mount(self) -> None:
+        table = self.query_one("#boundaries", DataTable)
+        table.styles.height = min(len(self.found), BOUNDARY_ROWS) + 1
+        for label, width in (("#", 3), ("kind", 14), ("trigger", 8), ("tokens before → after", 22),
+                             ("replaced", 8), ("time", 11)):
+            table.add_column(label, width=width)
+        for b in self.found:
+            table.add_row(Text(str(b.index), justify="right"), Text(b.kind), Text(b.trigger),
+                          Text(f"{b.pre_tokens:,} → {b.post_tokens:,}"),
+                          Text(f"{b.messages_summarized:,}", justify="right"), Text(when(b.timestamp, b.created_at)),
+                          key=str(b.index))
+        messages = self.query_one("#messages", ViewList)
+        messages.focus()
+        if self.seq is not None:
+            position = paging.active_position(self.session, self.seq)
+            if position is not None:
+                messages.move_to(position)
+        self.ready = True
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        from .boundary import BoundaryScreen
+
+        if event.row_key.value:
+            self.app.push_screen(BoundaryScreen(self.session, int(event.row_key.value), total=len(self.found)))
+
+    def on_view_list_selected(self, event: ViewList.Selected) -> None:
+        from .message import MessageScreen
+
+        self.app.push_screen(MessageScreen(self.session, event.row.seq))
+
+    def action_focus_boundaries(self) -> None:
+        if self.found:
+            self.query_one("#boundaries", DataTable).focus()
+
+    def action_focus_messages(self) -> None:
+        self.query_one("#messages", ViewList).focus()
+
+    def action_export(self) -> None:
+        self.app.ask_export(self.session.id)
+
+    def action_copy(self) -> None:
+        self.app.copy_resume(self.session.id)

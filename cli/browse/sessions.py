@@ -1,0 +1,253 @@
+"""The sessions screen: every session newest first, a filter, a search box and a preview pane.
+
+The list is read a page at a time (the next page when the cursor nears the
+end); the filter runs one bounded query per keystroke; the preview reads
+the highlighted session's first and latest typed messages and its latest
+boundaries, nothing more.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import DataTable, Input, Static
+
+from sessionstore.storage import paging
+from sessionstore.storage.paging import SessionRow
+from sessionstore.storage.search import MARK_CLOSE, MARK_OPEN
+
+from ..tables import ellipsize, short_model, short_path, when
+from .keybar import KeyBar
+from .search import SearchOutcome
+
+PAGE = 100
+#: Below this width the cwd column is left to the preview pane.
+WIDE = 100
+
+
+class SessionsScreen(Screen[None]):
+    """Sessions, newest first; Enter opens one."""
+
+    BINDINGS = [
+        Binding("q", "app.back", "Quit", id="quit"),
+        Binding("slash", "search", "Search", key_display="/", id="search"),
+        Binding("f", "filter", "Filter", id="filter"),
+        Binding("e", "export", "Export", id="export"),
+        Binding("y", "copy", "Copy resume", id="copy"),
+        Binding("escape", "clear", "Clear", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[SessionRow] = []
+        self.more = False
+        self.hits: list[Any] = []
+        self.title_width = 20
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="boxes"):
+            yield Input(placeholder="f: filter by title, cwd, model, id", id="filter")
+            yield Input(placeholder="/: search every message", id="search")
+        yield DataTable(cursor_type="row", zebra_stripes=True, id="sessions")
+        yield DataTable(cursor_type="row", zebra_stripes=True, id="hits", classes="hidden")
+        yield Static(id="preview")
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        self.load(reset=True)
+        self.query_one("#sessions", DataTable).focus()
+
+    # ----------------------------------------------------------------- the list
+
+    @property
+    def table(self) -> DataTable[Any]:
+        return self.query_one("#sessions", DataTable)
+
+    def load(self, *, reset: bool) -> None:
+        """Read the first page (reset) or the next one, for the current filter."""
+        text = self.query_one("#filter", Input).value
+        offset = 0 if reset else len(self.rows)
+        page = paging.list_sessions(self.app.store.db, text=text, limit=PAGE + 1, offset=offset)
+        self.more = len(page) > PAGE
+        page = page[:PAGE]
+        self.rows = page if reset else self.rows + page
+        if reset:
+            self._columns()
+        for row in page:
+            self.table.add_row(*self._cells(row), key=row.id)
+        if reset:
+            self._preview(self.rows[0] if self.rows else None)
+
+    def _columns(self) -> None:
+        """(Re)build the columns for the screen's width: the title takes what the others leave."""
+        table = self.table
+        table.clear(columns=True)
+        wide = self.app.size.width >= WIDE
+        fixed = [("model", 10), ("msgs", 6), ("tokens", 7), ("✂", 2), ("last", 11), ("source", 6)]
+        if wide:
+            fixed.insert(0, ("cwd", 22))
+        used = sum(w + 2 for _, w in fixed) + 2 + 2
+        self.title_width = max(12, self.app.size.width - used)
+        table.add_column("title", width=self.title_width, key="title")
+        for label, width in fixed:
+            table.add_column(label, width=width, key=label)
+
+    def _cells(self, row: SessionRow) -> list[Text]:
+        title = Text(ellipsize(row.title or row.id, self.title_width))
+        cells = [title]
+        if self.app.size.width >= WIDE:
+            cells.append(Text(short_path(row.cwd, 22)))
+        source = {"claude-code": "claude", "native": "native"}.get(row.source, row.source)
+        cells += [Text(ellipsize(short_model(row.model), 10)), Text(f"{row.messages:,}", justify="right"),
+                  Text(f"{row.view_tokens:,}", justify="right"), Text(str(row.boundaries or ""), justify="right"),
+                  Text(when(row.last_timestamp, row.updated_at)), Text(source[:6])]
+        return cells
+
+    def on_resize(self) -> None:
+        if self.rows:
+            self._columns()
+            for row in self.rows:
+                self.table.add_row(*self._cells(row), key=row.id)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "sessions":
+            index = event.cursor_row
+            if 0 <= index < len(self.rows):
+                self._preview(self.rows[index])
+            if self.more and index >= len(self.rows) - 5:
+                self.load(reset=False)
+        elif 0 <= event.cursor_row < len(self.hits):
+            self._hit_preview(self.hits[event.cursor_row])
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "sessions" and event.row_key.value:
+            self.app.open_session(str(event.row_key.value))
+        elif event.data_table.id == "hits" and 0 <= event.cursor_row < len(self.hits):
+            hit = self.hits[event.cursor_row]
+            self.app.open_hit(hit.session, int(hit.seq), getattr(hit, "boundary", None))
+
+    @property
+    def highlighted(self) -> SessionRow | None:
+        """The session under the cursor."""
+        index = self.table.cursor_row
+        return self.rows[index] if self.rows and 0 <= index < len(self.rows) else None
+
+    # --------------------------------------------------------------- the preview
+
+    def _preview(self, row: SessionRow | None) -> None:
+        pane = self.query_one("#preview", Static)
+        if row is None:
+            pane.update(Text("No sessions match." if self.query_one("#filter", Input).value else
+                             "No sessions yet: import some with `sessionstore import claude-code PATH`."))
+            return
+        session = self.app.store.get(row.id)
+        first = paging.typed_user_text(session, latest=False)
+        latest = paging.typed_user_text(session, latest=True)
+        recent = paging.recent_boundaries(self.app.store.db, row.id)
+        text = Text(no_wrap=False)
+        text.append(ellipsize(row.title or "(untitled)", 300), "bold")
+        text.append(f"\n{row.id} · {row.source} · {row.model or 'no model'} · {row.messages:,} messages · "
+                    f"{row.view_tokens:,} of {row.context_window:,} tokens in view · last {when(row.last_timestamp)}")
+        text.append(f"\ncwd: {row.cwd or '-'}")
+        text.append("\nfirst: ", "bold")
+        text.append(ellipsize(first or "-", 400))
+        text.append("\nlatest: ", "bold")
+        text.append(ellipsize(latest or "-", 400))
+        text.append(f"\nboundaries: {row.boundaries}", "bold")
+        for b in recent:
+            text.append(f"  ✂ {b.kind}/{b.trigger} {b.pre_tokens:,} → {b.post_tokens:,}")
+        pane.update(text)
+
+    # ----------------------------------------------------------------- the boxes
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.load(reset=True)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "search":
+            self.query_one("#preview", Static).update(Text(f"searching for {event.value!r}…"))
+            self.app.search(event.value)
+        else:
+            self.table.focus()
+
+    def show_hits(self, query: str, outcome: SearchOutcome) -> None:
+        """List the hits of a search (or say why there are none) in place of the sessions."""
+        hits_table = self.query_one("#hits", DataTable)
+        self.hits = outcome.hits
+        hits_table.clear(columns=True)
+        pane = self.query_one("#preview", Static)
+        if outcome.error:
+            pane.update(Text(outcome.error))
+            self.notify(outcome.error, severity="warning")
+            return
+        width = self.app.size.width
+        hits_table.add_column("session", width=14)
+        hits_table.add_column("role", width=9)
+        hits_table.add_column("where", width=8)
+        hits_table.add_column("snippet", width=max(10, width - 14 - 9 - 8 - 8 - 4))
+        for hit in self.hits:
+            where = "view" if getattr(hit, "boundary", None) in (None, 0) else f"✂{hit.boundary}"
+            hits_table.add_row(Text(ellipsize(hit.title or hit.session, 14)), Text(str(hit.role)), Text(where),
+                               marked_snippet(hit.snippet))
+        self.table.add_class("hidden")
+        hits_table.remove_class("hidden")
+        hits_table.focus()
+        pane.update(Text(f"{len(self.hits)} hit(s) for {query!r}; Enter opens the session at the message, "
+                         "Escape goes back to the sessions."))
+        if self.hits:
+            self._hit_preview(self.hits[0])
+
+    def _hit_preview(self, hit: Any) -> None:
+        text = Text()
+        text.append(f"{hit.title or hit.session}", "bold")
+        text.append(f"\n{hit.session} · seq {hit.seq} · {hit.role} · {hit.timestamp or ''}")
+        text.append(f"\ncwd: {hit.cwd or '-'}")
+        text.append("\n")
+        text.append_text(marked_snippet(hit.snippet))
+        self.query_one("#preview", Static).update(text)
+
+    # -------------------------------------------------------------------- verbs
+
+    def action_search(self) -> None:
+        self.query_one("#search", Input).focus()
+
+    def action_filter(self) -> None:
+        self.query_one("#filter", Input).focus()
+
+    def action_clear(self) -> None:
+        """Escape: leave the boxes, close the hits, then clear the filter."""
+        hits = self.query_one("#hits", DataTable)
+        if not hits.has_class("hidden"):
+            hits.add_class("hidden")
+            self.table.remove_class("hidden")
+            self.hits = []
+            self._preview(self.highlighted)
+        elif self.query_one("#filter", Input).value and not isinstance(self.focused, Input):
+            self.query_one("#filter", Input).value = ""
+        self.table.focus()
+
+    def action_export(self) -> None:
+        row = self.highlighted
+        if row is not None:
+            self.app.ask_export(row.id)
+
+    def action_copy(self) -> None:
+        row = self.highlighted
+        if row is not None:
+            self.app.copy_resume(row.id)
+
+
+def marked_snippet(snippet: Any) -> Text:
+    """A hit's snippet on one line, the matches (between « and ») in bold; never read as markup."""
+    flat = " ".join(str(snippet or "").split())
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for i, part in enumerate(re.split(f"[{re.escape(MARK_OPEN + MARK_CLOSE)}]", flat)):
+        text.append(part, "bold reverse" if i % 2 else None)
+    return text
