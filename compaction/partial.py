@@ -18,7 +18,7 @@ from .commit import CompactionOutcome, commit_compaction
 from .full import NothingToCompact
 from .messages import is_boundary
 from .rounds import adjust_split
-from .summarize import summarize_with_retry
+from .summarize import summarize_gated
 from .summarizers.base import Summarizer
 
 Direction = Literal["from", "up_to"]
@@ -56,11 +56,10 @@ def compact_partial(
         raise NothingToCompact(
             f"nothing to summarize {'after' if direction == 'from' else 'before'} message {pivot_uuid}"
         )
-    result, truncated = summarize_with_retry(
-        summarizer, summarized, custom_instructions=custom_instructions, max_retries=config.ptl_max_retries
-    )
+    gated = summarize_gated(summarizer, summarized, cwd=session.cwd, config=config,
+                            custom_instructions=custom_instructions)
     return commit_compaction(
-        session, snapshot, summarized=summarized, kept=kept, summary_text=result.text, truncated=truncated,
+        session, snapshot, summarized=summarized, kept=kept, summary_text=gated.text, truncated=gated.truncated,
         kind=f"partial-{direction}", trigger=trigger, layout=layout, summarizer=summarizer.name,
-        custom_instructions=custom_instructions,
+        custom_instructions=custom_instructions, gated=gated, recall_note=config.recall_note,
     )
