@@ -336,3 +336,40 @@ def _render(index: int, mode: str, query: str | None, shown: list[tuple[_Row, st
         note += f"; for earlier ones call recall(boundary={index}, {again}cursor={next_cursor})"
     note += "]"
     return f"{body}\n\n{note}" if body else note
+
+
+@dataclass(frozen=True, slots=True)
+class ViewPageEntry:
+    """One entry of a paged past view, its text cut to a preview."""
+
+    seq: int
+    uuid: str
+    role: str
+    kind: str
+    replaced_in_view: bool
+    text: str
+    chars: int
+
+
+def view_before_page(session: "Session", boundary: int, *, after: int | None = None, limit: int = 20,
+                     text_chars: int = 2_000) -> tuple[list[ViewPageEntry], int | None, int]:
+    """One page of the view before `boundary`, oldest first: (entries, next cursor, view size)."""
+    if not 1 <= limit <= 500:
+        raise RecallError(f"limit must be between 1 and 500, not {limit}")
+    index, version = _boundary_version(session, boundary)
+    with session.db.read() as db:
+        scope = _Scope(db, session.id, version)
+        rows = []
+        for row in scope.rows(after=after if after is not None else -(2**62)):
+            rows.append(row)
+            if len(rows) > limit:
+                break
+        size = scope.count()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    entries = []
+    for row in rows:
+        text = content_as_text(loads_stored(row.content_json))
+        shown = text if len(text) <= text_chars else text[:text_chars] + f" […{len(text) - text_chars:,} more chars]"
+        entries.append(ViewPageEntry(row.seq, row.uuid, row.role, row.kind, row.replaced, shown, len(text)))
+    return entries, (rows[-1].key if more and rows else None), size
