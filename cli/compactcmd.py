@@ -68,6 +68,9 @@ def history_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
     boundary: Annotated[Optional[int], typer.Option("--boundary", "-b", help="Show what the model saw just before boundary K (from 1).")] = None,
     summary: Annotated[bool, typer.Option("--summary", help="With --boundary: print K's summary text.")] = False,
+    recompact: Annotated[Optional[str], typer.Option("--recompact", help="With --boundary: summarize K's span again "
+                         "with extractive, anthropic, mask or user-only; show it, its gate report and a diff "
+                         "against the recorded summary. Nothing is written.")] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -80,9 +83,18 @@ def history_cmd(
       sessionstore history SESSION --boundary 2 --json
 
       sessionstore history SESSION --boundary 2 --summary
+
+      sessionstore history SESSION --boundary 2 --recompact anthropic --json
     """
     if summary and boundary is None:
         raise UsageError("--summary needs --boundary K")
+    if recompact is not None:
+        from .recompactcmd import show_recompaction
+
+        if boundary is None:
+            raise UsageError("--recompact needs --boundary K")
+        show_recompaction(db, session, boundary, recompact, json_out)
+        return
     with open_store(db) as store:
         s = store.get(session)
         if boundary is None:
