@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from .errors import MessageNotFound, SessionStoreError
 from .fastjson import loads_stored
-from .history import BoundaryNotFound, boundaries
+from .history import BoundaryNotFound
 from .rows import dumps
 from .tokens import estimate_text
 
@@ -172,16 +172,20 @@ def recall(
 
 
 def _boundary_version(session: "Session", boundary: int | None) -> tuple[int, int]:
-    """(index, replaced view version) of the boundary asked for (the latest when None)."""
-    found = boundaries(session)
-    if not found:
+    """(index, replaced view version) of the boundary asked for (the latest when None); two indexed reads."""
+    params = {"id": session.id}
+    count = int(session.db.one("SELECT COUNT(*) FROM compactions WHERE session_id = :id", params)[0])
+    if not count:
         raise BoundaryNotFound(f"session {session.id} has no compaction boundary to recall from")
-    if boundary is None:
-        return found[-1].index, found[-1].replaced_version
-    if not 1 <= boundary <= len(found):
-        plural = "y" if len(found) == 1 else "ies"
-        raise BoundaryNotFound(f"session {session.id} has {len(found)} boundar{plural}; there is no boundary {boundary}")
-    return boundary, found[boundary - 1].replaced_version
+    index = count if boundary is None else boundary
+    if not 1 <= index <= count:
+        plural = "y" if count == 1 else "ies"
+        raise BoundaryNotFound(f"session {session.id} has {count} boundar{plural}; there is no boundary {index}")
+    row = session.db.one(
+        "SELECT replaced_version FROM compactions WHERE session_id = :id ORDER BY boundary_seq LIMIT 1 OFFSET :o",
+        {**params, "o": index - 1},
+    )
+    return index, int(row[0])
 
 
 class _Scope:
