@@ -232,3 +232,17 @@ def test_an_imported_summary_without_gate_metadata_is_read_by_its_sections() -> 
     assert facts.user_messages == ("Add a flag", "Keep the old API")
     assert facts.paths == ("/srv/app/main.py",)
     assert facts.open_items == ("Write docs",)
+
+
+def test_two_extractive_compactions_keep_the_first_user_messages(store: SessionStore) -> None:
+    session = store.create_session(title="twice", cwd=CWD)
+    session.append({"role": "user", "content": "Keep the log output quiet while you work."})
+    session.append({"role": "assistant", "content": "Understood."})
+    _work(session)
+    compact(session)
+    session.append({"role": "user", "content": "Thanks, now the docs."})
+    session.append({"role": "assistant", "content": "Writing docs."})
+    compact(session)
+    summary = normalize(boundaries(session)[1].summary or "")
+    for ask in ("Keep the log output quiet while you work.", FIRST_ASK, SECOND_ASK):
+        assert normalize(ask) in summary, ask
