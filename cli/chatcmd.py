@@ -1,14 +1,17 @@
-"""`sessionstore chat SESSION|--new`: a small REPL over the agent loop."""
+"""`sessionstore chat SESSION|--new`: a small REPL over the agent loop, with slash commands and clear failures."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
 from .common import DbOption, UsageError, open_store
+
+KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+KEPT = "your message is kept and will be answered on your next message or when you resume this session"
 
 
 def register(app: typer.Typer) -> None:
@@ -26,7 +29,10 @@ def chat_cmd(
     """Talk to the model with two tools (read a file, run a command), every message stored.
 
     A session that was interrupted resumes first (pending tool calls run, an unanswered
-    request is answered). Empty line or Ctrl-D quits.
+    request is answered). Empty line or Ctrl-D quits. Lines starting with / are
+    commands that never reach the model: /history, /history K, /search QUERY,
+    /compact [instructions], /export FORMAT PATH, /stats, /help. When the API
+    fails, one line says why and what to do; your message stays recorded.
 
     Examples:
 
@@ -36,27 +42,77 @@ def chat_cmd(
     """
     import anthropic
 
+    from sessionstore.agent import DEFAULT_MODEL, Agent
     from sessionstore.compaction.engine import make_summarizer
     from sessionstore.compaction.pipeline import Pipeline
-    from sessionstore.agent import DEFAULT_MODEL, Agent
+
+    from .chatslash import SlashContext, run_slash
 
     if bool(session) == new:
         raise UsageError("give a SESSION to continue or --new, not both")
+    if not any(os.environ.get(name) for name in KEY_VARIABLES):
+        raise UsageError("no API key: set ANTHROPIC_API_KEY (https://console.anthropic.com/settings/keys) "
+                         "and run chat again; nothing was created")
     chosen = model or os.environ.get("ANTHROPIC_MODEL", DEFAULT_MODEL)
     with open_store(db) as store:
         s = store.create_session(title="chat", model=chosen, cwd=str(workdir.resolve())) if new else store.get(session or "")
-        typer.echo(f"session {s.id} (Ctrl-D to quit)")
-        agent = Agent(session=s, pipeline=Pipeline(store, summarizer=make_summarizer()),
-                      client=anthropic.Anthropic(max_retries=2), workdir=workdir, model=chosen,
-                      on_event=lambda kind, payload: typer.echo(f"  [{kind}]", err=True))
+        typer.echo(f"session {s.id} (Ctrl-D to quit, /help for commands)")
+        summarizer = make_summarizer()
+        client = anthropic.Anthropic(max_retries=2)
+        agent = Agent(session=s, pipeline=Pipeline(store, summarizer=summarizer), client=client, workdir=workdir,
+                      model=chosen, on_event=lambda kind, payload: typer.echo(f"  [{kind}]", err=True))
+        slash = SlashContext(store=store, session=s, read_line=_read_line, summarizer=summarizer)
         state = s.refresh_state().tail
         if state.pending or state.last_role == "user":
-            typer.echo(agent.resume())
+            _answer(agent.resume, client)
         while True:
-            try:
-                text = input("you> ").strip()
-            except EOFError:
+            text = _read_line("you> ")
+            if text is None or not text.strip():
                 break
-            if not text:
-                break
-            typer.echo(agent.ask(text))
+            if text.strip().startswith("/"):
+                run_slash(slash, text)
+                continue
+            _answer(lambda: agent.ask(text.strip()), client)
+
+
+def _read_line(prompt: str) -> str | None:
+    """One line from the person, None at end of input."""
+    try:
+        return input(prompt)
+    except EOFError:
+        return None
+
+
+def _answer(turn: Callable[[], str], client: Any) -> None:
+    """Run one turn and print the answer; an API or store failure is one line and the REPL goes on."""
+    import anthropic
+
+    from sessionstore.compaction.summarizers.base import SummarizerError
+    from sessionstore.storage.errors import SessionStoreError
+
+    try:
+        typer.echo(turn())
+    except (anthropic.APIError, SessionStoreError, SummarizerError) as exc:
+        typer.echo(f"error: {explain_failure(exc, str(client.base_url))}", err=True)
+
+
+def explain_failure(exc: BaseException, base_url: str) -> str:
+    """One line: what went wrong with the model call and what to do about it."""
+    import anthropic
+
+    if isinstance(exc, anthropic.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        reason = f" ({' '.join(str(cause).split())[:120]})" if cause else ""
+        return (f"cannot reach the API at {base_url}{reason}: check the network or ANTHROPIC_BASE_URL; {KEPT}")
+    if isinstance(exc, (anthropic.AuthenticationError, anthropic.PermissionDeniedError)):
+        return (f"the API refused the key ({exc.status_code}): check ANTHROPIC_API_KEY, then resume this session "
+                f"with sessionstore chat SESSION; {KEPT}")
+    if isinstance(exc, anthropic.APIStatusError) and (exc.status_code in (429, 529) or exc.status_code >= 500):
+        what = "rate-limited" if exc.status_code == 429 else "overloaded or failing"
+        return f"the API is {what} ({exc.status_code}) even after retries: wait a minute; {KEPT}"
+    if isinstance(exc, anthropic.BadRequestError) and "prompt is too long" in str(exc):
+        return ("the conversation is still too long for the model after compacting it: try /compact with "
+                f"instructions or a model with a larger window; {KEPT}")
+    if isinstance(exc, anthropic.APIStatusError):
+        return f"the API answered {exc.status_code}: {' '.join(str(exc.message).split())[:200]}; {KEPT}"
+    return f"{' '.join(str(exc).split())[:300]}; {KEPT}"

@@ -15,12 +15,12 @@ def doctor_cmd(
     session: Annotated[Optional[str], typer.Argument(help="Check only this session (id or unique prefix).")] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
-    fix: Annotated[bool, typer.Option("--repair", help="Recompute derived counters (never deletes rows).")] = False,
+    fix: Annotated[bool, typer.Option("--repair", help="Recompute derived counters and rebuild the search index (never deletes transcript rows).")] = False,
 ) -> None:
     """Check the database and every session (or one); exit 1 when a problem is found.
 
     --repair recomputes what is derived from the rows (view token total,
-    explicit row count, tail state, last seq) and prints each change; it never
+    explicit row count, tail state, last seq; the search index) and prints each change; it never
     deletes or rewrites transcript rows.
 
     Example: sessionstore doctor --repair --json

@@ -7,7 +7,7 @@ from sqlalchemy import text
 
 from sessionstore.storage.config import default_db_url
 from sessionstore.storage.db import make_engine
-from sessionstore.storage.models import Base
+from sessionstore.storage.models import Base, include_name
 
 config = context.config
 target_metadata = Base.metadata
@@ -20,6 +20,7 @@ def _configure_and_run(connection) -> None:
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=include_name,
         transaction_per_migration=False,
     )
     with context.begin_transaction():

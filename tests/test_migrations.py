@@ -10,7 +10,7 @@ from sqlalchemy import inspect, text
 from sessionstore import MigrationError, SessionStore
 from sessionstore.storage.db import make_engine
 from sessionstore.storage.migrate import current_revision, downgrade, ensure_current, head_revision, upgrade
-from sessionstore.storage.models import Base
+from sessionstore.storage.models import Base, include_name
 from tests.support.cli import run_cli
 
 TABLES = {"sessions", "messages", "view_entries", "compactions", "replacements", "blobs",
@@ -42,7 +42,7 @@ def test_autogenerate_finds_no_difference(store_url: str) -> None:
     try:
         upgrade(engine)
         with engine.connect() as conn:
-            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True, "include_name": include_name})
             diff = compare_metadata(ctx, Base.metadata)
         assert diff == [], f"models and migrations disagree: {diff}"
     finally:

@@ -36,6 +36,10 @@ class Config:
     write_retries: int = 8
     default_context_window: int = 200_000
 
+    # Search index (derived; built at query time, off the append path)
+    search_max_chars: int = 1_000_000  # characters of one message indexed (the rest is not searchable)
+    search_batch_chars: int = 4_000_000  # characters indexed per write transaction while catching up
+
     # Layer 1: tool-result budget and spills
     tool_result_max_chars: int = 50_000
     tool_results_per_message_chars: int = 200_000

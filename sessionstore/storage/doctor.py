@@ -5,12 +5,15 @@ integrity and foreign-key checks, or PostgreSQL's catalogue; the schema
 present and at the shipped revision) and at every session: a dense
 transcript, an active view that is a valid Messages-API request (invariant 3)
 and whose counters match its rows, compactions that point at real messages,
-spilled blobs that still hash to their key.
+spilled blobs that still hash to their key; and the search index against
+the transcript (each message up to a session's mark indexed once, with the
+text and role it holds).
 
 `repair` recomputes what is derived and can be recomputed without losing
 anything (the view's token total, its explicit-row count, the tail state that
 validates appends, the last seq) and says exactly what it changed. It never
-deletes or rewrites transcript rows; everything else it can only report.
+deletes or rewrites transcript rows; everything else it can only report,
+except the search index, derived data that it rebuilds when it disagrees.
 Run it while no agent writes to the session: a handle that cached the old
 tail state may write it back on its next append.
 """
@@ -27,6 +30,7 @@ from sqlalchemy import inspect
 
 from .blobs import BlobCorrupt, BlobNotFound, get_blob
 from .migrate import head_revision
+from .search import index_problems, rebuild, reindex_session
 from .models import Base
 from .types import StoredMessage, ViewEntry
 from .validate import TailState
@@ -104,7 +108,23 @@ def check(store: "SessionStore", session_id: str | None = None) -> Report:
     for sid in ids:
         report.problems += check_session(store.db, sid, verified_blobs)
         report.sessions_checked += 1
+    report.problems += search_problems(store, None if session_id is None else ids[0])
     return report
+
+
+def search_problems(store: "SessionStore", session_id: str | None = None) -> list[Problem]:
+    """The search index against the transcript: every message up to each mark indexed once, as it reads now."""
+    found = index_problems(store.db, session_id, store.config.search_max_chars)
+    return [Problem(code, message, sid, repairable=True) for code, message, sid in found]
+
+
+def _repair_search(store: "SessionStore", session_id: str | None) -> list[str]:
+    """Rebuild the search index (or one session's part of it) when it disagrees with the transcript."""
+    if not search_problems(store, session_id):
+        return []
+    if session_id is None:
+        return [f"rebuilt the search index ({rebuild(store)} messages indexed)"]
+    return [f"session {session_id}: reindexed for search ({reindex_session(store, session_id)} messages indexed)"]
 
 
 def repair(store: "SessionStore", session_id: str | None = None) -> Report:
@@ -113,6 +133,7 @@ def repair(store: "SessionStore", session_id: str | None = None) -> Report:
     repairs: list[str] = []
     for sid in ids:
         repairs += store.db.run_write(lambda db, sid=sid: _repair_session(db, sid), session_id=sid)
+    repairs += _repair_search(store, None if session_id is None else ids[0])
     report = check(store, session_id)
     report.repairs = repairs
     return report

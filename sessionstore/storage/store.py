@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid as uuid_mod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
@@ -13,6 +13,9 @@ from .db import Database, make_engine
 from .errors import SessionNotFound, SessionStoreError
 from .migrate import SCHEMA_HEAD, ensure_current, stored_revision
 from .session import Session
+
+if TYPE_CHECKING:
+    from .search import Hit
 
 SESSION_COLUMNS = "id, title, cwd, model, context_window, created_at, updated_at, parent_id, metadata_json"
 
@@ -132,6 +135,12 @@ class SessionStore:
             info["view_version"] = int(row[11])
             out.append(info)
         return out
+
+    def search(self, query: str, **filters: Any) -> "list[Hit]":
+        """Messages of every session matching `query`, best first; filters: session, role, since, cwd, in_, limit."""
+        from .search import Filters, search
+
+        return search(self, query, Filters(**filters))
 
     def delete(self, session_id: str) -> None:
         """Delete a session and everything recorded in it (explicit and whole)."""

@@ -1,0 +1,150 @@
+"""Slash commands inside `sessionstore chat`: look back, search, compact, export, stats; none reaches the model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import typer
+
+from sessionstore.storage import history as hist
+from sessionstore.storage.errors import SessionStoreError
+
+from .common import UsageError, fmt_time, preview
+
+#: Rows of a past view shown before asking whether to go on.
+PAGE_ROWS = 20
+
+HELP = {
+    "/history": "the compaction boundaries of this session",
+    "/history K": "the view the model saw just before boundary K, a page at a time",
+    "/search QUERY": 'messages of this session matching QUERY (words, "phrases"); /search --all QUERY: every session',
+    "/compact [instructions]": "compact the view now, optionally telling the summary what to keep",
+    "/export FORMAT PATH": "write the whole transcript as jsonl, markdown, html or claude-code to PATH",
+    "/stats": "messages, view tokens, boundaries of this session",
+    "/help": "this list",
+}
+
+
+@dataclass
+class SlashContext:
+    """What a slash command works on: the store, the session, and how to ask the person for more."""
+
+    store: Any
+    session: Any
+    read_line: Callable[[str], str | None]
+    summarizer: Any = None
+
+
+def run_slash(ctx: SlashContext, line: str) -> None:
+    """Run one slash command; an error is one line and the REPL goes on."""
+    name, _, arg = line.strip().partition(" ")
+    handler = HANDLERS.get(name)
+    if handler is None:
+        typer.echo(f"unknown command {name}; the commands are:")
+        _help(ctx, "")
+        return
+    try:
+        handler(ctx, arg.strip())
+    except (SessionStoreError, UsageError, OSError, ValueError) as exc:
+        typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
+
+
+def _help(ctx: SlashContext, arg: str) -> None:
+    for usage, what in HELP.items():
+        typer.echo(f"  {usage:<26} {what}")
+    typer.echo("  (anything else is sent to the model; an empty line or Ctrl-D quits)")
+
+
+def _history(ctx: SlashContext, arg: str) -> None:
+    if not arg:
+        _boundaries(ctx)
+        return
+    try:
+        index = int(arg)
+    except ValueError:
+        raise UsageError(f"/history takes a boundary number, not {arg!r}") from None
+    _page_view(ctx, index)
+
+
+def _boundaries(ctx: SlashContext) -> None:
+    found = hist.boundaries(ctx.session)
+    if not found:
+        typer.echo("no compaction yet: the active view is the whole conversation")
+        return
+    for b in found:
+        typer.echo(f"  {b.index:>3}  {fmt_time(b.created_at)}  {b.kind:<14} {b.trigger:<8} "
+                   f"{b.pre_tokens:,} -> {b.post_tokens:,} tokens, {b.messages_summarized} summarized  "
+                   f"{preview(b.summary or '', 50)}")
+    typer.echo("  /history K shows the view before boundary K")
+
+
+def _page_view(ctx: SlashContext, index: int) -> None:
+    b = hist.boundary(ctx.session, index)
+    entries = hist.view_at(ctx.session, b.replaced_version)
+    summarized = {m.seq for m in hist.summarized_messages(ctx.session, index)}
+    typer.echo(f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
+               f"{b.pre_tokens:,} tokens; ✂ = summarized by it")
+    for start in range(0, len(entries), PAGE_ROWS):
+        for e in entries[start:start + PAGE_ROWS]:
+            mark = "✂" if e.seq in summarized else " "
+            typer.echo(f"  {mark} {e.position:>4} {e.role:<9} {e.tokens:>6}  {preview(e.content, 90)}")
+        shown = min(start + PAGE_ROWS, len(entries))
+        if shown < len(entries):
+            answer = ctx.read_line(f"-- {shown} of {len(entries)}: Enter for more, q to stop -- ")
+            if answer is None or answer.strip().lower().startswith("q"):
+                return
+
+
+def _search(ctx: SlashContext, arg: str) -> None:
+    from .searchcmd import print_hits
+
+    everywhere = arg.startswith("--all")
+    query = arg[len("--all"):].strip() if everywhere else arg
+    hits = ctx.store.search(query, session=None if everywhere else ctx.session.id, limit=20)
+    print_hits(query, hits)
+
+
+def _compact(ctx: SlashContext, arg: str) -> None:
+    from sessionstore.compaction.engine import compact
+
+    outcome = compact(ctx.session, summarizer=ctx.summarizer, custom_instructions=arg or None)
+    typer.echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
+               f"{outcome.messages_summarized} messages summarized; /history lists the boundaries")
+
+
+def _export(ctx: SlashContext, arg: str) -> None:
+    from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
+
+    fmt, _, path_text = arg.partition(" ")
+    writers = {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html}
+    if fmt not in (*writers, "claude-code") or not path_text.strip():
+        raise UsageError("usage: /export jsonl|markdown|html|claude-code PATH")
+    path = Path(path_text.strip()).expanduser()
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        if fmt == "claude-code":
+            with open(tmp, "wb") as binary:
+                count = export_claude_code(ctx.session, binary)
+        else:
+            with open(tmp, "w", encoding="utf-8", newline="\n") as text:
+                count = writers[fmt](ctx.session, text)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    typer.echo(f"wrote {count} messages to {path}")
+
+
+def _stats(ctx: SlashContext, arg: str) -> None:
+    from sessionstore.storage.stats import session_stats
+
+    for key, value in session_stats(ctx.session).items():
+        typer.echo(f"  {key.replace('_', ' '):<16} {value:,}" if isinstance(value, int) else
+                   f"  {key.replace('_', ' '):<16} {value}")
+
+
+HANDLERS: dict[str, Callable[[SlashContext, str], None]] = {
+    "/history": _history, "/search": _search, "/compact": _compact, "/export": _export,
+    "/stats": _stats, "/help": _help,
+}

@@ -1,0 +1,528 @@
+"""Full-text search over every recorded message, compacted spans included.
+
+The index is derived data kept off the append path: each session has a
+high-water mark (`search_marks.indexed_seq`), and a search first indexes
+every message above the mark, in write transactions of its own, then
+queries. So a search sees every message committed before it started, and a
+hit is always joined back to a stored message, so none is invented.
+
+What is indexed per message: user and assistant text, tool inputs (every
+string value: commands, paths), tool results from the transcript (which
+keeps a spilled result's original content), summaries. Thinking blocks,
+signatures, images and documents are not.
+
+Query language: words (all must match, anywhere in the message, as
+substrings, case-insensitive), "exact phrases" in double quotes, and
+nothing else: no operators, so identifiers, paths, error strings and text
+without spaces (Japanese, Chinese) are matched as they are written.
+SQLite uses an FTS5 trigram index (a term of three or more characters is an
+index lookup; shorter ones are checked on the candidates, or scanned when a
+query has only short terms); PostgreSQL uses pg_trgm for the same substring
+matching and a `simple` tsvector for ranking.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from .errors import SessionStoreError
+from .fastjson import loads_stored
+
+if TYPE_CHECKING:
+    from .db import Database
+    from .store import SessionStore
+
+ROLES = ("user", "assistant", "tool", "summary", "system")
+PLACES = ("all", "active", "compacted")
+#: Trigram index: a term this long or longer is an index lookup.
+MIN_INDEXED_CHARS = 3
+MARK_OPEN, MARK_CLOSE = "«", "»"
+SNIPPET_CONTEXT = 70
+_FETCH_ROWS = 500
+_TERMS = re.compile(r'"([^"]*)(?:"|$)|([^\s"]+)')
+_SINCE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
+_SPACE = re.compile(r"\s+")
+_PG_LOCK = 735502
+
+
+class SearchQueryError(SessionStoreError, ValueError):
+    """The query or a filter cannot be searched (empty, no letters or digits, a bad date)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One matching message: where it is, what it said around the match, how to open it."""
+
+    session: str
+    title: str | None
+    cwd: str | None
+    seq: int
+    uuid: str
+    role: str
+    timestamp: str | None
+    snippet: str
+    boundary: int | None
+    open: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `search --json` shape of a hit."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """What narrows a search besides the query."""
+
+    session: str | None = None
+    role: str | None = None
+    since: str | None = None
+    cwd: str | None = None
+    in_: str = "all"
+    limit: int = 20
+
+
+# ------------------------------------------------------------------ extraction
+
+
+def message_text(content: Any) -> str:
+    """The searchable text of a message's content (thinking, signatures and media left out)."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content or ():
+        if isinstance(block, dict):
+            _block_text(block, parts)
+    return "\n".join(p for p in parts if p)
+
+
+def _block_text(block: dict[str, Any], parts: list[str]) -> None:
+    kind = block.get("type")
+    if kind == "text":
+        parts.append(str(block.get("text") or ""))
+    elif kind in ("tool_use", "server_tool_use"):
+        parts.append(str(block.get("name") or ""))
+        parts.extend(_strings(block.get("input")))
+    elif kind == "tool_result" or (isinstance(kind, str) and kind.endswith("_tool_result")):
+        inner = block.get("content")
+        if isinstance(inner, str):
+            parts.append(inner)
+        elif isinstance(inner, list):
+            for item in inner:
+                if isinstance(item, dict):
+                    _block_text(item, parts)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string and number in a JSON value (tool inputs: commands, paths, patterns)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield str(value)
+
+
+def search_role(role: str, is_compact_summary: bool, content: Any) -> str:
+    """The role a hit reports: summary, tool (a user message carrying tool results), or the message's role."""
+    if is_compact_summary:
+        return "summary"
+    if role == "user" and isinstance(content, list):
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            return "tool"
+    return role
+
+
+def indexed_body(content_json: str, max_chars: int) -> str:
+    """The text stored in the index for one message: extracted, NUL-free, capped."""
+    text = message_text(loads_stored(content_json))
+    return text[:max_chars].replace("\x00", " ")
+
+
+# ---------------------------------------------------------------------- query
+
+
+def parse_query(query: str) -> list[str]:
+    """Terms of a query: "quoted phrases" and bare words, deduplicated; raises SearchQueryError."""
+    terms: list[str] = []
+    seen: set[str] = set()
+    for phrase, word in _TERMS.findall(query or ""):
+        term = _SPACE.sub(" ", (phrase or word).replace("\x00", " ")).strip()
+        if term and term.casefold() not in seen:
+            seen.add(term.casefold())
+            terms.append(term)
+    if not terms:
+        raise SearchQueryError("the search query is empty: give a word, a \"phrase\" or a path")
+    if not any(ch.isalnum() for term in terms for ch in term):
+        raise SearchQueryError(f"the search query {query!r} has no letter or digit to search for")
+    return terms
+
+
+def parse_since(value: str | None, now: dt.datetime | None = None) -> str | None:
+    """A lower bound on message timestamps from `2026-11-01`, an ISO time, or `30m`/`12h`/`7d`/`2w` ago."""
+    if value is None or not value.strip():
+        return None
+    match = _SINCE.match(value)
+    if match:
+        amount, unit = int(match.group(1)), match.group(2)
+        delta = {"m": dt.timedelta(minutes=amount), "h": dt.timedelta(hours=amount),
+                 "d": dt.timedelta(days=amount), "w": dt.timedelta(weeks=amount)}[unit]
+        start = (now or dt.datetime.now(dt.timezone.utc)) - delta
+        return start.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    try:
+        parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise SearchQueryError(f"--since {value!r} is neither a date (2026-11-01) nor an age (7d, 12h)") from None
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(dt.timezone.utc)
+    return parsed.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def check_filters(filters: Filters) -> None:
+    """Raise SearchQueryError for a filter value no search can use."""
+    if filters.role is not None and filters.role not in ROLES:
+        raise SearchQueryError(f"role must be one of {', '.join(ROLES)}, not {filters.role!r}")
+    if filters.in_ not in PLACES:
+        raise SearchQueryError(f"in must be one of {', '.join(PLACES)}, not {filters.in_!r}")
+    if filters.limit < 1:
+        raise SearchQueryError("limit must be at least 1")
+
+
+def _like(term: str) -> str:
+    """A LIKE pattern matching `term` anywhere (backslash escapes)."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+# ------------------------------------------------------------------ the index
+
+
+def catch_up(db: "Database", *, max_chars: int = 1_000_000, batch_chars: int = 8_000_000) -> int:
+    """Index every message above each session's mark; returns how many were indexed."""
+    lagging = db.all(
+        "SELECT s.id FROM sessions s LEFT JOIN search_marks m ON m.session_id = s.id "
+        "WHERE s.last_seq > COALESCE(m.indexed_seq, 0)"
+    )
+    done = 0
+    for (sid,) in lagging:
+        while True:
+            added, more = db.run_write(lambda d, sid=sid: _index_batch(d, sid, max_chars, batch_chars))
+            done += added
+            if not more:
+                break
+    if done and db.is_sqlite:
+        db.run_write(lambda d: d.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('merge', :n)",
+                                         {"n": max(64, done // 4)}).close())
+    return done
+
+
+def _index_batch(db: "Database", sid: str, max_chars: int, batch_chars: int) -> tuple[int, bool]:
+    """Index the next messages of one session in this transaction; (count, whether more remain)."""
+    if not db.is_sqlite:
+        db.execute("SELECT pg_advisory_xact_lock(:k, hashtext(:id))", {"k": _PG_LOCK, "id": sid}).close()
+    row = db.one("SELECT indexed_seq FROM search_marks WHERE session_id = :id", {"id": sid})
+    mark = int(row[0]) if row else 0
+    last = db.one("SELECT last_seq FROM sessions WHERE id = :id", {"id": sid})
+    if last is None:
+        return 0, False
+    count, chars, top, exhausted = 0, 0, mark, False
+    while chars < batch_chars and not exhausted:
+        rows = db.all(
+            "SELECT seq, role, is_compact_summary, timestamp, content_json FROM messages "
+            "WHERE session_id = :id AND seq > :after ORDER BY seq LIMIT :n",
+            {"id": sid, "after": top, "n": _FETCH_ROWS},
+        )
+        if rows:
+            chars += _insert_docs(db, sid, rows, max_chars)
+            count += len(rows)
+            top = int(rows[-1][0])
+        exhausted = len(rows) < _FETCH_ROWS
+    if exhausted:
+        top = max(top, int(last[0]))
+    _set_mark(db, sid, row is not None, top)
+    return count, not exhausted
+
+
+def _insert_docs(db: "Database", sid: str, rows: list[Any], max_chars: int) -> int:
+    """Write the index rows of these transcript rows; returns the characters indexed."""
+    docs = []
+    chars = 0
+    for seq, role, is_summary, timestamp, content_json in rows:
+        content = loads_stored(content_json)
+        body = message_text(content)[:max_chars].replace("\x00", " ")
+        chars += len(body)
+        docs.append((sid, int(seq), search_role(role, bool(is_summary), content), timestamp, body))
+    if db.is_sqlite:
+        cur = db.conn.cursor()
+        for doc in docs:
+            cur.execute("INSERT INTO search_rows (session_id, seq, kind, timestamp) VALUES (?, ?, ?, ?)", doc[:4])
+            cur.execute("INSERT INTO search_fts (rowid, body) VALUES (?, ?)", (cur.lastrowid, doc[4]))
+        cur.close()
+    else:
+        cur = db.conn.cursor()
+        cur.executemany(
+            "INSERT INTO search_docs (session_id, seq, kind, timestamp, body) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (session_id, seq) DO NOTHING", docs)
+        cur.close()
+    return chars
+
+
+def _set_mark(db: "Database", sid: str, exists: bool, seq: int) -> None:
+    if exists:
+        db.execute("UPDATE search_marks SET indexed_seq = :s WHERE session_id = :id", {"s": seq, "id": sid}).close()
+    else:
+        db.execute("INSERT INTO search_marks (session_id, indexed_seq) VALUES (:id, :s)", {"s": seq, "id": sid}).close()
+
+
+def clear_index(db: "Database") -> None:
+    """Empty the index and every mark (in the caller's transaction): the next search rebuilds it."""
+    if db.is_sqlite:
+        db.execute("DELETE FROM search_fts").close()
+        db.execute("DELETE FROM search_rows").close()
+    else:
+        db.execute("DELETE FROM search_docs").close()
+    db.execute("DELETE FROM search_marks").close()
+
+
+def rebuild(store: "SessionStore") -> int:
+    """Drop the index and build it again from the transcript; returns the messages indexed."""
+    store.db.run_write(clear_index)
+    if store.db.is_sqlite:
+        store.db.run_write(lambda d: d.execute("INSERT INTO search_fts(search_fts) VALUES ('rebuild')").close())
+    indexed = catch_up(store.db, max_chars=store.config.search_max_chars,
+                       batch_chars=store.config.search_batch_chars)
+    if store.db.is_sqlite:
+        store.db.run_write(lambda d: d.execute("INSERT INTO search_fts(search_fts) VALUES ('optimize')").close())
+    return indexed
+
+
+def index_problems(db: "Database", session_id: str | None = None,
+                   max_chars: int = 1_000_000) -> list[tuple[str, str, str | None]]:
+    """(code, message, session) for each way the index disagrees with the transcript (all sessions or one)."""
+    problems: list[tuple[str, str, str | None]] = []
+    only = " WHERE s.id = :id" if session_id is not None else ""
+    for sid, last_seq, mark in db.all(
+        "SELECT s.id, s.last_seq, COALESCE(m.indexed_seq, 0) FROM sessions s "
+        f"LEFT JOIN search_marks m ON m.session_id = s.id{only}", {"id": session_id}
+    ):
+        if int(mark) > int(last_seq):
+            problems.append(("search-mark-ahead", f"search index mark {mark} is past the last seq {last_seq}", sid))
+        problems += _session_index_problems(db, sid, int(mark), max_chars)
+    if db.is_sqlite and session_id is None:
+        problems += _fts_problems(db)
+    return problems
+
+
+def reindex_session(store: "SessionStore", session_id: str) -> int:
+    """Forget one session's index rows and mark, then index it again; returns the messages indexed."""
+    def forget(db: "Database") -> None:
+        table = "search_rows" if db.is_sqlite else "search_docs"
+        db.execute(f"DELETE FROM {table} WHERE session_id = :id", {"id": session_id}).close()
+        db.execute("DELETE FROM search_marks WHERE session_id = :id", {"id": session_id}).close()
+
+    store.db.run_write(forget)
+    return catch_up(store.db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
+
+
+def _session_index_problems(db: "Database", sid: str, mark: int, max_chars: int) -> list[tuple[str, str, str | None]]:
+    """Each message up to the mark indexed once, with the text and role it holds now."""
+    missing, wrong, beyond = [], [], []
+    for seq, role, is_summary, content_json, kind, body in _paired_rows(db, sid):
+        if seq > mark:
+            if kind is not None:
+                beyond.append(seq)
+            continue
+        if kind is None:
+            missing.append(seq)
+            continue
+        content = loads_stored(content_json)
+        if kind != search_role(role, bool(is_summary), content) or body != indexed_body(content_json, max_chars):
+            wrong.append(seq)
+    out = []
+    for code, seqs, what in (("search-missing", missing, "not in the search index"),
+                             ("search-stale", wrong, "indexed with other text or role than the transcript holds"),
+                             ("search-beyond-mark", beyond, "indexed past the search mark")):
+        if seqs:
+            shown = ", ".join(str(s) for s in seqs[:5]) + (f" ... {len(seqs) - 5} more" if len(seqs) > 5 else "")
+            out.append((code, f"message seq {shown} {what}", sid))
+    return out
+
+
+def _paired_rows(db: "Database", sid: str) -> Iterator[tuple[int, str, Any, str, str | None, str | None]]:
+    """Every transcript row of the session with its index row (kind, body), in seq batches."""
+    body_sql = ("SELECT m.seq, m.role, m.is_compact_summary, m.content_json, r.kind, f.body FROM messages m "
+                "LEFT JOIN search_rows r ON r.session_id = m.session_id AND r.seq = m.seq "
+                "LEFT JOIN search_fts f ON f.rowid = r.id "
+                if db.is_sqlite else
+                "SELECT m.seq, m.role, m.is_compact_summary, m.content_json, d.kind, d.body FROM messages m "
+                "LEFT JOIN search_docs d ON d.session_id = m.session_id AND d.seq = m.seq ")
+    after = 0
+    while True:
+        rows = db.all(body_sql + "WHERE m.session_id = :id AND m.seq > :after ORDER BY m.seq LIMIT 500",
+                      {"id": sid, "after": after})
+        for row in rows:
+            yield int(row[0]), row[1], row[2], row[3], row[4], row[5]
+        if len(rows) < 500:
+            return
+        after = int(rows[-1][0])
+
+
+def _fts_problems(db: "Database") -> list[tuple[str, str, str | None]]:
+    """SQLite: FTS rows without a search row, and FTS5's own integrity check."""
+    out: list[tuple[str, str, str | None]] = []
+    orphans = db.one("SELECT COUNT(*) FROM search_fts WHERE rowid NOT IN (SELECT id FROM search_rows)")[0]
+    if orphans:
+        out.append(("search-orphans", f"{orphans} search index row(s) belong to no message", None))
+    try:
+        db.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('integrity-check', 1)").close()
+    except Exception as exc:  # the FTS5 integrity check reports corruption as an error
+        out.append(("search-corrupt", f"the FTS5 index failed its integrity check: {exc}", None))
+    return out
+
+
+# ----------------------------------------------------------------- searching
+
+
+def search(store: "SessionStore", query: str, filters: Filters) -> list[Hit]:
+    """Catch the index up, then the best `filters.limit` hits, best first (ties newest first)."""
+    terms = parse_query(query)
+    check_filters(filters)
+    since = parse_since(filters.since)
+    session_id = store.get(filters.session).id if filters.session else None
+    catch_up(store.db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
+    with store.db.read() as db:
+        rows = _matches(db, terms, filters, session_id, since)
+        bodies = _bodies(db, [r[0] for r in rows])
+        boundaries = _boundaries_of(db, [(r[1], int(r[2])) for r in rows if not r[9]])
+    return [_hit(r, bodies.get(r[0], ""), terms, boundaries) for r in rows]
+
+
+def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str | None,
+             since: str | None) -> list[Any]:
+    """The page of matching rows: (doc key, session, seq, role, timestamp, uuid, title, cwd, rank, active)."""
+    params: dict[str, Any] = {"limit": int(filters.limit)}
+    where: list[str] = []
+    if db.is_sqlite:
+        columns, source, order = _sqlite_match(terms, params, where)
+        alias = "r"
+    else:
+        columns, source, order = _postgres_match(terms, params, where)
+        alias = "d"
+    active = (f"({alias}.seq > s.base_seq OR EXISTS (SELECT 1 FROM view_entries v WHERE v.session_id = "
+              f"{alias}.session_id AND v.seq = {alias}.seq AND v.valid_to IS NULL))")
+    if session_id is not None:
+        where.append(f"{alias}.session_id = :session")
+        params["session"] = session_id
+    if filters.role is not None:
+        where.append(f"{alias}.kind = :role")
+        params["role"] = filters.role
+    if since is not None:
+        where.append(f"{alias}.timestamp >= :since")
+        params["since"] = since
+    if filters.cwd:
+        prefix = filters.cwd.rstrip("/") or "/"
+        where.append("(s.cwd = :cwd OR s.cwd LIKE :cwd_like ESCAPE '\\')")
+        params["cwd"] = prefix
+        params["cwd_like"] = _like(prefix.rstrip("/") + "/")[1:]
+    if filters.in_ == "active":
+        where.append(active)
+    elif filters.in_ == "compacted":
+        where.append(f"NOT {active}")
+    sql = (f"SELECT {columns}, m.uuid, s.title, s.cwd, {active} AS active FROM {source} "
+           f"JOIN sessions s ON s.id = {alias}.session_id "
+           f"JOIN messages m ON m.session_id = {alias}.session_id AND m.seq = {alias}.seq "
+           f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit")
+    return [(*row[:5], row[6], row[7], row[8], row[5], bool(row[9])) for row in db.all(sql, params)]
+
+
+def _sqlite_match(terms: list[str], params: dict[str, Any], where: list[str]) -> tuple[str, str, str]:
+    """(columns, source, order): FTS5 trigram MATCH for the long terms, instr() on the candidates for short ones."""
+    long_terms = [t for t in terms if len(t) >= MIN_INDEXED_CHARS]
+    short_terms = [t for t in terms if len(t) < MIN_INDEXED_CHARS]
+    for i, term in enumerate(short_terms):
+        where.append(f"instr(lower(search_fts.body), :short{i}) > 0")
+        params[f"short{i}"] = term.lower()
+    if long_terms:
+        params["match"] = " ".join('"' + t.replace('"', '""') + '"' for t in long_terms)
+        where.insert(0, "search_fts MATCH :match")
+        return ("r.id, r.session_id, r.seq, r.kind, r.timestamp, search_fts.rank",
+                "search_fts JOIN search_rows r ON r.id = search_fts.rowid", "search_fts.rank, r.timestamp DESC, r.seq DESC")
+    return ("r.id, r.session_id, r.seq, r.kind, r.timestamp, 0",
+            "search_rows r JOIN search_fts ON search_fts.rowid = r.id", "r.timestamp DESC, r.seq DESC")
+
+
+def _postgres_match(terms: list[str], params: dict[str, Any], where: list[str]) -> tuple[str, str, str]:
+    """(columns, source, order): ILIKE per term (pg_trgm's index), ranked by the tsvector against the words."""
+    for i, term in enumerate(terms):
+        where.append(f"d.body ILIKE :t{i}")
+        params[f"t{i}"] = _like(term)
+    params["words"] = " ".join(terms)
+    return ("d.session_id || ':' || d.seq, d.session_id, d.seq, d.kind, d.timestamp, "
+            "ts_rank(d.tsv, plainto_tsquery('simple', :words)) AS score", "search_docs d",
+            "score DESC, d.timestamp DESC NULLS LAST, d.seq DESC")
+
+
+def _bodies(db: "Database", keys: list[Any]) -> dict[Any, str]:
+    """The indexed text of the hits on the page (for snippets)."""
+    out: dict[Any, str] = {}
+    for key in keys:
+        if db.is_sqlite:
+            row = db.one("SELECT body FROM search_fts WHERE rowid = :k", {"k": key})
+        else:
+            sid, _, seq = str(key).rpartition(":")
+            row = db.one("SELECT body FROM search_docs WHERE session_id = :s AND seq = :q", {"s": sid, "q": int(seq)})
+        out[key] = row[0] if row else ""
+    return out
+
+
+def _boundaries_of(db: "Database", hits: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+    """Which boundary (index from 1) replaced each message no longer in the active view."""
+    by_session: dict[str, list[int]] = {}
+    for sid, seq in hits:
+        by_session.setdefault(sid, []).append(seq)
+    out: dict[tuple[str, int], int | None] = {}
+    for sid, seqs in by_session.items():
+        rows = db.all("SELECT boundary_seq, summarized_seqs_json FROM compactions WHERE session_id = :id "
+                      "ORDER BY boundary_seq", {"id": sid})
+        summarized = [(int(b), set(json.loads(s or "[]"))) for b, s in rows]
+        for seq in seqs:
+            out[(sid, seq)] = _replacing_boundary(seq, summarized)
+    return out
+
+
+def _replacing_boundary(seq: int, compactions: list[tuple[int, set[int]]]) -> int | None:
+    """The first compaction that summarized `seq`, else the first one recorded after it."""
+    for index, (_, seqs) in enumerate(compactions, 1):
+        if seq in seqs:
+            return index
+    for index, (boundary_seq, _) in enumerate(compactions, 1):
+        if boundary_seq > seq:
+            return index
+    return None
+
+
+def _hit(row: Any, body: str, terms: list[str], boundaries: dict[tuple[str, int], int | None]) -> Hit:
+    _, sid, seq, role, timestamp, uuid, title, cwd, _, active = row
+    boundary = None if active else boundaries.get((sid, int(seq)))
+    command = f"sessionstore history {sid} --boundary {boundary}" if boundary else f"sessionstore view {sid}"
+    return Hit(session=sid, title=title, cwd=cwd, seq=int(seq), uuid=uuid, role=role, timestamp=timestamp,
+               snippet=snippet(body, terms), boundary=boundary, open=command)
+
+
+def snippet(body: str, terms: list[str], context: int = SNIPPET_CONTEXT) -> str:
+    """The text around the first match, on one line, every term in it marked «like this»."""
+    pattern = re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.IGNORECASE)
+    first = pattern.search(body)
+    start = max(0, first.start() - context) if first else 0
+    end = min(len(body), (first.end() if first else 0) + context)
+    window = body[start:end]
+    marked = pattern.sub(lambda m: f"{MARK_OPEN}{m.group(0)}{MARK_CLOSE}", window)
+    text = _SPACE.sub(" ", marked).strip()
+    return ("…" if start > 0 else "") + text + ("…" if end < len(body) else "")
