@@ -53,7 +53,7 @@ async def test_every_tool_answers_bounded_pages_with_cursors(store: SessionStore
     expected = [e.seq for e in view_before(session, 1)]
     async with Client(build_server(store), raise_exceptions=True) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        assert {"list_sessions", "history", "view_before", "recall", "spill_cat"} <= names
+        assert names == {"search", "list_sessions", "history", "view_before", "recall", "spill_cat"}
         assert all(t.annotations and t.annotations.read_only_hint for t in (await client.list_tools()).tools)
 
         ids, cursor = [], None
@@ -141,5 +141,37 @@ async def test_the_cli_serves_over_stdio_to_the_sdk_client(tmp_path: Path) -> No
         async with Client(params) as client:
             found = await _call(client, "recall", session=session.id, query="release branch")
             sessions = await _call(client, "list_sessions")
+            hits = await _call(client, "search", query="release branch")
     assert SECRET in found["text"]
+    assert [h["boundary"] for h in hits["hits"]] == [1]
     assert [s["id"] for s in sessions["sessions"]] == [session.id]
+
+
+@pytest.mark.anyio
+async def test_search_finds_compacted_messages_pages_and_leads_to_recall(store: SessionStore) -> None:
+    session = _session(store, rounds=12)
+    session.append({"role": "user", "content": "Is the release branch ready?"})
+    async with Client(build_server(store), raise_exceptions=True) as client:
+        hits, cursor, pages = [], None, 0
+        while True:
+            page = await _call(client, "search", query="release branch", session=session.id[:8], limit=1,
+                               **({"cursor": cursor} if cursor else {}))
+            assert len(page["hits"]) <= 1
+            hits += page["hits"]
+            pages += 1
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert pages == 2 and {h["seq"] for h in hits} == {19, 51}
+        compacted = next(h for h in hits if h["boundary"] == 1)
+        active = next(h for h in hits if h["boundary"] is None)
+        assert active["recall"] is None and "«release branch»" in compacted["snippet"]
+        assert compacted["recall"] == (f"recall(session={session.id!r}, boundary=1, "
+                                       f"around_uuid={compacted['uuid']!r})")
+        only = await _call(client, "search", query="release branch", place="compacted")
+        assert [h["seq"] for h in only["hits"]] == [19]
+        context = await _call(client, "recall", session=session.id, boundary=1, around_uuid=compacted["uuid"],
+                              max_tokens=300)
+        assert SECRET in context["text"]
+        bad = await client.call_tool("search", {"query": "x", "cursor": "bm9wZQ"})
+        assert bad.is_error

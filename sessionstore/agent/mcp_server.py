@@ -2,10 +2,11 @@
 
 Tools: list_sessions, history (a session's boundaries), view_before (the view
 before boundary K, paged), recall (exact earlier messages within a token
-budget), spill_cat (a spilled tool result, chunk by chunk) and, when the store
-offers full-text search, search. Every result is bounded in size and pages
-with an opaque cursor (`next_cursor`, None when done). Nothing is written:
-reads run in read-only snapshot transactions. Stdout is the JSON-RPC wire, so
+budget), spill_cat (a spilled tool result, chunk by chunk) and search (full
+text over every message ever recorded). Every result is bounded in size and
+pages with an opaque cursor (`next_cursor`, None when done). Nothing recorded
+is written: reads run in read-only snapshot transactions; only search's
+derived index catches up at query time, as the store's search always does. Stdout is the JSON-RPC wire, so
 nothing else is printed there.
 """
 
@@ -16,7 +17,7 @@ import binascii
 import json
 import threading
 from contextlib import contextmanager
-from typing import Annotated, Any, Iterator
+from typing import Annotated, Any, Iterator, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -34,13 +35,16 @@ INSTRUCTIONS = (
     "Read-only access to recorded coding-agent sessions, including everything compaction summarized away. "
     "list_sessions finds a session; history lists its compaction boundaries; recall reads the exact messages "
     "before boundary K (last ones, a query, or around a uuid); view_before pages through that whole view; "
-    "spill_cat reads a spilled tool result. Page on with next_cursor."
+    "spill_cat reads a spilled tool result; search finds any message ever recorded. Page on with next_cursor."
 )
 MAX_SESSIONS_PAGE = 100
 MAX_VIEW_PAGE = 50
 MAX_BOUNDARIES_PAGE = 50
 MAX_RECALL_TOKENS = 8_000
 SPILL_CHUNK_BYTES = 16_000
+MAX_SEARCH_PAGE = 50
+#: Pages of search re-run the ranked query with a larger limit, so paging stops this deep.
+MAX_SEARCH_DEPTH = 500
 SUMMARY_PREVIEW_CHARS = 600
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
@@ -124,6 +128,25 @@ def _reading(lock: threading.Lock) -> Iterator[None]:
             yield
         except SessionStoreError as exc:
             raise ToolError(" ".join(str(exc).split())) from exc
+
+
+class SearchHit(BaseModel):
+    session: str
+    title: str | None
+    cwd: str | None
+    seq: int
+    uuid: str
+    role: str
+    timestamp: str | None
+    snippet: str = Field(description="The text around the first match, matches marked «like this».")
+    boundary: int | None = Field(description="The boundary that replaced the message; null while in the active view.")
+    open: str = Field(description="The CLI command that shows the message where it lives.")
+    recall: str | None = Field(description="The recall call that reads it with its neighbours (compacted hits).")
+
+
+class SearchPage(BaseModel):
+    hits: list[SearchHit]
+    next_cursor: str | None
 
 
 def encode_cursor(tool: str, value: Any) -> str:
@@ -244,50 +267,48 @@ def build_server(store: SessionStore) -> MCPServer:
                           text=data[offset:end].decode("utf-8", "replace"),
                           next_cursor=encode_cursor("spill_cat", end) if end < len(data) else None)
 
-    if callable(getattr(store, "search", None)):
-        _add_search(server, store, reading)
+    _add_search(server, store, reading)
     return server
 
 
 def _add_search(server: MCPServer, store: SessionStore, reading: Any) -> None:
-    """The search tool, over the store's full-text search (present once the search issue is merged)."""
-
-    class Hit(BaseModel):
-        session: str
-        title: str | None
-        cwd: str | None
-        seq: int
-        uuid: str
-        role: str
-        timestamp: str | None
-        snippet: str
-        boundary: int | None = Field(description="The boundary that replaced it, or null while in the active view.")
-        open: bool = Field(description="True when the message is in the active view.")
-
-    class SearchPage(BaseModel):
-        hits: list[Hit]
-        next_cursor: str | None
+    """The search tool over the store's full-text search (sessionstore.storage.search)."""
 
     @server.tool(annotations=READ_ONLY)
     def search(
-        query: Annotated[str, Field(min_length=1, description="Words to find (every message ever recorded).")],
-        session: Annotated[str | None, Field(description="Only this session.")] = None,
-        role: Annotated[str | None, Field(description="Only user or assistant messages.")] = None,
-        since: Annotated[str | None, Field(description="Only messages at or after this ISO time.")] = None,
+        query: Annotated[str, Field(min_length=1, description='Words (all must match, as substrings, any case) '
+                                    'and "exact phrases"; every message ever recorded, compacted ones included.')],
+        session: Annotated[str | None, Field(description="Only this session (id or unique prefix).")] = None,
+        role: Annotated[Literal["user", "assistant", "tool", "summary", "system"] | None,
+                        Field(description="Only this kind of message.")] = None,
+        since: Annotated[str | None, Field(description="Only newer messages: an ISO date or 30m, 12h, 7d, 2w.")] = None,
         cwd: Annotated[str | None, Field(description="Only sessions with this working directory.")] = None,
+        place: Annotated[Literal["all", "active", "compacted"], Field(
+            description="all, only the active views, or only what compaction replaced.")] = "all",
         cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
-        limit: Annotated[int, Field(ge=1, le=50)] = 10,
+        limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_PAGE)] = 10,
     ) -> SearchPage:
-        """Full-text search over every recorded message; each hit says where the message lives now."""
+        """Full-text search; each hit says where the message lives now and how to read it back."""
         offset = int(decode_cursor("search", cursor) or 0)
-        options = {k: v for k, v in {"session": session, "role": role, "since": since, "cwd": cwd}.items()
-                   if v is not None}
+        if offset + limit > MAX_SEARCH_DEPTH:
+            raise ToolError(f"search pages stop at {MAX_SEARCH_DEPTH} hits: narrow the query or the filters")
+        filters = {"session": session, "role": role, "since": since, "cwd": cwd}
         with reading():
-            found = store.search(query, limit=offset + limit + 1, **options)  # type: ignore[attr-defined]
-        page = found[offset:offset + limit]
-        hits = [Hit(**{name: getattr(h, name) for name in Hit.model_fields}) for h in page]
+            if session is not None:
+                filters["session"] = store.get(session).id
+            found = store.search(query, in_=place, limit=offset + limit + 1,  # type: ignore[attr-defined]
+                                 **{k: v for k, v in filters.items() if v is not None})
+        hits = [_search_hit(h) for h in found[offset:offset + limit]]
         more = len(found) > offset + limit
         return SearchPage(hits=hits, next_cursor=encode_cursor("search", offset + limit) if more else None)
+
+
+def _search_hit(hit: Any) -> SearchHit:
+    """A store hit as the tool returns it, with the recall call that reads it in context."""
+    how = (f"recall(session={hit.session!r}, boundary={hit.boundary}, around_uuid={hit.uuid!r})"
+           if hit.boundary is not None else None)
+    return SearchHit(session=hit.session, title=hit.title, cwd=hit.cwd, seq=hit.seq, uuid=hit.uuid, role=hit.role,
+                     timestamp=hit.timestamp, snippet=hit.snippet, boundary=hit.boundary, open=hit.open, recall=how)
 
 
 def _clip(text: str | None, limit: int) -> str | None:
