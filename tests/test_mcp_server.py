@@ -165,7 +165,7 @@ async def test_search_finds_compacted_messages_pages_and_leads_to_recall(store: 
         assert pages == 2 and {h["seq"] for h in hits} == {19, 51}
         compacted = next(h for h in hits if h["boundary"] == 1)
         active = next(h for h in hits if h["boundary"] is None)
-        assert active["recall"] is None and "«release branch»" in compacted["snippet"]
+        assert active["recall"] is None and "«release» «branch»" in compacted["snippet"]
         assert compacted["recall"] == (f"recall(session={session.id!r}, boundary=1, "
                                        f"around_uuid={compacted['uuid']!r})")
         only = await _call(client, "search", query="release branch", place="compacted")
