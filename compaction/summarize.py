@@ -126,3 +126,11 @@ def summarize_gated(
         return GatedSummary(result, truncated, None, None)
     text, report, facts = gate_summary(result.text, entries, cwd=cwd, budget=config.user_messages_budget_tokens)
     return GatedSummary(dataclasses.replace(result, text=text), truncated, facts, report)
+
+
+def gate_notes(notes: str, entries: Sequence[ViewEntry], *, cwd: str | None, config: Config) -> GatedSummary | None:
+    """The facts gate over session notes that stand in for a summary (None when the gate is off)."""
+    if not config.facts_gate_enabled:
+        return None
+    text, report, facts = gate_summary(notes, entries, cwd=cwd, budget=config.user_messages_budget_tokens)
+    return GatedSummary(SummaryResult(text=text, raw=notes), False, facts, report)

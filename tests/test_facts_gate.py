@@ -246,3 +246,23 @@ def test_two_extractive_compactions_keep_the_first_user_messages(store: SessionS
     summary = normalize(boundaries(session)[1].summary or "")
     for ask in ("Keep the log output quiet while you work.", FIRST_ASK, SECOND_ASK):
         assert normalize(ask) in summary, ask
+
+
+def test_session_memory_notes_go_through_the_gate_too(store: SessionStore) -> None:
+    from sessionstore.compaction.session_memory import compact_with_memory
+    from sessionstore.storage.memory import save_memory
+
+    session = store.create_session(title="notes", cwd=CWD)
+    _work(session)
+    for i in range(6):
+        session.append({"role": "user", "content": f"later message {i} " + "words " * 30})
+        session.append({"role": "assistant", "content": f"reply {i}"})
+    covered = session.active_entries()[9]
+    save_memory(session, "# Current State\nfixing the importer\n", covers_seq=covered.seq, covers_uuid=covered.uuid,
+                tokens=0, tool_calls=0)
+    config = store.config.replace(memory_keep_min_tokens=100, memory_keep_min_text_messages=2)
+    outcome = compact_with_memory(session, config=config)
+    assert outcome is not None and outcome.kind == "session-memory"
+    (b,) = boundaries(session)
+    assert b.metadata["facts_gate"]["missing"]["user_messages"] == 2
+    assert normalize(FIRST_ASK) in normalize(b.summary or "") and ABS_PATH in (b.summary or "")
