@@ -14,7 +14,7 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import chatcmd, compactcmd, dbcmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd, searchcmd
+from . import chatcmd, compactcmd, dbcmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd, recallcmd, searchcmd
 from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
 
 app = typer.Typer(
@@ -257,5 +257,5 @@ def stats_cmd(
     console.print(table)
 
 
-for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, searchcmd, mcpcmd, evalcmd):
+for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, searchcmd, mcpcmd, evalcmd, recallcmd):
     _module.register(app)

@@ -161,3 +161,17 @@ def test_the_summary_names_the_recall_tool_only_when_the_agent_has_it(store: Ses
     compact(without)
     assert recall(with_tool).text and "boundary=1" in (with_tool.active_view()[0]["content"].splitlines()[-1])
     assert "recall" not in json.dumps(without.active_view()[0]["content"])
+
+
+def test_the_cli_recalls_with_json_and_exits_2_on_a_miss(store: SessionStore, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.support.cli import run_cli
+
+    session = _long_session(store, rounds=10)
+    out = run_cli(capsys, "recall", session.id[:8], "--query", "48213", "--db", store.url, "--json")
+    assert out.code == 0, out.err
+    doc = json.loads(out.out)
+    assert SECRET_LINE in doc["text"] and doc["boundary"] == 1 and [m["seq"] for m in doc["messages"]] == [31]
+    text = run_cli(capsys, "recall", session.id, "--max-tokens", "200", "--db", store.url)
+    assert text.code == 0 and "for earlier ones call recall(boundary=1, cursor=" in text.out
+    miss = run_cli(capsys, "recall", session.id, "-b", "3", "--db", store.url)
+    assert miss.code == 2 and "there is no boundary 3" in miss.err
