@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
-from sessionstore.storage.history import boundaries
+from sessionstore.storage.history import boundary_count
 from sessionstore.storage.rewrite import Add, CompactionRecord, Keep, RewriteResult, commit_rewrite
 from sessionstore.storage.session import Session, ViewSnapshot
 from sessionstore.storage.tokens import estimate_content
@@ -71,7 +71,7 @@ def commit_compaction(
     """
     boundary_uuid = _new_uuid()
     if recall_note:
-        summary_text = f"{summary_text.rstrip()}\n\n{recall_line(len(boundaries(session)) + 1)}"
+        summary_text = f"{summary_text.rstrip()}\n\n{recall_line(boundary_count(session) + 1)}"
     gate = gated.report.to_dict() if gated is not None and gated.report is not None else None
     summary = summary_message(summary_text, truncated=truncated, summarizer=summarizer, parent_uuid=boundary_uuid)
     if gated is not None and gated.facts is not None:

@@ -175,3 +175,22 @@ async def test_search_finds_compacted_messages_pages_and_leads_to_recall(store: 
         assert SECRET in context["text"]
         bad = await client.call_tool("search", {"query": "x", "cursor": "bm9wZQ"})
         assert bad.is_error
+
+
+@pytest.mark.anyio
+async def test_history_pages_boundaries(store: SessionStore) -> None:
+    session = store.create_session(title="many")
+    for i in range(5):
+        session.append({"role": "user", "content": f"round {i}"})
+        session.append({"role": "assistant", "content": f"ok {i}"})
+        compact(session)
+    async with Client(build_server(store), raise_exceptions=True) as client:
+        indexes, cursor = [], None
+        while True:
+            page = await _call(client, "history", session=session.id, limit=2, **({"cursor": cursor} if cursor else {}))
+            assert len(page["boundaries"]) <= 2
+            indexes += [b["index"] for b in page["boundaries"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+    assert indexes == [1, 2, 3, 4, 5]

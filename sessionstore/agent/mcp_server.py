@@ -25,7 +25,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from sessionstore.storage.errors import SessionStoreError
-from sessionstore.storage.history import boundaries
+from sessionstore.storage.history import boundaries, boundary_count
 from sessionstore.storage.recall import DEFAULT_MAX_TOKENS, recall, view_before_page
 from sessionstore.storage.spill import spill_original
 from sessionstore.storage.store import SessionStore
@@ -201,14 +201,14 @@ def build_server(store: SessionStore) -> MCPServer:
         start = int(decode_cursor("history", cursor) or 0)
         with reading():
             s = store.get(session)
-            found = boundaries(s)
-        page = found[start:start + limit]
+            page = boundaries(s, offset=start, limit=limit)
+            total = boundary_count(s)
         items = [BoundaryInfo(index=b.index, kind=b.kind, trigger=b.trigger, timestamp=b.timestamp,
                               pre_tokens=b.pre_tokens, post_tokens=b.post_tokens,
                               messages_summarized=b.messages_summarized, summarizer=b.summarizer,
                               summary_preview=_clip(b.summary, SUMMARY_PREVIEW_CHARS),
                               facts_gate=b.metadata.get("facts_gate")) for b in page]
-        more = start + limit < len(found)
+        more = start + limit < total
         return BoundariesPage(session=s.id, boundaries=items,
                               next_cursor=encode_cursor("history", start + limit) if more else None)
 

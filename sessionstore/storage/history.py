@@ -91,10 +91,20 @@ _BOUNDARY_SQL = (
 )
 
 
-def boundaries(session: "Session") -> list[Boundary]:
-    """Every compaction of the session, oldest first."""
-    rows = session.db.all(_BOUNDARY_SQL, {"id": session.id})
-    return [_boundary(i, row) for i, row in enumerate(rows, 1)]
+def boundaries(session: "Session", *, offset: int = 0, limit: int | None = None) -> list[Boundary]:
+    """Every compaction of the session, oldest first (or one page of them)."""
+    if limit is None and not offset:
+        rows = session.db.all(_BOUNDARY_SQL, {"id": session.id})
+    else:
+        page = -1 if limit is None else int(limit)
+        rows = session.db.all(f"{_BOUNDARY_SQL} LIMIT :limit OFFSET :offset",
+                              {"id": session.id, "limit": page if page >= 0 else 2**62, "offset": int(offset)})
+    return [_boundary(i, row) for i, row in enumerate(rows, offset + 1)]
+
+
+def boundary_count(session: "Session") -> int:
+    """How many compactions the session has had (one indexed count)."""
+    return int(session.db.one("SELECT COUNT(*) FROM compactions WHERE session_id = :id", {"id": session.id})[0])
 
 
 def boundary(session: "Session", index: int) -> Boundary:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from .errors import MessageNotFound, SessionStoreError
 from .fastjson import loads_stored
-from .history import BoundaryNotFound
+from .history import BoundaryNotFound, boundary_count
 from .rows import dumps
 from .tokens import estimate_text
 
@@ -174,7 +174,7 @@ def recall(
 def _boundary_version(session: "Session", boundary: int | None) -> tuple[int, int]:
     """(index, replaced view version) of the boundary asked for (the latest when None); two indexed reads."""
     params = {"id": session.id}
-    count = int(session.db.one("SELECT COUNT(*) FROM compactions WHERE session_id = :id", params)[0])
+    count = boundary_count(session)
     if not count:
         raise BoundaryNotFound(f"session {session.id} has no compaction boundary to recall from")
     index = count if boundary is None else boundary
