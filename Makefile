@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/rewrite.py
 	$(BIN)/python bench/prepare.py
 	$(BIN)/python bench/import_export.py
+	$(BIN)/python bench/watch.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

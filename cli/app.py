@@ -14,7 +14,7 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import chatcmd, compactcmd, dbcmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd, recallcmd, searchcmd
+from . import chatcmd, compactcmd, dbcmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd, recallcmd, searchcmd, watchcmd
 from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
 
 app = typer.Typer(
@@ -75,13 +75,22 @@ def sessions_cmd(
     if json_out:
         print_json(rows)
         return
-    table = Table(title=f"sessions ({len(rows)}; ids shortened, any unique prefix works)")
-    for col in ("id", "title", "model", "messages", "view tokens", "updated"):
+    table = Table(title=f"sessions ({len(rows)}; ids shortened: any unique prefix of an id or source id works)")
+    for col in ("id", "source id", "title", "model", "messages", "view tokens", "updated"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r["id"][:8], Text(preview(r["title"] or "", 40)), Text(r["model"] or ""), str(r["messages"]),
-                      f"{r['view_tokens']:,}", fmt_time(r["updated_at"]))
+        table.add_row(r["id"][:8], Text(_short_source(r)), Text(preview(r["title"] or "", 40)), Text(r["model"] or ""),
+                      str(r["messages"]), f"{r['view_tokens']:,}", fmt_time(r["updated_at"]))
     console.print(table)
+
+
+def _short_source(row: dict[str, Any]) -> str:
+    """The source tool's id of an imported session, shortened like the ids ("" for a native session)."""
+    key = row.get("source_id") or ""
+    if not key or key.startswith("/"):
+        return ""
+    main, _, agent = key.partition("/")
+    return main[:8] + (f"/{agent}" if agent else "")
 
 
 @app.command("new")
@@ -257,5 +266,6 @@ def stats_cmd(
     console.print(table)
 
 
-for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, searchcmd, mcpcmd, evalcmd, recallcmd):
+for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, searchcmd, watchcmd, mcpcmd, evalcmd,
+                recallcmd):
     _module.register(app)

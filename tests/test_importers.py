@@ -289,7 +289,8 @@ def test_viewer_sidechains_stay_out_of_the_active_chain() -> None:
     assert sidechain <= imported, "sidechain entries are transcript messages, just not in the view"
     main = [e["uuid"] for e in raw_entries(path) if e.get("type") in CC_CONVERSATION and not e["isSidechain"]]
     assert plan.active_chain == main
-    assert plan.title == "Empty Repo Setup: CLAUDE.md Foundation Created"
+    # The file's summary entry names a leaf outside the file: the title is the person's slash command.
+    assert plan.title == "/orchestrator create TODO app by Next.js"
     assert plan.parent_source_session_id is None
 
 
@@ -665,7 +666,9 @@ def test_codex_local_compaction_with_summary_message(tmp_path: Path) -> None:
     ]
     plan = parse_file(write_jsonl(tmp_path / "rollout-z.jsonl", entries))
     (boundary,) = plan.boundaries
-    assert plan.active_chain == ["codex-6", "codex-6-0", "codex-7"]
+    # No replacement history: Codex rebuilds the history from the typed user messages, then the summary.
+    assert plan.active_chain == ["codex-6", "codex-2", "codex-6-0", "codex-7"]
+    assert [w for w in plan.warnings if "without a replacement history" in w and ":6:" in w]
     assert boundary.summary_uuid == "codex-6-0"
     assert boundary.view_before == ["codex-2", "codex-3", "codex-4", "codex-5"]
     assert messages_by_uuid(plan)["codex-6-0"]["content"] == "We listed files a and b."

@@ -8,7 +8,7 @@ from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
 from sessionstore.storage.db import make_engine
 from sessionstore.storage.doctor import check
-from sessionstore.storage.migrate import current_revision, downgrade, upgrade
+from sessionstore.storage.migrate import SCHEMA_HEAD, current_revision, downgrade, upgrade
 
 
 def _fill_at_0001(url: str) -> tuple[str, list[tuple[int, str]]]:
@@ -43,7 +43,7 @@ def test_0001_database_upgrades_and_is_searchable(store_url: str) -> None:
     assert "search_marks" not in _tables(store_url)
     with SessionStore.open(store_url) as store:
         with store.db.engine.connect() as conn:
-            assert current_revision(conn) == "0002"
+            assert current_revision(conn) == SCHEMA_HEAD
         assert [(m.seq, m.role) for m in store.get(sid).transcript()] == transcript
         hits = store.search("quinceword", role="user", limit=50)
         assert len(hits) == 7

@@ -16,19 +16,21 @@ import os
 import time
 import uuid as uuid_mod
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
 from sessionstore.storage.gcpause import gc_paused
 from sessionstore.interchange.importers import open_import
-from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan
+from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan, whole_lines_end
 from sessionstore.storage.rewrite import KEY_GAP, tail_state_for
 from sessionstore.storage.rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
 from sessionstore.storage.tokens import estimate_content
 from sessionstore.storage.validate import normalize
 
 if TYPE_CHECKING:
+    from sessionstore.interchange.importers import SourceImport
     from sessionstore.storage.db import Database
     from sessionstore.storage.store import SessionStore
 
@@ -57,7 +59,7 @@ class ImportResult:
     path: str
     source: str
     session_id: str | None
-    status: str  # imported | grown | unchanged | duplicate
+    status: str  # imported | grown | unchanged | duplicate | waiting (live: no whole line yet)
     lines_added: int = 0
     messages_added: int = 0
     boundaries: int = 0
@@ -86,40 +88,128 @@ def transcript_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return sorted(unique, key=lambda f: ("subagents" in f.parts, str(f)))
 
 
+@dataclass
+class LiveState:
+    """What a caller following one file keeps between its imports: the importer that read it so far.
+
+    The next live import then reads only the new lines (the graph facts of
+    the earlier ones are in the importer) instead of the whole file again.
+    """
+
+    importer: "SourceImport | None" = None
+
+    def clear(self) -> None:
+        self.importer = None
+
+
 def import_file(
     store: "SessionStore", path: str | os.PathLike[str], *, source: str | None = None,
-    strict: bool = False, progress: Progress | None = None,
+    strict: bool = False, progress: Progress | None = None, live: bool = False, hold_tail: bool = False,
+    state: LiveState | None = None,
 ) -> ImportResult:
-    """Import one transcript file in one transaction (nothing is written on failure)."""
-    resolved = str(Path(path).resolve())
+    """Import one transcript file in one transaction (nothing is written on failure).
+
+    `live` is for a file still being written (`watch`): only whole lines are
+    read (a half-written last line waits for the next call, unwarned); a file
+    with no whole line yet gives status "waiting" and creates nothing. With
+    `hold_tail` too, an importer may leave a tail that is not settled yet (a
+    Codex response whose usage is written just after it) to the next call.
+    `state` (live imports only) keeps the importer between calls. Two
+    processes importing the same file take turns: the second one imports
+    what the first left, or finds it unchanged.
+    """
+    for _ in range(STALE_RETRIES):
+        try:
+            return _import_once(store, str(Path(path).resolve()), source, strict, progress, live, hold_tail, state)
+        except _Stale:
+            if state is not None:
+                state.clear()
+    raise ImportConflict(f"{path}: another process kept importing it at the same time; try again")
+
+
+#: How often an import starts over when another process imported the same file meanwhile.
+STALE_RETRIES = 5
+
+
+class _Stale(SessionStoreError):
+    """Another process imported the file between reading its offsets and the write transaction."""
+
+
+def _import_once(
+    store: "SessionStore", resolved: str, source: str | None, strict: bool, progress: Progress | None,
+    live: bool, hold_tail: bool, state: LiveState | None,
+) -> ImportResult:
+    """One attempt of `import_file`: read the offsets, then write in one transaction if they still hold."""
+    limit = whole_lines_end(resolved) if live else None
+    size = limit if limit is not None else os.path.getsize(resolved)
+    if live and size == 0:
+        return ImportResult(resolved, source or "", None, "waiting")
     importer_source = source or open_import(resolved).source
-    existing = store.db.one(
-        "SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM imports WHERE source = :s AND path = :p",
-        {"s": importer_source, "p": resolved},
-    )
+    existing = _offsets(store.db, importer_source, resolved)
     if existing is not None:
-        size = os.path.getsize(resolved)
         if size == int(existing[1]) and _prefix_sha(resolved, int(existing[1])) == existing[3]:
             return ImportResult(resolved, importer_source, existing[0], "unchanged")
         if _prefix_sha(resolved, int(existing[1])) != existing[3] or size < int(existing[1]):
             raise ImportConflict(f"{resolved} changed in place since it was imported into session {existing[0]}; "
                                  "only growth (appended lines) can be imported again")
 
+    cached = _resumable(state, existing, importer_source) if live else None
+    attempts: list["SourceImport"] = []
+
     def body(db: "Database") -> ImportResult:
-        writer = _Writer(db, resolved, importer_source, existing, strict, progress)
-        return writer.run()
+        _lock_file(db, importer_source, resolved)
+        if _offsets(db, importer_source, resolved) != existing:
+            raise _Stale(resolved)
+        # A retried transaction starts over with a fresh importer (the cached one has moved on).
+        importer = cached if cached is not None and not attempts else open_import(resolved, importer_source)
+        importer.limit, importer.hold_tail = limit, live and hold_tail
+        attempts.append(importer)
+        return _Writer(db, resolved, importer_source, existing, strict, progress, importer).run()
 
     # Nothing an import builds is cyclic; collections would only walk its ever-growing graph facts.
-    with gc_paused():
-        return store.db.run_write(body)
+    try:
+        with gc_paused():
+            result = store.db.run_write(body)
+    except BaseException:
+        if state is not None:
+            state.clear()
+        raise
+    if state is not None:
+        state.importer = attempts[-1] if live and attempts[-1].resumable else None
+    return result
+
+
+def _offsets(db: "Database", source: str, path: str) -> tuple[Any, ...] | None:
+    """(session, bytes done, lines done, prefix digest) of a file imported before, else None."""
+    row = db.one("SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM imports WHERE source = :s AND path = :p",
+                 {"s": source, "p": path})
+    return None if row is None else (row[0], int(row[1]), int(row[2]), row[3])
+
+
+def _lock_file(db: "Database", source: str, path: str) -> None:
+    """Serialize importers of one file (PostgreSQL; SQLite's write transactions are serialized already)."""
+    if not db.is_sqlite:
+        key = int.from_bytes(hashlib.sha256(f"{source}\0{path}".encode()).digest()[:8], "big", signed=True)
+        db.execute("SELECT pg_advisory_xact_lock(:k)", {"k": key}).close()
+
+
+def _resumable(state: LiveState | None, existing: Any, source: str) -> "SourceImport | None":
+    """The kept importer when it stopped exactly where the store's offsets say the file is imported to."""
+    importer = state.importer if state is not None else None
+    if importer is None or existing is None or importer.source != source:
+        return None
+    if importer.position != (int(existing[1]), int(existing[2])):
+        return None
+    return importer
 
 
 class _Writer:
     """One import transaction: stream lines, then lay out the view history."""
 
     def __init__(self, db: "Database", path: str, source: str, existing: Any, strict: bool,
-                 progress: Progress | None):
+                 progress: Progress | None, importer: "SourceImport"):
         self.db, self.path, self.source, self.strict, self.progress = db, path, source, strict, progress
+        self.importer = importer
         self.existing = existing
         self.session_id = existing[0] if existing else str(uuid_mod.uuid4())
         self.lines_done = int(existing[2]) if existing else 0
@@ -135,18 +225,21 @@ class _Writer:
         #: lines of side and bad entries (nothing is lost) but not of messages (stored as messages).
         self.keep_message_lines = source == "claude-code"
         self.complete_bytes = int(existing[1]) if existing else 0
+        #: Earliest and latest source timestamps of the messages this import adds (epoch seconds).
+        self.first_time: float | None = None
+        self.last_time: float | None = None
 
     def run(self) -> ImportResult:
         if self.existing:
             self._load_existing()
         else:
             self._create_session()
-        importer = open_import(self.path, self.source)  # type: ignore[arg-type]
+        importer = self.importer
         for line in importer.lines():
             self._take(line)
         self._flush()
         plan = importer.plan()
-        self.warnings.extend(w for w in plan.warnings if w not in self.warnings)
+        self.warnings.extend(w for w in plan.warnings if w not in self.warnings and not self._said_before(w))
         if self.strict and self.warnings:
             raise ImportWarnings(f"{self.path}: {len(self.warnings)} warning(s) under --strict, nothing imported; "
                                  f"first: {self.warnings[0]}")
@@ -154,11 +247,19 @@ class _Writer:
             self._unchanged()
         duplicate = self._duplicate_of(plan)
         if duplicate:
-            raise _Duplicate(duplicate)
+            raise DuplicateImport(duplicate)
         self._layout(plan)
         self._finish(plan)
         self.result.warnings = self.warnings
         return self.result
+
+    def _said_before(self, warning: str) -> bool:
+        """True for a warning about a line an earlier import of this file took in (it was reported then)."""
+        prefix = self.path + ":"
+        if not self.existing or not warning.startswith(prefix):
+            return False
+        line = warning[len(prefix):].split(":", 1)[0]
+        return line.isdigit() and int(line) <= self.lines_done
 
     def _unchanged(self) -> None:
         """No new complete line: an incomplete last line read again is not growth."""
@@ -228,8 +329,16 @@ class _Writer:
         self.messages.append(message_row(self.session_id, self.last_seq, msg, dumps(msg.content), tokens))
         self.seq_of[msg.uuid] = self.last_seq
         self.tokens_of[self.last_seq] = tokens
+        self._saw_time(msg.timestamp)
         self.result.messages_added += 1
         return self.last_seq
+
+    def _saw_time(self, timestamp: str | None) -> None:
+        """Widen the span of source times the new messages cover."""
+        moment = source_time(timestamp)
+        if moment is not None:
+            self.first_time = moment if self.first_time is None else min(self.first_time, moment)
+            self.last_time = moment if self.last_time is None else max(self.last_time, moment)
 
     def _flush(self) -> None:
         self.db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, self.messages)
@@ -295,9 +404,16 @@ class _Writer:
              "kind": b.kind, "trigger": b.trigger, "pre": b.pre_tokens if b.pre_tokens is not None else pre_total,
              "post": post_total, "n": len(b.summarized), "seqs": dumps(self._seqs(b.summarized)),
              "head": seg.get("head_uuid"), "anchor": seg.get("anchor_uuid"), "tail": seg.get("tail_uuid"),
-             "summarizer": f"imported:{self.source}", "now": time.time(),
+             "summarizer": f"imported:{self.source}", "now": self._time_of(self.seq_of[b.boundary_uuid]),
              "meta": dumps({"imported": True})},
         ).close()
+
+    def _time_of(self, seq: int) -> float:
+        """A stored message's source time (epoch seconds); now when it has none."""
+        row = self.db.one("SELECT timestamp FROM messages WHERE session_id = :id AND seq = :seq",
+                          {"id": self.session_id, "seq": seq})
+        moment = source_time(row[0]) if row else None
+        return time.time() if moment is None else moment
 
     def _finish(self, plan: ImportPlan) -> None:
         """Session counters, header fields, the imports row and sub-agent links."""
@@ -306,10 +422,12 @@ class _Writer:
                 "source_session_id": plan.source_session_id}
         self.db.execute(
             "UPDATE sessions SET last_seq = :last, base_seq = :last, view_version = :v, view_tokens = :t, "
-            "explicit_count = :n, tail_state = :tail, updated_at = :now, title = COALESCE(:title, title), "
+            "explicit_count = :n, tail_state = :tail, updated_at = COALESCE(:updated, updated_at), "
+            "created_at = COALESCE(:created, created_at), title = COALESCE(:title, title), "
             "cwd = COALESCE(:cwd, cwd), model = COALESCE(:model, model), metadata_json = :meta WHERE id = :id",
             {"last": self.last_seq, "v": len(plan.boundaries), "t": self.final_tokens, "n": len(self.final_seqs),
-             "tail": tail.dumps(), "now": time.time(), "title": plan.title, "cwd": plan.cwd, "model": plan.model,
+             "tail": tail.dumps(), "updated": self.last_time, "created": None if self.existing else self.first_time,
+             "title": plan.title, "cwd": plan.cwd, "model": plan.model,
              "meta": dumps(meta), "id": self.session_id},
         ).close()
         params = {"id": self.session_id, "s": self.source, "k": plan.source_session_id or self.path,
@@ -339,8 +457,8 @@ class _Writer:
             ).close()
 
 
-class _Duplicate(SessionStoreError):
-    """Raised inside the transaction to roll back an import of an already-imported session."""
+class DuplicateImport(SessionStoreError):
+    """The file holds a session already imported from another path; raised inside the transaction."""
 
     def __init__(self, session_id: str):
         super().__init__(session_id)
@@ -356,9 +474,22 @@ def import_paths(
     for path in transcript_files(paths):
         try:
             results.append(import_file(store, path, source=source, strict=strict, progress=progress))
-        except _Duplicate as dup:
+        except DuplicateImport as dup:
             results.append(ImportResult(str(path), source or "", dup.session_id, "duplicate"))
     return results
+
+
+def source_time(timestamp: str | None) -> float | None:
+    """An ISO-8601 timestamp of a source file as epoch seconds (UTC unless it says otherwise); None if unreadable."""
+    if not timestamp:
+        return None
+    try:
+        moment = datetime.fromisoformat(timestamp.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
 
 
 def _prefix_sha(path: str, length: int) -> str:

@@ -98,6 +98,11 @@ class Config:
     recall_note: bool = False
     summary_max_output_tokens: int = 20_000
 
+    #: `watch`: seconds a Codex response may wait for its usage line before it is imported without it.
+    watch_settle_seconds: float = 30.0
+    #: `watch`: longest a burst of writes is gathered (ms) before its lines are imported.
+    watch_debounce_ms: int = 200
+
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -526,7 +526,26 @@ def _compaction_problems(db: "Database", sid: str) -> list[Problem]:
         for name, uuid in zip(("head", "anchor", "tail"), segment):
             if uuid in absent:
                 problems.append(Problem("compaction", f"{where}: {name}_uuid {uuid!r} is not in the transcript"))
-    return problems
+    return problems + _empty_views_before(db, sid)
+
+
+def _empty_views_before(db: "Database", sid: str) -> list[Problem]:
+    """Boundaries whose view before is empty although user or assistant messages were recorded before them."""
+    rows = db.all(
+        "SELECT c.boundary_seq, c.replaced_version, "
+        "(SELECT count(*) FROM view_entries v WHERE v.session_id = c.session_id AND v.valid_from <= c.replaced_version "
+        "AND (v.valid_to IS NULL OR v.valid_to > c.replaced_version)), "
+        "(SELECT count(*) FROM messages m WHERE m.session_id = c.session_id AND m.seq < c.boundary_seq "
+        "AND m.role IN ('user', 'assistant')) "
+        "FROM compactions c WHERE c.session_id = :id ORDER BY c.boundary_seq",
+        {"id": sid},
+    )
+    return [
+        Problem("empty_view_before_boundary", f"boundary {index} (seq {seq}): the view before it is empty though "
+                                              f"{sent} sent message(s) precede it")
+        for index, (seq, _version, entries, sent) in enumerate(rows, 1)
+        if int(entries) == 0 and int(sent) > 0
+    ]
 
 
 def _absent_uuids(db: "Database", sid: str, uuids: list[str]) -> set[str]:

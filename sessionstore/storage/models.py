@@ -236,7 +236,11 @@ class ImportRow(Base):
     prefix_sha256: Mapped[str] = mapped_column(String(64), nullable=False)
     updated_at: Mapped[float] = mapped_column(Float, nullable=False)
 
-    __table_args__ = (UniqueConstraint("source", "source_key"),)
+    __table_args__ = (
+        UniqueConstraint("source", "source_key"),
+        Index("ix_imports_source_key", "source_key"),
+        Index("ix_imports_path", "path"),
+    )
 
 
 class SearchMarkRow(Base):

@@ -12,6 +12,7 @@ from .config import Config, default_db_url
 from .db import Database, make_engine
 from .errors import SessionNotFound, SessionStoreError
 from .migrate import SCHEMA_HEAD, ensure_current, stored_revision
+from .resolve import resolve_session_id
 from .session import Session
 
 if TYPE_CHECKING:
@@ -106,25 +107,20 @@ class SessionStore:
         return Session(self, row)
 
     def get(self, session_id: str) -> Session:
-        """The session with this id, or the only one whose id starts with it."""
-        row = self.db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = :id", {"id": session_id})
-        if row is None and session_id and len(session_id) >= 4:
-            rows = self.db.all(
-                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id LIKE :p ORDER BY id LIMIT 2",
-                {"p": session_id.replace("%", "").replace("_", "") + "%"},
-            )
-            if len(rows) > 1:
-                raise SessionNotFound(f"session id prefix {session_id!r} is ambiguous")
-            row = rows[0] if rows else None
+        """The session named by its id, its source tool's id, or a unique prefix of either."""
+        resolved = resolve_session_id(self.db, session_id)
+        row = self.db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = :id", {"id": resolved})
         if row is None:
             raise SessionNotFound(f"no session {session_id!r}")
         return Session(self, _session_dict(row))
 
     def list(self, *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
-        """Sessions newest first (by last update), with their counters, one page."""
+        """Sessions newest first (by last update), with their counters and source ids, one page."""
+        columns = ", ".join(f"s.{c.strip()}" for c in SESSION_COLUMNS.split(","))
         rows = self.db.all(
-            f"SELECT {SESSION_COLUMNS}, last_seq, view_tokens, view_version FROM sessions "
-            "ORDER BY updated_at DESC, id LIMIT :limit OFFSET :offset",
+            f"SELECT {columns}, s.last_seq, s.view_tokens, s.view_version, i.source, i.source_key FROM sessions s "
+            "LEFT JOIN imports i ON i.session_id = s.id "
+            "ORDER BY s.updated_at DESC, s.id LIMIT :limit OFFSET :offset",
             {"limit": int(limit), "offset": int(offset)},
         )
         out = []
@@ -133,6 +129,8 @@ class SessionStore:
             info["messages"] = int(row[9])
             info["view_tokens"] = int(row[10])
             info["view_version"] = int(row[11])
+            info["source"] = row[12]
+            info["source_id"] = row[13]
             out.append(info)
         return out
 

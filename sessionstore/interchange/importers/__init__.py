@@ -57,6 +57,10 @@ class SourceImport(Protocol):
 
     source: str
     path: str
+    limit: int | None
+    hold_tail: bool
+    position: tuple[int, int]
+    resumable: bool
 
     def lines(self) -> Iterator[ImportedLine]: ...
 
@@ -80,16 +84,26 @@ def detect_source(path: str | os.PathLike[str]) -> str:
     return "claude-code"
 
 
-def open_import(path: str | os.PathLike[str], source: str | None = None) -> SourceImport:
-    """A streaming importer for `path` (format detected unless `source` is given)."""
+def open_import(
+    path: str | os.PathLike[str], source: str | None = None, *, limit: int | None = None, hold_tail: bool = False
+) -> SourceImport:
+    """A streaming importer for `path` (format detected unless `source` is given).
+
+    `limit` reads only the file's first bytes (up to its last whole line);
+    `hold_tail` lets the importer leave an unsettled tail for the next import.
+    """
     chosen = source or detect_source(path)
+    importer: SourceImport
     if chosen == "codex":
-        return CodexImport(path)
-    if chosen == "claude-code":
-        return ClaudeCodeImport(path)
-    if chosen == "jsonl":
-        return NativeImport(path)
-    raise ValueError(f"unknown transcript source {chosen!r}")
+        importer = CodexImport(path)
+    elif chosen == "claude-code":
+        importer = ClaudeCodeImport(path)
+    elif chosen == "jsonl":
+        importer = NativeImport(path)
+    else:
+        raise ValueError(f"unknown transcript source {chosen!r}")
+    importer.limit, importer.hold_tail = limit, hold_tail
+    return importer
 
 
 def parse_file(path: str | os.PathLike[str], source: str | None = None) -> ImportPlan:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+from bisect import bisect_left
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
@@ -95,15 +97,21 @@ class ClaudeCodeImport(LineStream):
             source="claude-code",
             path=self.path,
             source_session_id=session_id,
-            title=self._header.title(),
+            title=self._header.title(set(self._seen)),
             cwd=self._header.cwd,
             model=self._header.model,
             parent_source_session_id=parent,
             lines=[],
             boundaries=chain.boundaries,
             active_chain=chain.active_chain,
-            warnings=self.warnings + chain.warnings,
+            warnings=self.warnings + self._summary_warnings() + chain.warnings,
         )
+
+    def _summary_warnings(self) -> list[str]:
+        """One warning per summary entry naming a leaf outside the file (it titles nothing)."""
+        return [f"{where(self.path, line_no)}: summary entry names leaf {leaf}, which is not in this file; "
+                "kept as a side line, not used as the title"
+                for line_no, leaf in self._header.foreign_summaries(set(self._seen))]
 
     def _session_ids(self) -> tuple[str | None, str]:
         """(parent session id, this file's session id); sub-agent files get a parent."""
@@ -127,7 +135,7 @@ class ClaudeCodeImport(LineStream):
             return ImportedLine(line_no, raw, "side", "blank")
         etype = entry.get("type")
         etype = etype if isinstance(etype, str) else ""
-        self._header.observe(entry, etype)
+        self._header.observe(entry, etype, line_no)
         if etype in CONVERSATION_TYPES:
             return self._conversation(line_no, raw, entry, etype)
         warning = None
@@ -341,8 +349,10 @@ class _Header:
         self.cwd: str | None = None
         self.model: str | None = None
         self.custom_title: str | None = None
-        self.summary: str | None = None
+        #: (line, summary text, leafUuid) of every `summary` entry.
+        self.summaries: list[tuple[int, str, str | None]] = []
         self.first_prompt: str | None = None
+        self.first_side_prompt: str | None = None
         self.seen_conversation = False
         self.seen_main = False
 
@@ -351,7 +361,7 @@ class _Header:
         """True when every conversation entry is a sidechain one (a sub-agent file)."""
         return self.seen_conversation and not self.seen_main
 
-    def observe(self, entry: dict[str, Any], etype: str) -> None:
+    def observe(self, entry: dict[str, Any], etype: str, line_no: int = 0) -> None:
         """Take what the header needs from one entry."""
         self.session_id = self.session_id or _str_or_none(entry.get("sessionId"))
         self.agent_id = self.agent_id or _str_or_none(entry.get("agentId"))
@@ -359,37 +369,66 @@ class _Header:
         if etype == "custom-title":
             self.custom_title = _str_or_none(entry.get("customTitle")) or self.custom_title
         elif etype == "summary":
-            self.summary = _str_or_none(entry.get("summary")) or self.summary
+            text = _str_or_none(entry.get("summary"))
+            if text:
+                self.summaries.append((line_no, text, _str_or_none(entry.get("leafUuid"))))
         elif etype in CONVERSATION_TYPES:
             self._observe_conversation(entry, etype)
 
     def _observe_conversation(self, entry: dict[str, Any], etype: str) -> None:
+        sidechain = bool(entry.get("isSidechain"))
         self.seen_conversation = True
-        self.seen_main = self.seen_main or not entry.get("isSidechain")
+        self.seen_main = self.seen_main or not sidechain
         api = entry.get("message")
         if not isinstance(api, dict):
             return
         model = api.get("model")
         if etype == "assistant" and isinstance(model, str) and not model.startswith("<"):
             self.model = model
-        if etype == "user" and self.first_prompt is None and not entry.get("isMeta"):
+        if etype != "user" or entry.get("isMeta") or entry.get("isCompactSummary"):
+            return
+        if sidechain:
+            if self.first_side_prompt is None:
+                self.first_side_prompt = _prompt_text(api.get("content"))
+        elif self.first_prompt is None:
             self.first_prompt = _prompt_text(api.get("content"))
 
-    def title(self) -> str | None:
-        """custom title, else the summary entry, else the first user prompt."""
-        title = self.custom_title or self.summary or self.first_prompt
+    def foreign_summaries(self, uuids: set[str]) -> list[tuple[int, str]]:
+        """(line, leafUuid) of each summary entry whose leaf is not in the file."""
+        return [(line, leaf or "(none)") for line, _text, leaf in self.summaries if leaf not in uuids]
+
+    def title(self, uuids: set[str] | None = None) -> str | None:
+        """The custom title, else the last summary of a leaf in the file, else the person's first prompt.
+
+        Never a sidechain or meta entry, unless the file is one sub-agent's
+        conversation (then its first prompt is what it was asked).
+        """
+        own = [text for _line, text, leaf in self.summaries if uuids is None or leaf in uuids]
+        prompt = self.first_prompt if self.seen_main else self.first_side_prompt
+        title = self.custom_title or (own[-1] if own else None) or prompt
         if not title:
             return None
         first = title.strip().splitlines()[0] if title.strip() else ""
         return first[:TITLE_LENGTH] or None
 
 
+_COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+
+
 def _prompt_text(content: Any) -> str | None:
-    """The text of a user prompt, None for tool results and command echoes."""
+    """What a person typed: a prompt's text, or a slash command with its arguments; None for anything else."""
     if isinstance(content, list):
         texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
         content = next((t for t in texts if isinstance(t, str)), None)
-    if not isinstance(content, str) or not content.strip() or content.lstrip().startswith("<"):
+    if not isinstance(content, str) or not content.strip():
+        return None
+    command = _COMMAND_NAME.search(content)
+    if command and command.group(1):
+        args = _COMMAND_ARGS.search(content)
+        name = command.group(1) if command.group(1).startswith("/") else "/" + command.group(1)
+        return " ".join(part for part in (name, args.group(1).strip() if args else "") if part)
+    if content.lstrip().startswith("<"):
         return None
     return content
 
@@ -400,7 +439,7 @@ def _str_or_none(value: Any) -> str | None:
 
 def build_chain(nodes: Sequence[ChainNode], *, path: str = "") -> ChainResult:
     """The active chain and the boundaries from the graph facts of a file."""
-    graph = _Graph(nodes)
+    graph = _Graph(nodes, path)
     active: list[ChainNode] = []
     dropped: list[tuple[ChainNode, str]] = []
     leaf = graph.leaf()
@@ -410,16 +449,25 @@ def build_chain(nodes: Sequence[ChainNode], *, path: str = "") -> ChainResult:
     return ChainResult(
         active_chain=[n.uuid for n in active],
         boundaries=boundaries,
-        warnings=drop_warnings(path, dropped, "active view"),
+        warnings=list(graph.warnings) + drop_warnings(path, dropped, "active view"),
     )
 
 
 class _Graph:
-    """Indexes over the nodes of one file, and the walks over them."""
+    """Indexes over the nodes of one file, and the walks over them.
 
-    def __init__(self, nodes: Sequence[ChainNode]) -> None:
+    A link that names no line of the file (a boundary's logical parent, an
+    entry's parent) is rebuilt from file order along the main chain, as the
+    tool had it in context; each such repair is one named warning.
+    """
+
+    def __init__(self, nodes: Sequence[ChainNode], path: str = "") -> None:
         self.nodes = nodes
+        self.path = path
+        self.warnings: dict[str, None] = {}
         self.index = {n.uuid: n for n in nodes}
+        self.main = [n for n in nodes if not n.sidechain]
+        self.main_lines = [n.line_no for n in self.main]
         self.pieces: dict[tuple[str, bool], list[ChainNode]] = defaultdict(list)
         self.results: dict[str, list[ChainNode]] = defaultdict(list)
         self.relinks: dict[str, tuple[str, int]] = {}
@@ -476,10 +524,38 @@ class _Graph:
             relink = self.relinks.get(current)
             if relink is not None and relink[1] < before_line and relink[0] in self.index:
                 current = relink[0]
+            elif node.parent is not None and node.parent not in self.index:
+                current = self._adopted_parent(node)
             else:
                 current = node.parent
         out.reverse()
         return out
+
+    def _previous_main(self, line_no: int, *, conversation: bool = False) -> ChainNode | None:
+        """The last main-chain entry (a conversation message, if asked) written before line `line_no`."""
+        at = bisect_left(self.main_lines, line_no)
+        for node in reversed(self.main[:at]) if conversation else self.main[max(at - 1, 0):at]:
+            if not conversation or (node.role is not None and node.in_view):
+                return node
+        return None
+
+    def _adopted_parent(self, node: ChainNode) -> str | None:
+        """For a main-chain entry whose parent is not in the file: the entry written just before it.
+
+        A sidechain entry's missing parent is expected (a sub-agent file starts
+        from its parent session's lines) and ends the walk, as does a first line.
+        """
+        if node.sidechain:
+            return None
+        previous = self._previous_main(node.line_no)
+        if previous is None:
+            return None
+        self._warn(node.line_no, f"parent {node.parent} of {node.uuid} is not in the file; linked to the main-chain "
+                                 f"entry written before it (line {previous.line_no})")
+        return previous.uuid
+
+    def _warn(self, line_no: int, text: str) -> None:
+        self.warnings[f"{where(self.path, line_no)}: {text}"] = None
 
     def _with_preserved(self, chain: list[ChainNode]) -> list[ChainNode]:
         """Insert a leading boundary's preserved segment after its anchor if the walk missed it."""
@@ -552,6 +628,8 @@ class _Graph:
         before: list[ChainNode] = []
         if node.logical_parent in self.index:
             before, _ = self.view(node.logical_parent or "", before_line=node.line_no)
+        else:
+            before = self._view_before_unlinked(node)
         segment = facts.preserved_segment
         kept = {n.uuid for n in self._run(segment["tail_uuid"], segment["head_uuid"])} if segment else set()
         summary = self._summary_of(node)
@@ -565,6 +643,18 @@ class _Graph:
             view_before=[n.uuid for n in before],
             summarized=[n.uuid for n in before if n.uuid not in kept],
         )
+
+    def _view_before_unlinked(self, node: ChainNode) -> list[ChainNode]:
+        """A boundary whose logical parent is missing: the main chain ending at the last message before it."""
+        last = self._previous_main(node.line_no, conversation=True)
+        said = f"logical parent {node.logical_parent}" if node.logical_parent else "no logical parent"
+        if last is None:
+            self._warn(node.line_no, f"boundary {node.uuid} has {said} in the file and no message before it")
+            return []
+        self._warn(node.line_no, f"boundary {node.uuid}: {said} in the file; the view before it is rebuilt from the "
+                                 f"main chain ending at line {last.line_no} ({last.uuid})")
+        before, _ = self.view(last.uuid, before_line=node.line_no)
+        return before
 
     def _summary_of(self, boundary: ChainNode) -> ChainNode | None:
         """The compact-summary message of a boundary: its child, else the next one in the file."""

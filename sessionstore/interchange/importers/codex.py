@@ -62,6 +62,14 @@ class CodexImport:
     """One streaming import: iterate `lines()` once, then call `plan()`."""
 
     source = "codex"
+    #: Read only this many bytes of the file (None: all of it).
+    limit: int | None = None
+    #: Leave an assistant response still waiting for its usage to the next import (a file being written).
+    hold_tail: bool = False
+    #: Where the next `lines()` starts (byte offset, lines before it): a live import continues from here.
+    position: tuple[int, int] = (0, 0)
+    #: False when lines were held back: the next import must start over.
+    resumable: bool = True
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
@@ -77,6 +85,12 @@ class CodexImport:
         self._context_tokens: int | None = None
         self._held: list[ImportedLine] = []
         self._held_assistant: ImportedLine | None = None
+        #: Lines of a live import left for the next one (a response whose usage has not arrived yet).
+        self.held_back = 0
+        #: Boundaries without a replacement history: Codex rebuilds the history after them itself.
+        self.rebuilt: set[str] = set()
+        #: uuid -> characters of each user message a person typed (what such a rebuild carries over).
+        self.typed: dict[str, int] = {}
 
     def lines(self) -> Iterator[ImportedLine]:
         """Each physical line (plus replacement-history messages), in file order.
@@ -84,16 +98,30 @@ class CodexImport:
         An assistant line is held back until the next `token_count` event (at
         most a few side lines later) so it can carry the usage of its response.
         """
-        for line_no, raw in read_raw_lines(self.path):
+        for line_no, raw in read_raw_lines(self.path, self.limit, self.position):
+            self.position = (self.position[0] + len(raw), line_no)
             usage, produced = self._convert(line_no, raw)
             for line in produced:
                 self._record(line)
             yield from self._release(produced, usage)
+        if self.hold_tail and self._held_assistant is not None:
+            self._hold_back()
+            return
         yield from self._flush()
+
+    def _hold_back(self) -> None:
+        """Leave the held tail to the next live import: its lines, graph facts and warnings."""
+        first = self._held[0].line_no
+        self.held_back = len(self._held)
+        self.resumable = False
+        self.nodes = [n for n in self.nodes if n.line_no < first]
+        held_warnings = {line.warning for line in self._held if line.warning}
+        self.warnings = [w for w in self.warnings if w not in held_warnings]
+        self._held, self._held_assistant = [], None
 
     def plan(self) -> ImportPlan:
         """The plan (without lines) once `lines()` has been consumed."""
-        chain = build_chain(self.nodes, path=self.path)
+        chain = build_chain(self.nodes, path=self.path, rebuilt=self.rebuilt, typed=self.typed)
         return ImportPlan(
             source="codex",
             path=self.path,
@@ -215,6 +243,10 @@ class CodexImport:
         if self._fallback_title is None and mapped["role"] == "user":
             self._fallback_title = _prompt_text(mapped["content"])
         message = self._envelope(mapped, f"codex-{line_no}", timestamp)
+        if kind == "message" and mapped["role"] == "user":
+            typed = _typed_text(mapped["content"])
+            if typed is not None:
+                self.typed[message["uuid"]] = len(typed)
         return ImportedLine(line_no, raw, "message", entry_type, message=message, node=_node(line_no, message))
 
     def _compacted(self, line_no: int, raw: bytes, payload: dict[str, Any], timestamp: str | None) -> list[ImportedLine]:
@@ -229,7 +261,16 @@ class CodexImport:
             "metadata": {"compactMetadata": {"trigger": facts.trigger, "preTokens": facts.pre_tokens}},
         }
         message = self._envelope(boundary, f"codex-{line_no}", timestamp, boundary=True)
-        out = [ImportedLine(line_no, raw, "message", "compacted", message=message, node=_node(line_no, message, facts))]
+        warning = None
+        if not isinstance(payload.get("replacement_history"), list):
+            self.rebuilt.add(message["uuid"])
+            has_summary = bool(_replacement_items(payload))
+            warning = (f"{where(self.path, line_no)}: compacted line without a replacement history; the view after "
+                       f"it is rebuilt as Codex rebuilds it: the user messages before it (newest first, within "
+                       f"{CARRIED_USER_TOKENS:,} tokens), then " + ("the summary" if has_summary else
+                                                                   "no summary (its message is empty)"))
+        out = [ImportedLine(line_no, raw, "message", "compacted", message=message, warning=warning,
+                            node=_node(line_no, message, facts))]
         for k, item in enumerate(_replacement_items(payload)):
             mapped = map_item(item)
             if mapped is None:
@@ -411,13 +452,23 @@ def _node(line_no: int, message: dict[str, Any], facts: BoundaryFacts | None = N
     )
 
 
-def build_chain(nodes: Sequence[ChainNode], *, path: str = "") -> ChainResult:
-    """Active view and boundaries of a linear rollout: each boundary restarts the view."""
+def build_chain(
+    nodes: Sequence[ChainNode], *, path: str = "", rebuilt: set[str] | None = None,
+    typed: dict[str, int] | None = None,
+) -> ChainResult:
+    """Active view and boundaries of a linear rollout: each boundary restarts the view.
+
+    After a boundary with a replacement history, the view is that history
+    (its items follow the boundary line). After one without (a local
+    compaction), Codex rebuilds the history from the user messages a person
+    typed before it and the summary; so does this.
+    """
+    rebuilt, typed = rebuilt or set(), typed or {}
     starts = [i for i, n in enumerate(nodes) if n.boundary is not None]
     boundaries = []
+    view = list(nodes[: starts[0] if starts else len(nodes)])
     for k, at in enumerate(starts):
-        begin = starts[k - 1] if k else 0
-        before, _ = repair_view(list(nodes[begin:at]))
+        before, _ = repair_view(view)
         end = starts[k + 1] if k + 1 < len(starts) else len(nodes)
         summary = next((n for n in nodes[at + 1 : end] if n.is_compact_summary), None)
         facts = nodes[at].boundary
@@ -432,12 +483,48 @@ def build_chain(nodes: Sequence[ChainNode], *, path: str = "") -> ChainResult:
                 summarized=[n.uuid for n in before],
             )
         )
-    active, dropped = repair_view(list(nodes[starts[-1] if starts else 0 :]))
+        carried = _carried_user_messages(before, typed) if nodes[at].uuid in rebuilt else []
+        view = [nodes[at], *carried, *nodes[at + 1 : end]]
+    active, dropped = repair_view(view)
     return ChainResult(
         active_chain=[n.uuid for n in active],
         boundaries=boundaries,
         warnings=drop_warnings(path, dropped, "active view"),
     )
+
+
+#: Tokens of typed user messages a Codex local compaction carries into the new history.
+CARRIED_USER_TOKENS = 20_000
+
+
+def _carried_user_messages(before: list[ChainNode], typed: dict[str, int]) -> list[ChainNode]:
+    """The typed user messages of `before`, newest first while they fit the budget (about 4 characters a token)."""
+    kept: list[ChainNode] = []
+    budget = CARRIED_USER_TOKENS * 4
+    for node in reversed(before):
+        size = typed.get(node.uuid)
+        if size is None:
+            continue
+        if size > budget:
+            break
+        budget -= size
+        kept.append(node)
+    kept.reverse()
+    return kept
+
+
+def _typed_text(content: Any) -> str | None:
+    """The text of a user message a person typed; None for injected context (instructions, environment)."""
+    if isinstance(content, list):
+        if any(b.get("type") != "text" and b.get("type") != "image" for b in content):
+            return None
+        content = "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+    if not isinstance(content, str) or not content.strip():
+        return None
+    head = content.lstrip()
+    if head.startswith(("<environment_context", "<user_instructions", "<user_shell_command", "# AGENTS.md")):
+        return None
+    return content
 
 
 def _prompt_text(content: Any) -> str | None:

@@ -152,11 +152,44 @@ def where(path: str | os.PathLike[str], line_no: int) -> str:
 READ_BUFFER = 1 << 20
 
 
-def read_raw_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    """(line number, exact bytes with terminator) of every physical line, streaming."""
+def read_raw_lines(
+    path: str | os.PathLike[str], limit: int | None = None, start: tuple[int, int] = (0, 0)
+) -> Iterator[tuple[int, bytes]]:
+    """(line number, exact bytes with terminator) of every physical line, streaming.
+
+    With `limit`, only the file's first `limit` bytes are read (a file being
+    written to: the caller passes the end of its last whole line). `start`
+    (byte offset, lines before it) continues a read that stopped at a line end.
+    """
+    offset, before = start
     with open(path, "rb", buffering=READ_BUFFER) as handle:
-        for line_no, raw in enumerate(handle, start=1):
+        handle.seek(offset)
+        remaining = None if limit is None else limit - offset
+        for line_no, raw in enumerate(handle, start=before + 1):
+            if remaining is not None:
+                if remaining <= 0:
+                    return
+                raw = raw[:remaining]
+                remaining -= len(raw)
             yield line_no, raw
+
+
+#: Bytes read per step when looking for the end of a file's last whole line.
+_TAIL_STEP = 1 << 16
+
+
+def whole_lines_end(path: str | os.PathLike[str]) -> int:
+    """The offset just past the last newline of the file (0 when it holds no whole line yet)."""
+    with open(path, "rb") as handle:
+        pos = handle.seek(0, os.SEEK_END)
+        while pos > 0:
+            step = min(_TAIL_STEP, pos)
+            pos -= step
+            handle.seek(pos)
+            found = handle.read(step).rfind(b"\n")
+            if found != -1:
+                return pos + found + 1
+    return 0
 
 
 def decode_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
@@ -342,6 +375,14 @@ class LineStream(ABC):
     path: str
     nodes: list[ChainNode]
     warnings: list[str]
+    #: Read only this many bytes of the file (None: all of it); see `read_raw_lines`.
+    limit: int | None = None
+    #: A file still being written: the importer may leave an unsettled tail for the next import.
+    hold_tail: bool = False
+    #: Where the next `lines()` starts (byte offset, lines before it): a live import continues from here.
+    position: tuple[int, int] = (0, 0)
+    #: False when lines were left unread before `position`: the next import must start over.
+    resumable: bool = True
 
     @abstractmethod
     def _line(self, line_no: int, raw: bytes) -> ImportedLine:
@@ -349,10 +390,11 @@ class LineStream(ABC):
 
     def lines(self) -> Iterator[ImportedLine]:
         """Each physical line as an `ImportedLine`, in file order."""
-        for line_no, raw in read_raw_lines(self.path):
+        for line_no, raw in read_raw_lines(self.path, self.limit, self.position):
             line = self._line(line_no, raw)
             if line.warning:
                 self.warnings.append(line.warning)
             if line.node is not None:
                 self.nodes.append(line.node)
+            self.position = (self.position[0] + len(raw), line_no)
             yield line

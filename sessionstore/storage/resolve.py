@@ -1,0 +1,74 @@
+"""Session-id resolution: what a person types (an id, a source tool's id, or a prefix) -> one session id.
+
+Accepted, in this order: a session id; the id the source tool knows for an
+imported session (the Claude Code session id `claude --resume` takes, the
+Codex session id); a unique prefix of either, of any length. A sub-agent's
+source id (`<session>/agent-<id>`) is matched by a prefix only when the
+prefix reaches into it (holds the `/`), so a Claude Code id prefix names the
+main session, not its sub-agents. Prefixes are matched literally: `%`, `_`
+and `\\` are escaped, and the comparison is case-sensitive on both engines.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .errors import SessionNotFound
+
+if TYPE_CHECKING:
+    from .db import Database
+
+#: Longer than any id a session or a source can have (imports.source_key holds up to 500 characters).
+MAX_REFERENCE_LENGTH = 500
+
+#: How many candidates a prefix lookup fetches: two are enough to call it ambiguous.
+_PROBE = 3
+
+
+def escape_like(text: str) -> str:
+    """`text` as a literal LIKE pattern fragment (escape character: backslash)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def resolve_session_id(db: "Database", reference: str) -> str:
+    """The id of the one session `reference` names; SessionNotFound when none or several do."""
+    _check(reference)
+    exact = db.one("SELECT id FROM sessions WHERE id = :r", {"r": reference})
+    if exact is not None:
+        return str(exact[0])
+    by_source = {str(r[0]) for r in db.all("SELECT session_id FROM imports WHERE source_key = :r", {"r": reference})}
+    if len(by_source) == 1:
+        return by_source.pop()
+    if len(by_source) > 1:
+        raise SessionNotFound(f"source id {reference!r} names {len(by_source)} imported sessions; use a session id")
+    found = _prefix_matches(db, reference)
+    if len(found) > 1:
+        raise SessionNotFound(f"session id prefix {reference!r} is ambiguous (it starts {len(found)} or more "
+                              "session or source ids); type more of it")
+    if not found:
+        raise SessionNotFound(f"no session {reference!r} (by id, source id, or a prefix of either)")
+    return found.pop()
+
+
+def _check(reference: str) -> None:
+    """Refuse what can name no session before it reaches the database."""
+    if not isinstance(reference, str) or not reference:
+        raise SessionNotFound("no session id given")
+    if len(reference) > MAX_REFERENCE_LENGTH:
+        raise SessionNotFound(f"no session: the id given is {len(reference):,} characters long; "
+                              f"no session or source id is longer than {MAX_REFERENCE_LENGTH}")
+    if "\x00" in reference:
+        raise SessionNotFound("no session: the id given contains a NUL character")
+
+
+def _prefix_matches(db: "Database", prefix: str) -> set[str]:
+    """Distinct session ids whose id or (non-sub-agent) source id starts with `prefix`, at most a few."""
+    pattern = escape_like(prefix) + "%"
+    params = {"p": pattern, "n": len(prefix), "raw": prefix, "slash": escape_like(prefix) + "%/%", "k": _PROBE}
+    found = {str(r[0]) for r in db.all(
+        "SELECT id FROM sessions WHERE id LIKE :p ESCAPE '\\' AND substr(id, 1, :n) = :raw LIMIT :k", params)}
+    sub_agents = "" if "/" in prefix else " AND source_key NOT LIKE :slash ESCAPE '\\'"
+    found |= {str(r[0]) for r in db.all(
+        "SELECT DISTINCT session_id FROM imports WHERE source_key LIKE :p ESCAPE '\\' "
+        f"AND substr(source_key, 1, :n) = :raw{sub_agents} LIMIT :k", params)}
+    return found
