@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.agent.evaluation import DEFAULT_STRATEGIES, masked
+from sessionstore.agent.evaluation import STRATEGIES, masked
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.facts import FACT_KINDS, GATE_HEADING
 from sessionstore.interchange.importing import import_paths
@@ -43,14 +43,19 @@ def _work(store: SessionStore) -> Session:
 
 
 def test_eval_over_every_shared_transcript(store: SessionStore, transcripts_dir: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+                                          capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import_paths(store, [transcripts_dir / "claude-code"], source="claude-code")
     import_paths(store, [transcripts_dir / "codex"], source="codex")
     before = _fingerprint(store)
     assert len(before) == 8
 
-    out = run_cli(capsys, "eval", "--all", "--db", store.url, "--json")
-    assert out.code == 0, out.err
+    every = [arg for name in STRATEGIES for arg in ("--strategy", name)]
+    with start_fake_api(default="<summary>1. Primary Request and Intent: the work so far.</summary>") as api:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-eval-all")
+        out = run_cli(capsys, "eval", "--all", "--db", store.url, "--json", *every)
+        assert out.code == 0, out.err
+        requests = len(api.message_requests)
     report = json.loads(out.out)
     assert _fingerprint(store) == before, "eval wrote nothing"
 
@@ -63,7 +68,7 @@ def test_eval_over_every_shared_transcript(store: SessionStore, transcripts_dir:
         names = set(span["strategies"])
         imported_boundaries += span["boundary"] is not None
         assert span["imported"] == (span["boundary"] is not None), "every boundary here came from a tool's file"
-        assert names == set(DEFAULT_STRATEGIES) - ({"recorded"} if span["boundary"] is None else set())
+        assert names == set(STRATEGIES) - ({"recorded"} if span["boundary"] is None else set())
         for name, score in span["strategies"].items():
             assert set(score["checked"]) == set(FACT_KINDS) == set(score["retention"])
             assert score["tokens_before"] > 0 and score["tokens_after"] >= 0
@@ -73,14 +78,16 @@ def test_eval_over_every_shared_transcript(store: SessionStore, transcripts_dir:
                 assert share is None or 0 <= share <= 1
         assert span["strategies"]["extractive"]["retention"]["user_messages"] in (None, 1.0)
     assert imported_boundaries == 3, "two Claude Code compactions and one Codex compaction"
+    assert requests == len(spans), "one summary request per span for the anthropic strategy"
+    assert all(s["strategies"]["anthropic"]["retention"]["paths"] in (None, 0.0) for s in spans)
     median = report["median"]
-    assert set(median) == set(DEFAULT_STRATEGIES)
+    assert set(median) == set(STRATEGIES)
     assert median["recorded"]["spans"] == 3
     assert median["user-only"]["retention"]["paths"] == 0.0
     assert median["extractive"]["ratio"] < median["mask"]["ratio"] <= 1.0
 
     table = run_cli(capsys, "eval", "--all", "--db", store.url)
-    assert table.code == 0 and "user-only" in table.out
+    assert table.code == 0 and "user-only" in table.out and "anthropic" not in table.out, "anthropic only when asked"
 
 
 def test_eval_of_a_native_boundary_and_the_anthropic_strategy(store: SessionStore,
