@@ -8,8 +8,10 @@ SQLite, one process):
   pipeline's per-session state is warm);
 * prepare() after an append: one message appended (untimed) before each
   timed call, alternating user and assistant text: the real per-turn cost;
-* prepare(), first call: a new Pipeline on a session where nothing needs
-  doing, so every layer scans the whole view once;
+* prepare(), first call: a new Pipeline (as after a restart) on a session
+  where nothing needs doing; the layers resume from the state the last
+  pipeline saved in the store (`pipeline_states`) instead of rescanning the
+  view. Target: at most 1.5x active_view();
 * prepare(), microcompact acts: the pipeline has seen 11 registered results
   and the 12th arrives, so the call clears 9 and commits one rewrite (the
   reload of the new view included), each run on a fresh copy of the session;
@@ -40,10 +42,10 @@ from tests.support.messages import conversation  # noqa: E402
 
 SIZES = (500, 2_000, 10_000)
 STEADY_RUNS = 31
-COLD_RUNS = 7
 ACT_RUNS = 5
 TARGET_MS = 5.0
 TARGET_SIZE = 2_000
+FIRST_CALL_RATIO = 1.5
 
 
 def clean_messages(size: int, seed: int) -> list[dict[str, Any]]:
@@ -100,7 +102,10 @@ def measure_steady(path: Path, session_id: str) -> dict[str, float]:
         out = {"entries": float(entries)}
         out.update(medians_ms(STEADY_RUNS, {"active_view": s.active_view,
                                             "steady": lambda: _checked(pipe.prepare(s))}))
-        out.update(medians_ms(COLD_RUNS, {"cold": lambda: _checked(Pipeline(store).prepare(s))}))
+        cold = medians_ms(STEADY_RUNS, {"active_view_cold_pair": s.active_view,
+                                        "cold": lambda: _checked(Pipeline(store).prepare(s))})
+        out["cold"] = cold["cold"]
+        out["cold_ratio"] = cold["cold"] / cold["active_view_cold_pair"]
         turn = iter(range(10**9))
 
         def append_one() -> None:
@@ -176,23 +181,32 @@ def section(rows: list[dict[str, float]], cmd: str) -> str:
         "and prepare() calls interleaved. *active_view()* is the baseline (read the session row, "
         "bring the cached view up to date, build the API messages). *nothing acts*: repeated prepare() on an "
         "unchanged session. *after an append*: one message appended (untimed) before each prepare(). "
-        "*first call*: a new Pipeline, so every layer scans the whole view once (nothing acts). "
+        "*first call*: a new Pipeline, as after a restart (nothing acts): the layers resume from the state the "
+        "previous pipeline saved in the store instead of scanning the whole view; it also reads that state and "
+        "the replacement decisions of the entries it has not looked at. "
         "*microcompact acts*: the pipeline has seen 11 registered results, the 12th arrives, prepare() clears 9 "
         "and commits one rewrite (reload of the new view included; each run on a fresh copy of the session). "
         "*backlog*: the first call of a new pipeline on a session whose old results were never cleared "
         "(hundreds cleared in one rewrite). "
-        f"Target: nothing acts ≤ {TARGET_MS:g} ms at {TARGET_SIZE:,} entries.",
+        f"Targets: nothing acts ≤ {TARGET_MS:g} ms at {TARGET_SIZE:,} entries; first call ≤ {FIRST_CALL_RATIO:g}× "
+        "active_view() at 2,000 and 10,000 entries. **The machine was shared with other work during this run**: "
+        "baseline and prepare() calls are interleaved so load hits both alike, but absolute times are noisy.",
         "",
         "| view entries | active_view() | prepare(), nothing acts | × active_view | prepare() after an append | "
-        "prepare(), first call | prepare(), microcompact acts | backlog |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "prepare(), first call | first call × active_view | prepare(), microcompact acts | backlog |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    verdicts = [f"{int(r['entries']):,} entries: {r['cold_ratio']:.2f}× "
+                f"({'met' if r['cold_ratio'] <= FIRST_CALL_RATIO else 'missed'})" for r in rows if r["entries"] >= 1_000]
     for r in rows:
         lines.append(
             f"| {int(r['entries']):,} | {r['active_view']:.2f} | {r['steady']:.2f} | "
             f"{r['steady'] / r['active_view']:.2f} | {r['after_append']:.2f} | {r['cold']:.2f} | "
+            f"{r['cold_ratio']:.2f} | "
             f"{r['acting']:.1f} | {r['backlog']:.0f} |"
         )
+    lines += ["", "First call against active_view() (the ratio of medians measured side by side): "
+              + "; ".join(verdicts) + "."]
     return "\n".join(lines)
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from sessionstore.storage.config import Config
 from sessionstore.storage.errors import RewriteConflict
-from sessionstore.storage.replacements import load_replacements
+from sessionstore.storage.replacements import load_replacements, load_replacements_for
 from sessionstore.storage.session import Session, ViewSnapshot
 from sessionstore.storage.store import SessionStore
 from sessionstore.storage.view import to_api_messages
@@ -45,9 +45,11 @@ from .summarizers.extractive import ExtractiveSummarizer
 from .collapse import fold_once
 from .errors import ContextFull
 from .microcompact import CONTEXT_MANAGEMENT_BETA, MicroState, apply_microcompact, observe
+from .persisted import load_state as load_saved_state
+from .persisted import save_if_due
 from .pressure import Thresholds, count_tokens, last_usage_index
 from .snip import SnipState, apply_snip
-from .working import LayerReport, WorkingView, commit_working
+from .working import LayerReport, WorkingView, blocks, commit_working
 
 #: How many sessions' incremental state one pipeline keeps.
 STATE_CACHE_SIZE = 128
@@ -72,6 +74,8 @@ class PipelineState:
     usage_index: int | None = None
     #: View tokens when the session notes were last written (None: not known yet).
     memory_tokens: int | None = None
+    #: (view_version, scanned) as last saved to the store (None: never saved).
+    saved: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -179,6 +183,8 @@ class Pipeline:
             work = WorkingView(call.session.snapshot())
             tokens = count_tokens(work.entries, last_usage_index(work.entries), work.tokens)
             report["autocompact"].tokens_after = tokens
+        if not call.dry_run and self._states.get(call.session.id) is state:
+            save_if_due(call.session, state, self.config)
         messages = to_api_messages(work.entries)
         return Prepared(messages, context_management, report, tokens, details["warning"],
                         details["above_threshold"], work.snapshot.view_version, call.dry_run)
@@ -213,11 +219,18 @@ class Pipeline:
         return WorkingView(call.session.snapshot())
 
     def _state(self, call: _Call, snapshot: ViewSnapshot) -> PipelineState:
-        """The session's remembered state when still valid for this snapshot, else a fresh one."""
+        """The session's remembered state when still valid for this snapshot, else the one saved in the
+        store for this version (a restart resumes from it), else a fresh one."""
         state = None if call.dry_run else self._states.get(call.session.id)
         if state is None or state.view_version != snapshot.view_version or state.scanned > len(snapshot.entries):
-            state = PipelineState(snapshot.view_version)
-            state.budget.decisions = load_replacements(call.session.db, call.session.id)
+            state = load_saved_state(call.session, snapshot.view_version, len(snapshot.entries), self.config)
+            if state is None:
+                state = PipelineState(snapshot.view_version)
+                state.budget.decisions = load_replacements(call.session.db, call.session.id)
+            else:  # the budget looks at results from its resume point on: their decisions are all it needs
+                ids = [str(b.get("tool_use_id")) for e in snapshot.entries[state.budget.resume:] if e.role == "user"
+                       for b in blocks(e) if b.get("type") == "tool_result"]
+                state.budget.decisions = load_replacements_for(call.session.db, call.session.id, ids)
             if not call.dry_run:
                 self._remember(call.session.id, state)
         else:

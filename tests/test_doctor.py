@@ -24,6 +24,18 @@ def _write(store: SessionStore, sql: str, params: dict[str, Any] | None = None) 
     store.db.run_write(lambda db: db.execute(sql, params or {}).close())
 
 
+def _checkpoint(store: SessionStore, s: Session) -> None:
+    """Move the session's current figures from its last appended row onto the session row.
+
+    Appends record the running figures on their own rows; a rewrite, an import or a repair
+    writes them to the session row. Tests that damage the session row's figures first put
+    them there, as a rewrite would.
+    """
+    state = store.get(s.id).refresh_state()
+    _write(store, "UPDATE sessions SET last_seq = :last, view_tokens = :t, tail_state = :tail WHERE id = :id",
+           {"last": state.last_seq, "t": state.view_tokens, "tail": state.tail.dumps(), "id": s.id})
+
+
 def _codes(report: Report) -> set[str]:
     return {p.code for p in report.problems}
 
@@ -96,6 +108,7 @@ def test_a_compacted_session_is_clean(store: SessionStore) -> None:
 
 def test_one_session_is_checked_alone(store: SessionStore) -> None:
     a, b = _seeded(store, 10), _seeded(store, 10)
+    _checkpoint(store, b)
     _write(store, "UPDATE sessions SET view_tokens = 1 WHERE id = :id", {"id": b.id})
     alone = check(store, a.id[:8])
     assert alone.ok and alone.sessions_checked == 1 and not alone.database_checked
@@ -108,6 +121,7 @@ def test_one_session_is_checked_alone(store: SessionStore) -> None:
 def test_wrong_view_tokens_is_reported_and_repaired(store: SessionStore) -> None:
     s = _seeded(store)
     right = s.view_tokens
+    _checkpoint(store, s)
     _write(store, "UPDATE sessions SET view_tokens = view_tokens + 777 WHERE id = :id", {"id": s.id})
     report = check(store)
     assert _codes(report) == {"view_tokens"}
@@ -118,6 +132,19 @@ def test_wrong_view_tokens_is_reported_and_repaired(store: SessionStore) -> None
     assert fixed.repairs == [f"session {s.id}: set view_tokens from {right + 777} to {right}"]
     assert s.view_tokens == right == sum(e.tokens for e in s.active_entries())
     assert repair(store).repairs == [], "a second repair has nothing to do"
+
+
+def test_wrong_running_total_on_the_last_appended_row_is_repaired(store: SessionStore) -> None:
+    s = _seeded(store)
+    right = s.view_tokens
+    _write(store, "UPDATE messages SET view_tokens = view_tokens + 5 WHERE session_id = :id AND seq = 40",
+           {"id": s.id})
+    assert store.get(s.id).view_tokens == right + 5, "the appended row's figure is the session's current one"
+    assert _codes(check(store)) == {"view_tokens"}
+    assert repair(store).repairs == [f"session {s.id}: set view_tokens from {right + 5} to {right}"]
+    assert store.get(s.id).view_tokens == right and check(store).ok
+    s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_5_1_0", "content": "x"}]})
+    assert store.get(s.id).view_tokens == sum(e.tokens for e in store.get(s.id).active_entries())
 
 
 def test_missing_blob_is_reported(store: SessionStore) -> None:
@@ -166,6 +193,10 @@ def test_gap_in_seq(store: SessionStore) -> None:
 
 def test_last_seq_behind_the_transcript_is_repaired(store: SessionStore) -> None:
     s = _seeded(store, 10)
+    _checkpoint(store, s)
+    # Rows past the session row's last_seq that carry no running figures: written behind the append path.
+    _write(store, "UPDATE messages SET view_tokens = NULL, tail_state = NULL WHERE session_id = :id AND seq > 4",
+           {"id": s.id})
     _write(store, "UPDATE sessions SET last_seq = 4 WHERE id = :id", {"id": s.id})
     assert _codes(check(store)) == {"last_seq"}
     fixed = repair(store)
@@ -186,6 +217,7 @@ def test_duplicate_open_key(store: SessionStore) -> None:
 def test_view_that_breaks_invariant_3(store: SessionStore) -> None:
     s = store.create_session()
     s.append_many([{"role": "user", "content": "go"}, {"role": "assistant", "content": [TOOL_USE]}])
+    _checkpoint(store, s)
     # Written behind validation's back: a new exchange before t1's result leaves t1 unanswered
     # and its late result answering nothing.
     late = json.dumps([{"type": "tool_result", "tool_use_id": "t1", "content": "a"}])
@@ -202,6 +234,8 @@ def test_view_that_breaks_invariant_3(store: SessionStore) -> None:
 
 def _explicit_view(store: SessionStore, s: Session, kept: list[Any]) -> None:
     """Make `kept` (stored messages) the explicit view, as a rewrite would, with consistent counters."""
+
+    _checkpoint(store, s)
 
     def body(db: Database) -> None:
         for i, m in enumerate(kept):
@@ -239,6 +273,7 @@ def test_split_streamed_response(store: SessionStore, dropped: str, reported: bo
 def test_wrong_tail_state_is_repaired_and_append_validation_works_again(store: SessionStore, damaged: str) -> None:
     s = store.create_session()
     s.append_many([{"role": "user", "content": "go"}, {"role": "assistant", "content": [TOOL_USE]}])
+    _checkpoint(store, s)
     _write(store, "UPDATE sessions SET tail_state = :t WHERE id = :id", {"t": damaged, "id": s.id})
     assert _codes(check(store)) == {"tail_state"}
     fixed = repair(store)
@@ -252,8 +287,8 @@ def test_unreadable_content_and_bad_compaction_rows(store: SessionStore) -> None
     s = _seeded(store, 10)
     _write(store, "UPDATE messages SET content_json = '{broken' WHERE session_id = :id AND seq = 5", {"id": s.id})
     _write(store, "INSERT INTO compactions (session_id, boundary_seq, summary_seq, replaced_version, kind, trigger, "
-                  "pre_tokens, post_tokens, messages_summarized, summarized_seqs_json, head_uuid, created_at) "
-                  "VALUES (:id, 1, 777, 0, 'full', 'manual', 10, 5, 0, '[]', 'no-such-uuid', 0)", {"id": s.id})
+                  "pre_tokens, post_tokens, messages_summarized, summarized_seqs_json, head_uuid, created_at, ordinal) "
+                  "VALUES (:id, 1, 777, 0, 'full', 'manual', 10, 5, 0, '[]', 'no-such-uuid', 0, 1)", {"id": s.id})
     report = check(store)
     assert {"bad_json", "compaction"} <= _codes(report)
     compaction = " | ".join(p.message for p in report.problems if p.code == "compaction")
@@ -318,6 +353,7 @@ def test_cli_exit_codes(capsys: pytest.CaptureFixture[str], store_url: str) -> N
     clean = run_cli(capsys, "doctor", "--db", store_url)
     assert clean.code == 0 and "no problems" in clean.out
     with SessionStore.open(store_url) as st:
+        _checkpoint(st, s)
         _write(st, "UPDATE sessions SET view_tokens = 3 WHERE id = :id", {"id": s.id})
     broken = run_cli(capsys, "doctor", s.id, "--db", store_url, "--json")
     assert broken.code == 1
@@ -334,6 +370,7 @@ def test_cli_exit_codes(capsys: pytest.CaptureFixture[str], store_url: str) -> N
 def test_cli_lists_problems_in_text(capsys: pytest.CaptureFixture[str], sqlite_url: str) -> None:
     with SessionStore.open(sqlite_url) as st:
         s = _seeded(st, 12)
+        _checkpoint(st, s)
         _write(st, "UPDATE sessions SET explicit_count = 2 WHERE id = :id", {"id": s.id})
     result = run_cli(capsys, "doctor", "--db", sqlite_url)
     assert result.code == 1

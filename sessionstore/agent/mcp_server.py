@@ -201,12 +201,12 @@ def build_server(store: SessionStore) -> MCPServer:
         start = int(decode_cursor("history", cursor) or 0)
         with reading():
             s = store.get(session)
-            page = boundaries(s, offset=start, limit=limit)
+            page = boundaries(s, offset=start, limit=limit, summaries=False)
             total = boundary_count(s)
         items = [BoundaryInfo(index=b.index, kind=b.kind, trigger=b.trigger, timestamp=b.timestamp,
                               pre_tokens=b.pre_tokens, post_tokens=b.post_tokens,
                               messages_summarized=b.messages_summarized, summarizer=b.summarizer,
-                              summary_preview=_clip(b.summary, SUMMARY_PREVIEW_CHARS),
+                              summary_preview=_clip(b.summary_preview, SUMMARY_PREVIEW_CHARS),
                               facts_gate=b.metadata.get("facts_gate")) for b in page]
         more = start + limit < total
         return BoundariesPage(session=s.id, boundaries=items,

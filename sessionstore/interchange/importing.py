@@ -25,6 +25,7 @@ from sessionstore.storage.gcpause import gc_paused
 from sessionstore.interchange.importers import open_import
 from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan, whole_lines_end
 from sessionstore.storage.rewrite import KEY_GAP, tail_state_for
+from sessionstore.storage.session import load_state
 from sessionstore.storage.rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
 from sessionstore.storage.tokens import estimate_content
 from sessionstore.storage.validate import normalize
@@ -277,9 +278,10 @@ class _Writer:
 
     def _load_existing(self) -> None:
         """The uuid map and counters of a session imported before (growth import)."""
-        state = self.db.one("SELECT last_seq, metadata_json FROM sessions WHERE id = :id", {"id": self.session_id})
-        meta = json.loads(state[1] or "{}")
-        if int(state[0]) != int(meta.get("imported_last_seq", -1)):
+        row = self.db.one("SELECT metadata_json FROM sessions WHERE id = :id", {"id": self.session_id})
+        meta = json.loads(row[0] or "{}")
+        last_seq = load_state(self.db, self.session_id).last_seq  # appends since the import count too
+        if last_seq != int(meta.get("imported_last_seq", -1)):
             raise ImportConflict(
                 f"session {self.session_id} has messages of its own since {self.path} was imported; "
                 "import the grown file into a new store or session instead")
@@ -288,7 +290,7 @@ class _Writer:
         ):
             self.seq_of[uuid] = int(seq)
             self.tokens_of[int(seq)] = int(tokens)
-        self.last_seq = int(state[0])
+        self.last_seq = last_seq
         self.db.execute("DELETE FROM source_lines WHERE session_id = :id AND line_no > :n",
                         {"id": self.session_id, "n": self.lines_done}).close()
 
@@ -368,6 +370,8 @@ class _Writer:
                 for i, seq in enumerate(seqs)
             ])
             totals.append((seqs, sum(self.tokens_of[s] for s in seqs)))
+        order = sorted(range(len(plan.boundaries)), key=lambda i: self.seq_of[plan.boundaries[i].boundary_uuid])
+        self.ordinals = {i: rank + 1 for rank, i in enumerate(order)}
         for index, b in enumerate(plan.boundaries):
             self._compaction(index, b, totals[index][1], self._post_tokens(b, totals[index + 1][0]))
         self.final_seqs, self.final_tokens = totals[-1]
@@ -397,15 +401,16 @@ class _Writer:
         self.db.execute(
             "INSERT INTO compactions (session_id, boundary_seq, summary_seq, replaced_version, kind, trigger, "
             "pre_tokens, post_tokens, messages_summarized, summarized_seqs_json, head_uuid, anchor_uuid, "
-            "tail_uuid, custom_instructions, summarizer, created_at, metadata_json) VALUES (:s, :b, :sum, :v, "
-            ":kind, :trigger, :pre, :post, :n, :seqs, :head, :anchor, :tail, NULL, :summarizer, :now, :meta)",
+            "tail_uuid, custom_instructions, summarizer, created_at, metadata_json, ordinal, view_floor) VALUES "
+            "(:s, :b, :sum, :v, :kind, :trigger, :pre, :post, :n, :seqs, :head, :anchor, :tail, NULL, :summarizer, "
+            ":now, :meta, :ordinal, :v)",
             {"s": self.session_id, "b": self.seq_of[b.boundary_uuid],
              "sum": self.seq_of.get(b.summary_uuid) if b.summary_uuid else None, "v": version,
              "kind": b.kind, "trigger": b.trigger, "pre": b.pre_tokens if b.pre_tokens is not None else pre_total,
              "post": post_total, "n": len(b.summarized), "seqs": dumps(self._seqs(b.summarized)),
              "head": seg.get("head_uuid"), "anchor": seg.get("anchor_uuid"), "tail": seg.get("tail_uuid"),
              "summarizer": f"imported:{self.source}", "now": self._time_of(self.seq_of[b.boundary_uuid]),
-             "meta": dumps({"imported": True})},
+             "meta": dumps({"imported": True}), "ordinal": self.ordinals[version]},
         ).close()
 
     def _time_of(self, seq: int) -> float:

@@ -105,6 +105,14 @@ class Database:
             self._sql_cache[statement] = cached
         return cached
 
+    def cached_sql(self, name: str, build: Any) -> str:
+        """A statement built once per connection by `build(self)` (hot paths with driver-specific SQL)."""
+        key = "\0" + name
+        cached = self._sql_cache.get(key)
+        if cached is None:
+            cached = self._sql_cache[key] = build(self)
+        return cached
+
     def execute(self, statement: str, params: dict[str, Any] | None = None) -> Any:
         """Run one statement and return its cursor."""
         return self.conn.execute(self.sql(statement), params or {})
@@ -161,13 +169,20 @@ class Database:
             finally:
                 self.conn.execute("ROLLBACK")
 
-    def run_write(self, body: Any, session_id: str | None = None) -> Any:
-        """Run `body(db)` in a write transaction, retrying transient lock errors a bounded number of times."""
+    def run_write(self, body: Any, session_id: str | None = None, *, single_statement: bool = False) -> Any:
+        """Run `body(db)` in a write transaction, retrying transient lock errors a bounded number of times.
+
+        `single_statement`: the body runs one statement, which is its own transaction (autocommit),
+        so no BEGIN/COMMIT round trips are spent on it.
+        """
         delay = 0.005
         for attempt in range(self.write_retries + 1):
             try:
                 if self._in_write:
                     return body(self)
+                if single_statement:
+                    with self._lock:
+                        return body(self)
                 return self._write_once(body, session_id)
             except Exception as exc:  # narrowed below
                 if not self.is_transient(exc) or attempt == self.write_retries:

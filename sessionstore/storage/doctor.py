@@ -31,6 +31,7 @@ from sqlalchemy import inspect
 from .blobs import BlobCorrupt, BlobNotFound, get_blob
 from .migrate import head_revision
 from .search import index_problems, rebuild, reindex_session
+from .session import STATE_SQL
 from .models import Base
 from .types import StoredMessage, ViewEntry
 from .validate import TailState
@@ -241,10 +242,7 @@ def check_session(db: "Database", session_id: str, verified_blobs: set[str] | No
 
 
 def _session_problems(db: "Database", sid: str, verified_blobs: set[str]) -> list[Problem]:
-    row = db.one(
-        "SELECT last_seq, base_seq, view_tokens, explicit_count, tail_state FROM sessions WHERE id = :id",
-        {"id": sid},
-    )
+    row = _state_row(db, sid)
     if row is None:
         return [Problem("session", "the session row is gone")]
     last_seq, base_seq, view_tokens, explicit_count = (int(v) for v in row[:4])
@@ -587,10 +585,7 @@ def _blob_problems(db: "Database", sid: str, verified: set[str]) -> list[Problem
 
 def _repair_session(db: "Database", sid: str) -> list[str]:
     """Recompute the session row's derived counters from its rows; one line per change."""
-    row = db.one(
-        "SELECT last_seq, base_seq, view_tokens, explicit_count, tail_state FROM sessions WHERE id = :id",
-        {"id": sid},
-    )
+    row = _state_row(db, sid)
     if row is None:
         return []
     last_seq, base_seq, view_tokens, explicit_count = (int(v) for v in row[:4])
@@ -609,10 +604,27 @@ def _repair_session(db: "Database", sid: str) -> list[str]:
             changes["tail_state"] = (row[4], actual.dumps())
     if not changes:
         return []
-    assignments = ", ".join(f"{name} = :{name}" for name in changes)
-    params = {name: new for name, (_, new) in changes.items()}
-    db.execute(f"UPDATE sessions SET {assignments} WHERE id = :id", {**params, "id": sid}).close()
+    # The corrected figures become the session row's checkpoint at the highest seq, which
+    # the state read prefers over the figures appended rows carry.
+    fixed = {"last_seq": highest, "view_tokens": view.tokens, "explicit_count": view.open_rows, "tail_state": row[4]}
+    fixed.update({name: new for name, (_, new) in changes.items()})
+    assignments = ", ".join(f"{name} = :{name}" for name in fixed)
+    db.execute(f"UPDATE sessions SET {assignments} WHERE id = :id", {**fixed, "id": sid}).close()
     return [f"session {sid}: set {name} from {old} to {new}" for name, (old, new) in changes.items()]
+
+
+def _state_row(db: "Database", sid: str) -> tuple[Any, ...] | None:
+    """(last_seq, base_seq, view_tokens, explicit_count, tail_state JSON) as the session reads them.
+
+    The session row's figures, or the last appended message's when it is newer (appends do not
+    write the session row).
+    """
+    row = db.one(STATE_SQL, {"id": sid})
+    if row is None:
+        return None
+    if row[6] is not None and row[7] is not None:
+        return (row[6], row[1], row[7], row[4], row[8])
+    return (row[0], row[1], row[3], row[4], row[5])
 
 
 def _shown(items: Iterable[str]) -> list[str]:

@@ -9,6 +9,7 @@ version is fully explicit.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,8 @@ class Boundary:
     summarizer: str | None
     summary: str | None
     metadata: dict[str, Any]
+    #: The summary's first characters, when it was listed without the full text (a page of `history`).
+    summary_preview: str | None = None
 
     @property
     def preserved_segment(self) -> dict[str, str | None] | None:
@@ -58,7 +61,7 @@ class Boundary:
 
     def to_dict(self, preview_chars: int | None = None) -> dict[str, Any]:
         """JSON shape for `history --json` (summary cut to a preview when asked)."""
-        summary = self.summary
+        summary = self.summary if self.summary is not None else self.summary_preview
         if preview_chars is not None and summary is not None and len(summary) > preview_chars:
             summary = summary[:preview_chars] + "…"
         return {
@@ -81,54 +84,102 @@ class Boundary:
         }
 
 
-_BOUNDARY_SQL = (
-    "SELECT c.id, c.boundary_seq, b.uuid, c.summary_seq, b.timestamp, c.created_at, c.kind, c.trigger, "
+#: A summary preview is cut from this many characters of its stored JSON, never decoding the rest.
+PREVIEW_SOURCE_CHARS = 1000
+
+_BOUNDARY_COLUMNS = (
+    "c.id, c.boundary_seq, b.uuid, c.summary_seq, b.timestamp, c.created_at, c.kind, c.trigger, "
     "c.pre_tokens, c.post_tokens, c.messages_summarized, c.replaced_version, c.head_uuid, c.anchor_uuid, "
-    "c.tail_uuid, c.custom_instructions, c.summarizer, s.content_json, c.metadata_json "
+    "c.tail_uuid, c.custom_instructions, c.summarizer, {summary}, c.metadata_json, c.ordinal"
+)
+_BOUNDARY_FROM = (
     "FROM compactions c JOIN messages b ON b.session_id = c.session_id AND b.seq = c.boundary_seq "
     "LEFT JOIN messages s ON s.session_id = c.session_id AND s.seq = c.summary_seq "
-    "WHERE c.session_id = :id ORDER BY c.boundary_seq"
 )
 
 
-def boundaries(session: "Session", *, offset: int = 0, limit: int | None = None) -> list[Boundary]:
-    """Every compaction of the session, oldest first (or one page of them)."""
-    if limit is None and not offset:
-        rows = session.db.all(_BOUNDARY_SQL, {"id": session.id})
-    else:
-        page = -1 if limit is None else int(limit)
-        rows = session.db.all(f"{_BOUNDARY_SQL} LIMIT :limit OFFSET :offset",
-                              {"id": session.id, "limit": page if page >= 0 else 2**62, "offset": int(offset)})
-    return [_boundary(i, row) for i, row in enumerate(rows, offset + 1)]
+def boundaries(session: "Session", *, limit: int | None = None, offset: int = 0,
+               summaries: bool = True) -> list[Boundary]:
+    """The session's compactions, oldest first: all of them, or one page of `limit` after `offset`.
+
+    With `summaries=False` only a preview of each summary is read (`summary_preview`), so a
+    page costs its own rows, not the summaries' full text.
+    """
+    summary = "s.content_json" if summaries else f"SUBSTR(s.content_json, 1, {PREVIEW_SOURCE_CHARS})"
+    sql = (f"SELECT {_BOUNDARY_COLUMNS.format(summary=summary)} {_BOUNDARY_FROM}"
+           "WHERE c.session_id = :id AND c.ordinal > :after")
+    params: dict[str, Any] = {"id": session.id, "after": max(0, int(offset))}
+    if limit is not None:
+        sql += " AND c.ordinal <= :upto"
+        params["upto"] = params["after"] + max(0, int(limit))
+    rows = session.db.all(sql + " ORDER BY c.ordinal", params)
+    return [_boundary(row, full_summary=summaries) for row in rows]
 
 
 def boundary_count(session: "Session") -> int:
-    """How many compactions the session has had (one indexed count)."""
-    return int(session.db.one("SELECT COUNT(*) FROM compactions WHERE session_id = :id", {"id": session.id})[0])
+    """How many boundaries the session has (one index lookup)."""
+    row = session.db.one("SELECT MAX(ordinal) FROM compactions WHERE session_id = :id", {"id": session.id})
+    return int(row[0] or 0)
 
 
 def boundary(session: "Session", index: int) -> Boundary:
-    """Boundary number `index` (from 1); raises BoundaryNotFound."""
-    found = boundaries(session)
-    if not 1 <= index <= len(found):
+    """Boundary number `index` (from 1), one indexed lookup; raises BoundaryNotFound."""
+    row = session.db.one(
+        f"SELECT {_BOUNDARY_COLUMNS.format(summary='s.content_json')} {_BOUNDARY_FROM}"
+        "WHERE c.session_id = :id AND c.ordinal = :k",
+        {"id": session.id, "k": int(index)},
+    )
+    if row is None:
+        count = boundary_count(session)
         raise BoundaryNotFound(
-            f"session {session.id} has {len(found)} boundar{'y' if len(found) == 1 else 'ies'}; "
+            f"session {session.id} has {count} boundar{'y' if count == 1 else 'ies'}; "
             f"there is no boundary {index}"
         )
-    return found[index - 1]
+    return _boundary(row)
 
 
-def _boundary(index: int, row: Any) -> Boundary:
+def _boundary(row: Any, *, full_summary: bool = True) -> Boundary:
     summary_json = row[17]
-    summary = _text_of(json.loads(summary_json)) if summary_json else None
+    summary = preview = None
+    if summary_json and full_summary:
+        summary = _text_of(json.loads(summary_json))
+    elif summary_json:
+        preview = _preview_of(summary_json)
     return Boundary(
-        index=index, id=int(row[0]), boundary_seq=int(row[1]), boundary_uuid=row[2],
+        index=int(row[19]), id=int(row[0]), boundary_seq=int(row[1]), boundary_uuid=row[2],
         summary_seq=int(row[3]) if row[3] is not None else None, timestamp=row[4], created_at=float(row[5]),
         kind=row[6], trigger=row[7], pre_tokens=int(row[8]), post_tokens=int(row[9]),
         messages_summarized=int(row[10]), replaced_version=int(row[11]), head_uuid=row[12],
         anchor_uuid=row[13], tail_uuid=row[14], custom_instructions=row[15], summarizer=row[16],
-        summary=summary, metadata=json.loads(row[18] or "{}"),
+        summary=summary, metadata=json.loads(row[18] or "{}"), summary_preview=preview,
     )
+
+
+_TEXT_FIELD = re.compile(r'"text"\s*:\s*"')
+
+
+def _preview_of(prefix: str) -> str:
+    """The readable start of a summary from the first characters of its content JSON (maybe cut mid-way)."""
+    try:
+        return _text_of(json.loads(prefix))
+    except ValueError:
+        pass
+    if prefix.startswith('"'):
+        body = prefix[1:]
+    else:
+        found = _TEXT_FIELD.search(prefix)
+        if found is None:
+            return ""
+        body = prefix[found.end():]
+    end = re.search(r'(?<!\\)(?:\\\\)*"', body)
+    if end is not None:
+        body = body[:end.end() - 1]
+    for cut in range(0, 7):  # drop a trailing half escape sequence
+        try:
+            return json.loads('"' + body[:len(body) - cut] + '"')
+        except ValueError:
+            continue
+    return ""
 
 
 def _text_of(content: Any) -> str:
@@ -139,6 +190,15 @@ def _text_of(content: Any) -> str:
 
 def view_at(session: "Session", version: int) -> list[ViewEntry]:
     """The view exactly as it stood at the end of `version`."""
+    return _view_at(session, version, _floor_of(session, version))
+
+
+def _view_at(session: "Session", version: int, floor: int) -> list[ViewEntry]:
+    """The rows valid at `version`, read from valid_from in [floor, version] of the version-range index.
+
+    `floor` is the oldest valid_from among that view's rows (0 when unknown), which bounds the
+    scan to the rows written since the oldest one still shown, instead of the session's history.
+    """
     current = session.refresh_state()
     if version == current.view_version:
         return session.active_entries()
@@ -146,21 +206,49 @@ def view_at(session: "Session", version: int) -> list[ViewEntry]:
         raise SessionStoreError(f"session {session.id} has no view version {version}")
     rows = session.db.all(
         "SELECT seq, content_json, tokens FROM view_entries "
-        "WHERE session_id = :id AND valid_from <= :v AND (valid_to IS NULL OR valid_to > :v) ORDER BY key",
-        {"id": session.id, "v": version},
+        "WHERE session_id = :id AND valid_from >= :floor AND valid_from <= :v "
+        "AND (valid_to IS NULL OR valid_to > :v) ORDER BY key",
+        {"id": session.id, "v": version, "floor": min(floor, version)},
     )
     return entries_for_rows(session.db, session.id, rows)
 
 
+def _floor_of(session: "Session", version: int) -> int:
+    """The recorded floor of a version a compaction replaced, else 0 (scan from the start)."""
+    row = session.db.one(
+        "SELECT view_floor FROM compactions WHERE session_id = :id AND replaced_version = :v "
+        "AND view_floor IS NOT NULL ORDER BY ordinal LIMIT 1",
+        {"id": session.id, "v": version},
+    )
+    return int(row[0]) if row else 0
+
+
 def view_before(session: "Session", index: int) -> list[ViewEntry]:
     """What the model saw just before boundary `index`."""
-    return view_at(session, boundary(session, index).replaced_version)
+    found = boundary_floor(session, index)
+    return _view_at(session, found[0], found[1])
+
+
+def boundary_floor(session: "Session", index: int) -> tuple[int, int]:
+    """(replaced_version, view_floor) of boundary `index`: one indexed lookup."""
+    row = session.db.one(
+        "SELECT replaced_version, view_floor FROM compactions WHERE session_id = :id AND ordinal = :k",
+        {"id": session.id, "k": int(index)},
+    )
+    if row is None:
+        boundary(session, index)  # raises BoundaryNotFound with the count
+        raise AssertionError("unreachable")
+    return int(row[0]), int(row[1] or 0)
 
 
 def summarized_messages(session: "Session", index: int) -> list[StoredMessage]:
     """The transcript messages boundary `index` summarized, in order."""
-    b = boundary(session, index)
-    row = session.db.one("SELECT summarized_seqs_json FROM compactions WHERE id = :id", {"id": b.id})
+    row = session.db.one(
+        "SELECT summarized_seqs_json FROM compactions WHERE session_id = :id AND ordinal = :k",
+        {"id": session.id, "k": int(index)},
+    )
+    if row is None:
+        boundary(session, index)  # raises BoundaryNotFound with the count
     seqs = json.loads(row[0]) if row else []
     out: list[StoredMessage] = []
     for start in range(0, len(seqs), 500):

@@ -92,6 +92,12 @@ class MessageRow(Base):
     metadata_json: Mapped[str | None] = mapped_column(Text)
     content_json: Mapped[str] = mapped_column(Text, nullable=False)
     tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+    #: Set by an append: the view's running token total, tail state and write time after this
+    #: message. When seq > sessions.last_seq these are the session's current figures (the
+    #: session row is not written per append); NULL for rows written by rewrites and imports.
+    view_tokens: Mapped[int | None] = mapped_column(BigInt)
+    tail_state: Mapped[str | None] = mapped_column(Text)
+    written_at: Mapped[float | None] = mapped_column(Float)
 
     __table_args__ = (UniqueConstraint("session_id", "uuid"),)
 
@@ -121,7 +127,9 @@ class ViewEntryRow(Base):
             sqlite_where=text("valid_to IS NULL"),
             postgresql_where=text("valid_to IS NULL"),
         ),
-        Index("ix_view_entries_session_id_valid_to", "session_id", "valid_to"),
+        #: Answers the past-view query valid_from <= v AND (valid_to IS NULL OR valid_to > v) in the index
+        #: (it replaced an index on (session_id, valid_to) alone, which could not bound valid_from).
+        Index("ix_view_entries_version_range", "session_id", "valid_from", "valid_to"),
         Index(
             "ix_view_entries_open_seq",
             "session_id",
@@ -157,8 +165,15 @@ class CompactionRow(Base):
     summarizer: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
     metadata_json: Mapped[str] = mapped_column(Text, nullable=False, server_default="{}")
+    #: The boundary's number in its session, from 1 in boundary order (`history --boundary K`).
+    ordinal: Mapped[int] = mapped_column(Integer, nullable=False)
+    #: Oldest valid_from among the replaced view's rows: a past-view read scans valid_from from here.
+    view_floor: Mapped[int | None] = mapped_column(Integer)
 
-    __table_args__ = (Index("ix_compactions_session_id_boundary_seq", "session_id", "boundary_seq"),)
+    __table_args__ = (
+        Index("ix_compactions_session_id_boundary_seq", "session_id", "boundary_seq"),
+        UniqueConstraint("session_id", "ordinal"),
+    )
 
 
 class BlobRow(Base):
@@ -241,6 +256,21 @@ class ImportRow(Base):
         Index("ix_imports_source_key", "source_key"),
         Index("ix_imports_path", "path"),
     )
+
+
+class PipelineStateRow(Base):
+    """What the pipeline's layers have looked at in one view version, so a restart need not rescan it."""
+
+    __tablename__ = "pipeline_states"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    view_version: Mapped[int] = mapped_column(Integer, nullable=False)
+    #: View entries the state covers (a prefix of that version's view).
+    scanned: Mapped[int] = mapped_column(Integer, nullable=False)
+    state_json: Mapped[str] = mapped_column(Text, nullable=False)
+    saved_at: Mapped[float] = mapped_column(Float, nullable=False)
 
 
 class SearchMarkRow(Base):

@@ -181,10 +181,8 @@ def _boundary_version(session: "Session", boundary: int | None) -> tuple[int, in
     if not 1 <= index <= count:
         plural = "y" if count == 1 else "ies"
         raise BoundaryNotFound(f"session {session.id} has {count} boundar{plural}; there is no boundary {index}")
-    row = session.db.one(
-        "SELECT replaced_version FROM compactions WHERE session_id = :id ORDER BY boundary_seq LIMIT 1 OFFSET :o",
-        {**params, "o": index - 1},
-    )
+    row = session.db.one("SELECT replaced_version FROM compactions WHERE session_id = :id AND ordinal = :k",
+                         {**params, "k": index})
     return index, int(row[0])
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
     from .db import Database
@@ -43,6 +43,19 @@ def load_replacements(db: "Database", session_id: str) -> dict[str, Replacement]
     """Every decision of a session, by tool_use_id."""
     rows = db.all(f"SELECT {_COLUMNS} FROM replacements WHERE session_id = :id", {"id": session_id})
     return {r[0]: _from_row(r) for r in rows}
+
+
+def load_replacements_for(db: "Database", session_id: str, tool_use_ids: list[str]) -> dict[str, Replacement]:
+    """The decisions for these tool results only (what an incremental scan needs), by tool_use_id."""
+    found: dict[str, Replacement] = {}
+    for start in range(0, len(tool_use_ids), 500):
+        chunk = tool_use_ids[start:start + 500]
+        params: dict[str, Any] = {"id": session_id, **{f"t{i}": tid for i, tid in enumerate(chunk)}}
+        marks = ", ".join(f":t{i}" for i in range(len(chunk)))
+        for row in db.all(f"SELECT {_COLUMNS} FROM replacements WHERE session_id = :id AND tool_use_id IN ({marks})",
+                          params):
+            found[row[0]] = _from_row(row)
+    return found
 
 
 def get_replacement(db: "Database", session_id: str, tool_use_id: str) -> Replacement | None:

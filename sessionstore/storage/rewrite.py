@@ -175,7 +175,9 @@ def _apply(
     compaction_id = None
     if compaction is not None:
         db.execute("UPDATE sessions SET compact_failures = 0 WHERE id = :id", {"id": session_id}).close()
-        compaction_id = _insert_compaction(db, session_id, version, state.view_tokens, post_tokens, added, compaction)
+        floor = min((i.old_from for i in current if i.old_from is not None), default=version)
+        compaction_id = _insert_compaction(db, session_id, version, floor, state.view_tokens, post_tokens, added,
+                                           compaction)
     return RewriteResult(new_version, state.view_tokens, post_tokens, added, len(meanwhile), compaction_id)
 
 
@@ -311,12 +313,17 @@ def _insert_compaction(
     db: "Database",
     session_id: str,
     replaced_version: int,
+    view_floor: int,
     pre_tokens: int,
     post_tokens: int,
     added: dict[str, int],
     rec: CompactionRecord,
 ) -> int:
-    """The `compactions` row linking boundary and summary to the version they replaced."""
+    """The `compactions` row linking boundary and summary to the version they replaced.
+
+    It is numbered next in the session (`ordinal`, what `history --boundary K` looks up) and
+    records the oldest valid_from of the replaced view (`view_floor`, which bounds its past-view scan).
+    """
     boundary_seq = added.get(rec.boundary_uuid)
     if boundary_seq is None:
         raise SessionStoreError("a compaction's boundary must be a message added by the rewrite")
@@ -338,10 +345,14 @@ def _insert_compaction(
         "summarizer": rec.summarizer,
         "created_at": time.time(),
         "metadata_json": dumps(rec.metadata),
+        "view_floor": view_floor,
     }
     cols = ", ".join(params)
     vals = ", ".join(f":{k}" for k in params)
-    cur = db.execute(f"INSERT INTO compactions ({cols}) VALUES ({vals}) RETURNING id", params)
+    cols += ", ordinal"
+    vals += ", (SELECT COALESCE(MAX(ordinal), 0) + 1 FROM compactions WHERE session_id = :numbered_in)"
+    cur = db.execute(f"INSERT INTO compactions ({cols}) VALUES ({vals}) RETURNING id",
+                     {**params, "numbered_in": session_id})
     row = cur.fetchone()
     cur.close()
     return int(row[0])

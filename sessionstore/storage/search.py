@@ -208,7 +208,7 @@ def catch_up(db: "Database", *, max_chars: int = 1_000_000, batch_chars: int = 8
     """Index every message above each session's mark; returns how many were indexed."""
     lagging = db.all(
         "SELECT s.id FROM sessions s LEFT JOIN search_marks m ON m.session_id = s.id "
-        "WHERE s.last_seq > COALESCE(m.indexed_seq, 0)"
+        "WHERE (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) > COALESCE(m.indexed_seq, 0)"
     )
     done = 0
     for (sid,) in lagging:
@@ -229,8 +229,7 @@ def _index_batch(db: "Database", sid: str, max_chars: int, batch_chars: int) -> 
         db.execute("SELECT pg_advisory_xact_lock(:k, hashtext(:id))", {"k": _PG_LOCK, "id": sid}).close()
     row = db.one("SELECT indexed_seq FROM search_marks WHERE session_id = :id", {"id": sid})
     mark = int(row[0]) if row else 0
-    last = db.one("SELECT last_seq FROM sessions WHERE id = :id", {"id": sid})
-    if last is None:
+    if db.one("SELECT 1 FROM sessions WHERE id = :id", {"id": sid}) is None:
         return 0, False
     count, chars, top, exhausted = 0, 0, mark, False
     while chars < batch_chars and not exhausted:
@@ -244,8 +243,6 @@ def _index_batch(db: "Database", sid: str, max_chars: int, batch_chars: int) -> 
             count += len(rows)
             top = int(rows[-1][0])
         exhausted = len(rows) < _FETCH_ROWS
-    if exhausted:
-        top = max(top, int(last[0]))
     _set_mark(db, sid, row is not None, top)
     return count, not exhausted
 
@@ -309,7 +306,7 @@ def index_problems(db: "Database", session_id: str | None = None,
     problems: list[tuple[str, str, str | None]] = []
     only = " WHERE s.id = :id" if session_id is not None else ""
     for sid, last_seq, mark in db.all(
-        "SELECT s.id, s.last_seq, COALESCE(m.indexed_seq, 0) FROM sessions s "
+        "SELECT s.id, COALESCE((SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id), 0), COALESCE(m.indexed_seq, 0) FROM sessions s "
         f"LEFT JOIN search_marks m ON m.session_id = s.id{only}", {"id": session_id}
     ):
         if int(mark) > int(last_seq):

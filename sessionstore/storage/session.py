@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from .errors import DuplicateUuid, InvalidMessage, SessionNotFound
+from .errors import DuplicateUuid, InvalidMessage, SessionNotFound, StoreBusy
 from .fastjson import loads_stored
 from .gcpause import gc_paused
 from .rows import (
@@ -35,7 +35,16 @@ if TYPE_CHECKING:
     from .db import Database
     from .store import SessionStore
 
-STATE_COLUMNS = "last_seq, base_seq, view_version, view_tokens, explicit_count, tail_state"
+#: The session's view state in one indexed read. The session row holds the figures as of its
+#: last rewrite or import (a checkpoint at sessions.last_seq); an append does not write it but
+#: records the new figures on its own transcript row, so a newer last message overrides them.
+STATE_SQL = (
+    "SELECT s.last_seq, s.base_seq, s.view_version, s.view_tokens, s.explicit_count, s.tail_state, "
+    "m.seq, m.view_tokens, m.tail_state, COALESCE(m.written_at, s.updated_at) "
+    "FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND m.seq > s.last_seq "
+    "AND m.seq = (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) "
+    "WHERE s.id = :id"
+)
 TRANSCRIPT_BATCH = 500
 
 
@@ -52,6 +61,9 @@ class ViewState:
 
     @classmethod
     def from_row(cls, row: Any) -> "ViewState":
+        """From a STATE_SQL row: the last appended message's figures when it is past the checkpoint."""
+        if row[6] is not None and row[7] is not None:
+            return cls(int(row[6]), int(row[1]), int(row[2]), int(row[7]), int(row[4]), TailState.loads(row[8]))
         return cls(int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4]), TailState.loads(row[5]))
 
 
@@ -68,10 +80,12 @@ class ViewSnapshot:
 def load_state(db: "Database", session_id: str, *, for_update: bool = False) -> ViewState:
     """Read the session's view state; raises SessionNotFound.
 
-    `for_update` locks the row on PostgreSQL (SQLite's BEGIN IMMEDIATE already serializes writers).
+    `for_update` locks the row on PostgreSQL first (SQLite's BEGIN IMMEDIATE already serializes
+    writers), so the read that follows sees every append committed before the lock.
     """
-    lock = " FOR UPDATE" if for_update and not db.is_sqlite else ""
-    row = db.one(f"SELECT {STATE_COLUMNS} FROM sessions WHERE id = :id{lock}", {"id": session_id})
+    if for_update and not db.is_sqlite:
+        db.execute("SELECT id FROM sessions WHERE id = :id FOR UPDATE", {"id": session_id}).close()
+    row = db.one(STATE_SQL, {"id": session_id})
     if row is None:
         raise SessionNotFound(f"no session {session_id!r}")
     return ViewState.from_row(row)
@@ -110,62 +124,65 @@ class Session:
         return self.append_many([message])[0]
 
     def append_many(self, messages: Iterable[Any]) -> list[StoredMessage]:
-        """Record several messages in one transaction: all of them or none."""
+        """Record several messages in one transaction: all of them or none.
+
+        Optimistic first: the rows are validated against the cached state and written by one
+        guarded INSERT, which writes nothing if a rewrite changed the view meanwhile or another
+        append took the seq. Then, once, the pessimistic way: lock the session, re-read, validate, write.
+        """
         batch = _normalize_all(messages)
         if not batch:
             return []
         if len(batch) > 1:
             _check_batch_uuids(batch)
         prepared = [(m, _encoded_json(m), estimate_content(m.content)) for m in batch]
-        result = self.db.run_write(lambda db: self._append_in_tx(db, prepared))
-        state, stored = result
-        self._after_append(state, stored, [cj for _, cj, _ in prepared])
+        state, rows, tails = self._validated(self.db, prepared, self._state)
+        try:
+            written = self.db.run_write(lambda db: _insert_guarded(db, self.id, state.view_version, rows),
+                                        single_statement=len(rows) == 1)
+        except _LostRace:
+            written = False
+        if not written:
+            self._state = None
+            state, tails = self.db.run_write(lambda db: self._append_locked(db, prepared), session_id=self.id)
+        added = sum(tokens for _, _, tokens in prepared)
+        new_state = ViewState(state.last_seq + len(prepared), state.base_seq, state.view_version,
+                              state.view_tokens + added, state.explicit_count, tails[-1])
+        stored = [stored_from_new(state.last_seq + i + 1, m, t) for i, (m, _, t) in enumerate(prepared)]
+        self._after_append(new_state, stored, [cj for _, cj, _ in prepared])
         return stored
 
-    def _append_in_tx(
-        self, db: "Database", prepared: list[tuple[NewMessage, str, int]]
-    ) -> tuple[ViewState, list[StoredMessage]]:
-        """Validate against the tail and write; two statements when the cached state is current."""
-        added = sum(tokens for _, _, tokens in prepared)
-        now = time.time()
-        state = self._state
-        tail = _advance(state.tail, prepared) if state is not None else None
-        updated = 0
-        if state is not None and tail is not None:
-            cur = db.execute(
-                "UPDATE sessions SET last_seq = last_seq + :n, view_tokens = view_tokens + :t, "
-                "tail_state = :tail, updated_at = :now "
-                "WHERE id = :id AND last_seq = :last AND view_version = :version",
-                {
-                    "n": len(prepared), "t": added, "tail": tail.dumps(), "now": now,
-                    "id": self.id, "last": state.last_seq, "version": state.view_version,
-                },
-            )
-            updated = cur.rowcount
-            cur.close()
-        if updated != 1:
-            state = load_state(db, self.id, for_update=True)
-            tail = _advance(state.tail, prepared)
-            db.execute(
-                "UPDATE sessions SET last_seq = last_seq + :n, view_tokens = view_tokens + :t, "
-                "tail_state = :tail, updated_at = :now WHERE id = :id",
-                {"n": len(prepared), "t": added, "tail": tail.dumps(), "now": now, "id": self.id},
-            ).close()
-        assert state is not None and tail is not None
-        rows = [
-            message_row(self.id, state.last_seq + i + 1, m, cj, tokens)
-            for i, (m, cj, tokens) in enumerate(prepared)
-        ]
+    def _append_locked(self, db: "Database", prepared: list[tuple[NewMessage, str, int]]
+                       ) -> tuple[ViewState, list[TailState]]:
+        """After a lost race: validate against the state read under the session lock, then write."""
+        state, rows, tails = self._validated(db, prepared, None)
+        if not _insert_guarded(db, self.id, state.view_version, rows):
+            raise StoreBusy(f"session {self.id} changed under its own lock; nothing was written")
+        return state, tails
+
+    def _validated(
+        self, db: "Database", prepared: list[tuple[NewMessage, str, int]], cached: ViewState | None
+    ) -> tuple[ViewState, list[tuple[Any, ...]], list[TailState]]:
+        """The state the rows build on, the rows (with the running figures) and the tail after each.
+
+        A rejection by a cached state is checked once more against a fresh read before it is raised.
+        """
+        state = cached or load_state(db, self.id)
         try:
-            db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, rows)
-        except Exception as exc:
-            if _is_integrity_error(exc) and "uuid" in str(exc):
-                raise DuplicateUuid(_duplicate_message(self.id, [m.uuid for m, _, _ in prepared])) from exc
-            raise
-        new_state = ViewState(state.last_seq + len(prepared), state.base_seq, state.view_version,
-                              state.view_tokens + added, state.explicit_count, tail)
-        stored = [stored_from_new(state.last_seq + i + 1, m, t) for i, (m, _, t) in enumerate(prepared)]
-        return new_state, stored
+            tails = _advance(state.tail, prepared)
+        except InvalidMessage:
+            if cached is None:
+                raise
+            state = load_state(db, self.id)
+            tails = _advance(state.tail, prepared)
+        now = time.time()
+        rows = []
+        total = state.view_tokens
+        for i, (m, cj, tokens) in enumerate(prepared):
+            total += tokens
+            rows.append(message_row(self.id, state.last_seq + i + 1, m, cj, tokens)
+                        + (total, tails[i].dumps(), now))
+        return state, rows, tails
 
     def _after_append(self, state: ViewState, stored: list[StoredMessage], texts: list[str]) -> None:
         """Extend the cached view with what we just wrote, when it was current."""
@@ -326,9 +343,10 @@ def _encoded_json(msg: NewMessage) -> str:
     return text
 
 
-def _advance(tail: TailState, prepared: list[tuple[NewMessage, str, int]]) -> TailState:
-    """The tail after accepting every message in order; raises on the first invalid one."""
+def _advance(tail: TailState, prepared: list[tuple[NewMessage, str, int]]) -> list[TailState]:
+    """The tail after each message, accepted in order; raises on the first invalid one."""
     new = tail.copy()
+    out = []
     for i, (m, _, _) in enumerate(prepared):
         try:
             new.accept(m)
@@ -336,7 +354,54 @@ def _advance(tail: TailState, prepared: list[tuple[NewMessage, str, int]]) -> Ta
             if len(prepared) > 1:
                 raise type(exc)(f"message {i} ({m.uuid}): {exc}") from None
             raise
-    return new
+        out.append(new.copy() if i < len(prepared) - 1 else new)
+    return out
+
+
+APPEND_COLUMNS = (*MESSAGE_INSERT_COLUMNS, "view_tokens", "tail_state", "written_at")
+
+
+def _guarded_insert_sql(db: "Database") -> str:
+    """INSERT one appended row only while the view version is the one it was validated against.
+
+    On PostgreSQL the session row is share-locked, so a rewrite holding it waits for the append
+    (and an append waits for a rewrite, then finds the version changed and writes nothing).
+    """
+    mark = "?" if db.is_sqlite else "%s"
+    lock = "" if db.is_sqlite else " FOR SHARE"
+    return (f"INSERT INTO messages ({', '.join(APPEND_COLUMNS)}) "
+            f"SELECT {', '.join([mark] * len(APPEND_COLUMNS))} FROM sessions "
+            f"WHERE id = {mark} AND view_version = {mark}{lock}")
+
+
+def _insert_guarded(db: "Database", session_id: str, version: int, rows: list[tuple[Any, ...]]) -> bool:
+    """Write the rows if the view is still at `version`; False when it changed or a seq was taken."""
+    sql = db.cached_sql("append", _guarded_insert_sql)
+    cur = db.conn.cursor()
+    try:
+        for row in rows:
+            cur.execute(sql, row + (session_id, version))
+            if cur.rowcount != 1:
+                if len(rows) > 1:
+                    raise _LostRace()
+                return False
+    except _LostRace:
+        raise
+    except Exception as exc:
+        if not _is_integrity_error(exc):
+            raise
+        if "uuid" in str(exc):
+            raise DuplicateUuid(_duplicate_message(session_id, [r[2] for r in rows])) from exc
+        if len(rows) > 1:
+            raise _LostRace() from exc
+        return False
+    finally:
+        cur.close()
+    return True
+
+
+class _LostRace(Exception):
+    """Inside a batch transaction: roll back and try again from a fresh state."""
 
 
 def _check_batch_uuids(batch: list[NewMessage]) -> None:

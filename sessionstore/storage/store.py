@@ -115,12 +115,20 @@ class SessionStore:
         return Session(self, _session_dict(row))
 
     def list(self, *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
-        """Sessions newest first (by last update), with their counters and source ids, one page."""
-        columns = ", ".join(f"s.{c.strip()}" for c in SESSION_COLUMNS.split(","))
+        """Sessions newest first (by last update), with their counters and source ids, one page.
+
+        Appends do not write the session row, so each session's last appended message
+        (one index lookup per session) supplies its current counters and update time.
+        """
+        last = "(SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id)"
         rows = self.db.all(
-            f"SELECT {columns}, s.last_seq, s.view_tokens, s.view_version, i.source, i.source_key FROM sessions s "
-            "LEFT JOIN imports i ON i.session_id = s.id "
-            "ORDER BY s.updated_at DESC, s.id LIMIT :limit OFFSET :offset",
+            "SELECT * FROM (SELECT s.id, s.title, s.cwd, s.model, s.context_window, s.created_at, "
+            "COALESCE(m.written_at, s.updated_at) AS updated, s.parent_id, s.metadata_json, "
+            "COALESCE(m.seq, s.last_seq), COALESCE(m.view_tokens, s.view_tokens), s.view_version, "
+            "i.source, i.source_key "
+            f"FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND m.seq > s.last_seq AND m.seq = {last} "
+            "LEFT JOIN imports i ON i.session_id = s.id"
+            ") t ORDER BY updated DESC, id LIMIT :limit OFFSET :offset",
             {"limit": int(limit), "offset": int(offset)},
         )
         out = []
@@ -145,7 +153,7 @@ class SessionStore:
         session = self.get(session_id)
 
         def remove(db: Database) -> None:
-            for table in ("view_entries", "compactions", "replacements", "session_memory",
+            for table in ("view_entries", "compactions", "replacements", "session_memory", "pipeline_states",
                           "source_lines", "imports", "messages"):
                 db.execute(f"DELETE FROM {table} WHERE session_id = :id", {"id": session.id}).close()
             db.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = :id", {"id": session.id}).close()

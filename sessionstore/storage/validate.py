@@ -85,9 +85,14 @@ def _now_iso() -> str:
 
 
 def _new_uuid() -> str:
-    """A random (version 4) UUID string, without the uuid module's per-call overhead."""
-    h = bytearray(os.urandom(16))
-    h[6] = (h[6] & 0x0F) | 0x40
+    """A time-ordered (version 7, RFC 9562) UUID string: 48 bits of Unix milliseconds, then random bits.
+
+    Ids the store makes sort in time order, so each lands at the right edge of the
+    (session_id, uuid) index instead of on a random page: that index entry then costs about
+    what the seq one does on every append.
+    """
+    h = bytearray((time.time_ns() // 1_000_000).to_bytes(6, "big") + os.urandom(10))
+    h[6] = (h[6] & 0x0F) | 0x70
     h[8] = (h[8] & 0x3F) | 0x80
     x = h.hex()
     return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
