@@ -69,6 +69,7 @@ async def test_every_tool_answers_bounded_pages_with_cursors(store: SessionStore
         hist = await _call(client, "history", session=session.id[:8])
         assert [b["index"] for b in hist["boundaries"]] == [1]
         assert hist["boundaries"][0]["facts_gate"]["checked"]["user_messages"] == 30
+        assert hist["boundaries"][0]["summary_preview"].startswith("This session is being continued")
 
         seqs, cursor = [], None
         while True:
