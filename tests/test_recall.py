@@ -175,3 +175,13 @@ def test_the_cli_recalls_with_json_and_exits_2_on_a_miss(store: SessionStore, ca
     assert text.code == 0 and "for earlier ones call recall(boundary=1, cursor=" in text.out
     miss = run_cli(capsys, "recall", session.id, "-b", "3", "--db", store.url)
     assert miss.code == 2 and "there is no boundary 3" in miss.err
+
+
+def test_an_earlier_summary_in_the_view_is_marked_as_one(store: SessionStore) -> None:
+    session = _long_session(store, rounds=3)
+    session.append({"role": "user", "content": "more work"})
+    session.append({"role": "assistant", "content": "done"})
+    compact(session)
+    found = recall(session, 2, max_tokens=20_000)
+    assert "user (compact summary) uuid=" in found.text
+    assert "system (compact_boundary) uuid=" in found.text

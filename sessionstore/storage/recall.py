@@ -33,7 +33,8 @@ PAGE_ROWS = 64
 EXCERPT_CHARS = 1_500
 
 _ROW_SQL = (
-    "SELECT v.key, v.content_json IS NOT NULL, m.seq, m.uuid, m.role, m.type, m.subtype, m.content_json "
+    "SELECT v.key, v.content_json IS NOT NULL, m.seq, m.uuid, m.role, m.type, m.subtype, m.content_json, "
+    "m.is_compact_summary "
     "FROM view_entries v JOIN messages m ON m.session_id = v.session_id AND m.seq = v.seq "
     "WHERE v.session_id = :id AND v.valid_from <= :v AND (v.valid_to IS NULL OR v.valid_to > :v)"
 )
@@ -213,7 +214,8 @@ class _Scope:
             order = "DESC" if descending else "ASC"
             batch = self.db.all(f"{_ROW_SQL} {' '.join(clauses)} ORDER BY v.key {order} LIMIT :n", params)
             for r in batch:
-                yield _Row(int(r[0]), bool(r[1]), int(r[2]), r[3], r[4], r[6] or r[5], r[7])
+                kind = "compact summary" if r[8] else r[6] or r[5]
+                yield _Row(int(r[0]), bool(r[1]), int(r[2]), r[3], r[4], kind, r[7])
             if len(batch) < PAGE_ROWS:
                 return
             bound = int(batch[-1][0])
