@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/prepare.py
 	$(BIN)/python bench/import_export.py
 	$(BIN)/python bench/watch.py
+	$(BIN)/python bench/token_guard.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

@@ -14,8 +14,14 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import chatcmd, compactcmd, dbcmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd, recallcmd, searchcmd, watchcmd
-from .common import DbOption, JsonOption, UsageError, console, fmt_time, open_store, preview, print_json
+from . import (chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd, recallcmd,
+               searchcmd, watchcmd)
+from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, console, fmt_time, open_store, preview,
+                     print_json, short_ids)
+
+#: Most rows one page of `sessions` shows; most tokens a context window can be.
+MAX_LIMIT = 1_000_000
+MAX_WINDOW = 100_000_000
 
 app = typer.Typer(
     name="sessionstore",
@@ -63,8 +69,10 @@ def main(argv: list[str] | None = None) -> None:
 def sessions_cmd(
     db: DbOption = None,
     json_out: JsonOption = False,
-    limit: Annotated[int, typer.Option(help="How many sessions to show.")] = 50,
-    offset: Annotated[int, typer.Option(help="Skip this many (paging).")] = 0,
+    limit: Annotated[int, typer.Option(help="How many sessions to show.",
+                                       callback=bounded("--limit", 0, MAX_LIMIT))] = 50,
+    offset: Annotated[int, typer.Option(help="Skip this many (paging).",
+                                        callback=bounded("--offset", 0, INT64_MAX))] = 0,
 ) -> None:
     """List sessions, most recently updated first.
 
@@ -98,7 +106,8 @@ def new_cmd(
     db: DbOption = None,
     title: Annotated[Optional[str], typer.Option(help="A title to find the session by.")] = None,
     model: Annotated[Optional[str], typer.Option(help="The model the agent talks to.")] = None,
-    context_window: Annotated[Optional[int], typer.Option(help="The model's context window in tokens.")] = None,
+    context_window: Annotated[Optional[int], typer.Option(help="The model's context window in tokens.",
+                                                          callback=bounded("--context-window", 1, MAX_WINDOW))] = None,
     cwd: Annotated[Optional[str], typer.Option(help="The agent's working directory.")] = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -106,8 +115,6 @@ def new_cmd(
 
     Example: sessionstore new --title 'refactor parser' --context-window 200000
     """
-    if context_window is not None and context_window <= 0:
-        raise UsageError("--context-window must be a positive number of tokens")
     with open_store(db) as store:
         s = store.create_session(title=title, model=model, context_window=context_window, cwd=cwd)
     if json_out:
@@ -123,7 +130,7 @@ def read_messages(source: str) -> list[Any]:
     except OSError as exc:
         raise UsageError(f"cannot read {source}: {exc.strerror}") from exc
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise UsageError(f"{source}: not valid UTF-8 (byte {exc.start})") from exc
     if not text.strip():
@@ -233,9 +240,10 @@ def view_cmd(
                         f"{payload['tokens']:,} tokens")
     for col in ("#", "role", "type", "tokens", "uuid", "content"):
         table.add_column(col, overflow="fold")
+    shown = short_ids([e["uuid"] for e in payload["entries"]])
     for e in payload["entries"]:
         kind = e["subtype"] or e["type"]
-        table.add_row(str(e["position"]), e["role"], kind, str(e["tokens"]), e["uuid"][:8],
+        table.add_row(str(e["position"]), e["role"], kind, str(e["tokens"]), shown[e["uuid"]],
                       Text(preview(e["content"])))
     console.print(table)
 
@@ -250,22 +258,24 @@ def stats_cmd(
 
     Example: sessionstore stats SESSION --json
     """
-    from sessionstore.storage.stats import session_stats
+    from sessionstore.storage.stats import STAT_LABELS, session_stats
 
     with open_store(db) as store:
         stats = session_stats(store.get(session))
     if json_out:
         print_json(stats)
         return
-    table = Table(title=f"stats of {stats['session']}")
+    title = f"stats of {stats['session']}"
+    table = Table(title=title, min_width=len(title))
     table.add_column("what")
     table.add_column("value", justify="right")
     for key, value in stats.items():
         if key != "session":
-            table.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value))
+            label = STAT_LABELS.get(key, key.replace("_", " "))
+            table.add_row(label, f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
 
 
-for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, searchcmd, watchcmd, mcpcmd, evalcmd,
-                recallcmd):
+for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, mcpcmd,
+                evalcmd, recallcmd):
     _module.register(app)

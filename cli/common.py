@@ -6,7 +6,7 @@ import json
 import sys
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -33,6 +33,21 @@ class UsageError(Exception):
     """Bad input on the command line or in a file: one line on stderr, exit 2."""
 
 
+#: The largest integer either database stores (a signed 64-bit column).
+INT64_MAX = 2**63 - 1
+
+
+def bounded(option: str, low: int, high: int) -> Callable[[Optional[int]], Optional[int]]:
+    """An option callback refusing integers outside [low, high] (one line, exit 2, never an OverflowError)."""
+
+    def check(value: Optional[int]) -> Optional[int]:
+        if value is not None and not low <= value <= high:
+            raise UsageError(f"{option} must be between {low:,} and {high:,}, got {value:,}")
+        return value
+
+    return check
+
+
 @contextmanager
 def open_store(url: str | None) -> Iterator[SessionStore]:
     """Open the store for one command and close it afterwards."""
@@ -54,6 +69,31 @@ def fmt_time(epoch: float | None) -> str:
     if epoch is None:
         return ""
     return datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M")
+
+
+def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:
+    """Each id cut to the shortest prefix (at least `minimum` characters) no other id in `ids` starts with.
+
+    Codex imports number their messages `codex-<line>`: eight characters would
+    show the same `codex-17` on every row.
+    """
+    ordered = sorted(set(ids))
+    out: dict[str, str] = {}
+    for i, value in enumerate(ordered):
+        shared = max(_common(value, ordered[i - 1]) if i else 0,
+                     _common(value, ordered[i + 1]) if i + 1 < len(ordered) else 0)
+        out[value] = value[: max(minimum, shared + 1)]
+    return out
+
+
+def _common(a: str, b: str) -> int:
+    """Length of the common prefix of `a` and `b`."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def preview(content: Any, width: int = 80) -> str:

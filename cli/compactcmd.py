@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import sys
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated, Iterator, Optional, TextIO
+from typing import Annotated, Optional
 
 import typer
 
 from sessionstore.storage import history as hist
 from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
+from sessionstore.storage.output import STDIO, open_output
 
-from .common import DbOption, JsonOption, UsageError, fmt_time, open_store, preview, print_json
+from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, fmt_time, open_store, preview,
+                     print_json, short_ids)
+
+
+#: `history --json` shows this much of each summary unless --full.
+SUMMARY_PREVIEW_CHARS = 200
 
 
 def register(app: typer.Typer) -> None:
@@ -42,14 +45,18 @@ def compact_cmd(
     """
     from sessionstore.compaction.engine import compact, make_summarizer
 
-    if from_uuid and up_to:
+    if from_uuid is not None and up_to is not None:
         raise UsageError("give --from or --up-to, not both")
+    for flag, value in (("--from", from_uuid), ("--up-to", up_to)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{flag} needs a message uuid (see `sessionstore view SESSION`), got an empty value")
     if summarizer not in ("extractive", "anthropic"):
         raise UsageError(f"unknown summarizer {summarizer!r}: use extractive or anthropic")
     from sessionstore.compaction.summarizers.base import SummarizerError
 
     with open_store(db) as store:
         s = store.get(session)
+        from_uuid, up_to = _full_uuid(s, "--from", from_uuid), _full_uuid(s, "--up-to", up_to)
         try:
             outcome = compact(s, summarizer=make_summarizer(summarizer), custom_instructions=instructions,
                               from_uuid=from_uuid, up_to_uuid=up_to, use_memory=memory)
@@ -60,31 +67,54 @@ def compact_cmd(
     else:
         typer.echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
                    f"{outcome.messages_summarized} messages summarized, {outcome.kept} kept verbatim")
+        if outcome.pivot_note:
+            typer.echo(f"note: {outcome.pivot_note}")
 
 
 #: Boundaries `history` lists per page unless --limit says otherwise.
 HISTORY_PAGE = 50
 
 
+def _full_uuid(s, option: str, given: Optional[str]) -> Optional[str]:  # type: ignore[no-untyped-def]
+    """The uuid of the active-view message `given` names: itself, or the one message it is a unique prefix of."""
+    if not given:
+        return given
+    uuids = [e.uuid for e in s.active_entries()]
+    if given in uuids:
+        return given
+    matches = [u for u in uuids if u.startswith(given)]
+    if len(matches) > 1:
+        raise UsageError(f"{option} {given!r} is the start of {len(matches)} messages of the view "
+                         f"({', '.join(matches[:3])}{', ...' if len(matches) > 3 else ''}); give more characters")
+    return matches[0] if matches else given
+
+
 def history_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    boundary: Annotated[Optional[int], typer.Option("--boundary", "-b", help="Show what the model saw just before boundary K (from 1).")] = None,
+    boundary: Annotated[Optional[int], typer.Option("--boundary", "-b", help="Show what the model saw just before boundary K (from 1).",
+                                                    callback=bounded("--boundary", 1, INT64_MAX))] = None,
     summary: Annotated[bool, typer.Option("--summary", help="With --boundary: print K's summary text.")] = False,
     recompact: Annotated[Optional[str], typer.Option("--recompact", help="With --boundary: summarize K's span again "
                          "with extractive, anthropic, mask or user-only; show it, its gate report and a diff "
                          "against the recorded summary. Nothing is written.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="List at most this many boundaries (one page).")] = HISTORY_PAGE,
     offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many boundaries before the page.")] = 0,
+    full: Annotated[bool, typer.Option("--full", help="With --json: each boundary's whole summary, not a preview.")] = False,
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Walk the session's history by compaction boundary, a page at a time.
+
+    The listing's --json cuts each summary to 200 characters (`summary_truncated`
+    says so; `summary_chars` is the full length); --full gives it whole.
 
     Examples:
 
       sessionstore history SESSION
 
       sessionstore history SESSION --offset 50 --limit 50
+
+      sessionstore history SESSION --json --full
 
       sessionstore history SESSION --boundary 2 --json
 
@@ -104,7 +134,7 @@ def history_cmd(
     with open_store(db) as store:
         s = store.get(session)
         if boundary is None:
-            _list_boundaries(s, json_out, limit, offset)
+            _list_boundaries(s, json_out, limit, offset, full)
         elif summary:
             b = hist.boundary(s, boundary)
             if json_out:
@@ -115,18 +145,19 @@ def history_cmd(
             _show_boundary(s, boundary, json_out)
 
 
-def _list_boundaries(s, json_out: bool, limit: int, offset: int) -> None:  # type: ignore[no-untyped-def]
-    """One page of boundaries; summaries are previewed from their first characters only."""
-    found = hist.boundaries(s, limit=limit, offset=offset, summaries=False)
+def _list_boundaries(s, json_out: bool, limit: int, offset: int, full: bool = False) -> None:  # type: ignore[no-untyped-def]
+    """One page of boundaries; the table previews summaries from their first characters only."""
     if json_out:
-        print_json([b.to_dict(preview_chars=200) for b in found])
+        found = hist.boundaries(s, limit=limit, offset=offset, summaries=True)
+        print_json([b.to_dict(preview_chars=None if full else SUMMARY_PREVIEW_CHARS) for b in found])
         return
+    found = hist.boundaries(s, limit=limit, offset=offset, summaries=False)
     total = hist.boundary_count(s)
     title = f"history of {s.id}: {total} boundar{'y' if total == 1 else 'ies'}"
     if found and (offset or len(found) < total):
         title += f" (showing {found[0].index}-{found[-1].index}; --offset/--limit page on)"
     rows = [(str(b.index), fmt_time(b.created_at), b.kind, b.trigger, f"{b.pre_tokens:,} → {b.post_tokens:,}",
-             str(b.messages_summarized), preview(b.summary_preview or "", 60)) for b in found]
+             str(b.messages_summarized), preview(b.summary_line, 60)) for b in found]
     typer.echo(title)
     typer.echo(_plain_table(("#", "time", "kind", "trigger", "tokens", "summarized", "summary"), rows))
 
@@ -160,30 +191,16 @@ def _show_boundary(s, index: int, json_out: bool) -> None:  # type: ignore[no-un
     typer.echo(f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
                f"{b.pre_tokens:,} tokens; {len(summarized)} summarized")
     summarized_seqs = {m.seq for m in summarized}
-    rows = [(str(e.position), e.role, e.subtype or e.type, str(e.tokens), e.uuid[:8],
+    shown = short_ids([e.uuid for e in entries])
+    rows = [(str(e.position), e.role, e.subtype or e.type, str(e.tokens), shown[e.uuid],
              ("✂ " if e.seq in summarized_seqs else "") + preview(e.content)) for e in entries]
     typer.echo(_plain_table(("#", "role", "type", "tokens", "uuid", "content"), rows))
-
-
-@contextmanager
-def _output(path: Optional[Path]) -> Iterator[TextIO]:
-    """stdout, or a file written in full before it replaces any existing one."""
-    if path is None:
-        yield sys.stdout
-        return
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            yield f
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def export_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
     format: Annotated[str, typer.Option("--format", "-f", help="jsonl, markdown, html or claude-code.")] = "jsonl",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write here instead of stdout ('-').")] = None,
     db: DbOption = None,
 ) -> None:
     """Export every message ever recorded, whatever was compacted.
@@ -200,24 +217,10 @@ def export_cmd(
     with open_store(db) as store:
         s = store.get(session)
         if format == "claude-code":
-            _export_binary(s, output)
-            return
-        with _output(output) as out:
-            count = text_formats[format](s, out)
-    if output is not None:
+            with open_output(output, binary=True) as raw:
+                count = export_claude_code(s, raw)
+        else:
+            with open_output(output) as out:
+                count = text_formats[format](s, out)
+    if output not in (None, STDIO):
         typer.echo(f"wrote {count} messages to {output}", err=True)
-
-
-def _export_binary(s, output: Optional[Path]) -> None:  # type: ignore[no-untyped-def]
-    """Byte-exact formats go to a binary stream."""
-    if output is None:
-        export_claude_code(s, sys.stdout.buffer)
-        sys.stdout.buffer.flush()
-        return
-    tmp = output.with_name(output.name + ".partial")
-    try:
-        with open(tmp, "wb") as f:
-            export_claude_code(s, f)
-        tmp.replace(output)
-    finally:
-        tmp.unlink(missing_ok=True)

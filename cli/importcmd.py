@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -13,12 +16,16 @@ from rich.text import Text
 
 from sessionstore.interchange.importing import ImportResult, import_paths, transcript_files
 
-from .common import DbOption, JsonOption, console, open_store, print_json
+from sessionstore import SessionStoreError
+from sessionstore.storage.output import STDIO
+
+from .common import DbOption, JsonOption, UsageError, console, open_store, print_json
 
 app = typer.Typer(help="Import transcripts you already have (Claude Code JSONL, Codex rollouts, our jsonl export).",
                   no_args_is_help=True)
 
-PathsArg = Annotated[list[str], typer.Argument(help="Files, or directories searched for *.jsonl (sub-agents included).")]
+PathsArg = Annotated[list[str], typer.Argument(help="Files, or directories searched for *.jsonl (sub-agents "
+                                                     "included); '-' reads one file from stdin.")]
 StrictOption = Annotated[bool, typer.Option("--strict", help="Import nothing from a file with warnings; exit 2.")]
 ProgressOption = Annotated[Optional[bool], typer.Option("--progress/--no-progress",
                                                          help="Progress bar (default: on a terminal).")]
@@ -65,6 +72,39 @@ def jsonl_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False
 
 
 def _run(source: str, paths: list[str], db: str | None, strict: bool, json_out: bool, show: bool | None) -> None:
+    if paths.count(STDIO) > 1:
+        raise UsageError("'-' (stdin) can be given only once")
+    with tempfile.TemporaryDirectory(prefix="sessionstore-stdin-") as spool:
+        stdin_file = _spool_stdin(Path(spool)) if STDIO in paths else None
+        named = [str(stdin_file) if p == STDIO else p for p in paths]
+        try:
+            results = _import(source, named, db, strict, show)
+        except SessionStoreError as exc:
+            if stdin_file is None:
+                raise
+            raise UsageError(str(exc).replace(str(stdin_file.resolve()), "stdin")) from exc
+    if stdin_file is not None:
+        _relabel(results, str(stdin_file.resolve()))
+    _report(results, json_out)
+
+
+def _spool_stdin(folder: Path) -> Path:
+    """stdin copied to a file (importers read files: formats are sniffed, lines re-read)."""
+    target = folder / "stdin.jsonl"
+    with open(target, "wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out)
+    return target
+
+
+def _relabel(results: list[ImportResult], spooled: str) -> None:
+    """Name stdin '-' in what is reported, not the temporary file it went through."""
+    for r in results:
+        if r.path == spooled:
+            r.path = STDIO
+            r.warnings = [w.replace(spooled, STDIO) for w in r.warnings]
+
+
+def _import(source: str, paths: list[str], db: str | None, strict: bool, show: bool | None) -> list[ImportResult]:
     files = transcript_files(paths)
     total = sum(os.path.getsize(f) for f in files)
     show = sys.stderr.isatty() if show is None else show
@@ -77,6 +117,11 @@ def _run(source: str, paths: list[str], db: str | None, strict: bool, json_out: 
                                        progress=lambda n: bar.advance(task, n))
         else:
             results = import_paths(store, files, source=source, strict=strict)
+    return results
+
+
+def _report(results: list[ImportResult], json_out: bool) -> None:
+    """The table (or JSON), warnings on stderr; exit 2 when files were given but none held a message."""
     warnings = sum(len(r.warnings) for r in results)
     if json_out:
         print_json({"files": [r.to_dict() for r in results], "warnings": warnings})
@@ -87,6 +132,9 @@ def _run(source: str, paths: list[str], db: str | None, strict: bool, json_out: 
                 sys.stderr.write(f"warning: {w}\n")
         if warnings:
             sys.stderr.write(f"{warnings} warning(s); everything else was imported\n")
+    if results and all(r.status == "skipped" for r in results):
+        raise UsageError(f"nothing imported: {results[0].warnings[0]}" if len(results) == 1
+                         else f"nothing imported: none of the {len(results)} files holds a message")
 
 
 def _table(results: list[ImportResult]) -> None:

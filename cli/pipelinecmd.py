@@ -21,13 +21,18 @@ def register(app: typer.Typer) -> None:
 def prepare_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would happen; write nothing.")] = False,
-    messages: Annotated[bool, typer.Option("--messages", help="Include the messages to send in --json.")] = False,
+    messages: Annotated[bool, typer.Option("--messages", help="Include the messages to send (needs --json).")] = False,
     now: Annotated[Optional[str], typer.Option(help="Pretend it is this ISO-8601 time (idle trigger).")] = None,
-    query_source: Annotated[str, typer.Option(help="Who makes the call: main, a subagent, compact...")] = "main",
+    query_source: Annotated[str, typer.Option(
+        help="Who makes the call: main, compact, session_memory, or agent:NAME for a subagent.")] = "main",
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Run the pipeline (budget, snip, microcompact, collapse, auto-compact check) and show the report.
+
+    The warning means the design's: the fill has reached the warning level
+    (effective window - 20,000), close to auto-compact; the report says how
+    much of the context is left before auto-compact.
 
     Examples:
 
@@ -35,8 +40,11 @@ def prepare_cmd(
 
       sessionstore prepare SESSION --json --messages
     """
-    from sessionstore.compaction.pipeline import Pipeline
+    from sessionstore.compaction.pipeline import Pipeline, check_query_source
 
+    if messages and not json_out:
+        raise UsageError("--messages needs --json (the messages are only printed in the JSON report)")
+    check_query_source(query_source)
     moment = _parse_now(now)
     with open_store(db) as store:
         prepared = Pipeline(store).prepare(store.get(session), now=moment, query_source=query_source,
@@ -55,7 +63,19 @@ def prepare_cmd(
     auto = prepared.report["autocompact"].details
     console.print(f"threshold {auto['autocompact_threshold']:,} · warning at {auto['warning_at']:,} · "
                   f"above threshold: {'yes' if prepared.above_threshold else 'no'} · "
-                  f"warning: {'yes' if prepared.warning else 'no'}", highlight=False)
+                  f"warning: {_warning_text(prepared, auto)}", highlight=False)
+
+
+def _warning_text(prepared, auto: dict) -> str:  # type: ignore[no-untyped-def]
+    """The warning with what it means: how much context is left before auto-compact."""
+    left = (f"{prepared.context_left_percent}% of the context ({prepared.tokens_until_autocompact:,} tokens) "
+            f"left before auto-compact")
+    if not prepared.warning:
+        return f"no ({left})"
+    if auto["warning_at"] <= 0:
+        return (f"yes ({left}; this window leaves no room for the 20,000-token warning buffer, "
+                "so the warning is always on)")
+    return f"yes ({left})"
 
 
 def _parse_now(value: str | None) -> datetime | None:

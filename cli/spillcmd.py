@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from sessionstore.storage.output import STDIO
 from sessionstore.storage.spill import list_spills, materialize_spill, spill_original
 
 from .common import DbOption, JsonOption, console, fmt_time, open_store, print_json
@@ -54,13 +55,16 @@ def list_cmd(session: SessionArg, db: DbOption = None, json_out: JsonOption = Fa
 def materialize_cmd(
     session: SessionArg,
     tool_use_id: ToolUseArg,
-    directory: Annotated[str, typer.Argument(help="Folder to write into (created if missing).")],
+    directory: Annotated[str, typer.Argument(help="Folder to write into (created if missing); '-' for stdout.")],
     db: DbOption = None,
 ) -> None:
-    """Write a spilled result's original to a file inside DIRECTORY and print its path.
+    """Write a spilled result's original to a file inside DIRECTORY and print its path ('-': the bytes to stdout).
 
     Example: sessionstore spill materialize SESSION toolu_01ABC ./spills
     """
+    if directory == STDIO:
+        cat_cmd(session, tool_use_id, db)
+        return
     with open_store(db) as store:
         path = materialize_spill(store.get(session), tool_use_id, directory)
     typer.echo(str(path))

@@ -16,6 +16,7 @@ from sessionstore.storage.tokens import estimate_content
 from sessionstore.storage.types import ViewEntry
 from sessionstore.storage.validate import NewMessage
 
+from .errors import CompactionWouldNotShrink
 from .facts import METADATA_KEY as FACTS_KEY
 from .messages import boundary_message, summary_message
 from .summarize import GatedSummary
@@ -39,6 +40,10 @@ class CompactionOutcome:
     truncated: bool
     view_version: int
     summarizer: str
+    first_kept_uuid: str | None = None
+    last_kept_uuid: str | None = None
+    pivot_uuid: str | None = None
+    pivot_note: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -61,7 +66,11 @@ def commit_compaction(
     gated: GatedSummary | None = None,
     recall_note: bool = False,
 ) -> CompactionOutcome:
-    """Write the compaction as one rewrite.
+    """Write the compaction as one rewrite; refuses one that would not shrink the view.
+
+    A summary plus what is kept can outweigh a small view; then nothing is
+    written and `CompactionWouldNotShrink` says so (a manual caller reports it,
+    the pipeline skips).
 
     layout "suffix": [boundary, summary, kept..., attachments] (kept = newest messages);
     layout "prefix": [boundary, kept..., summary, attachments] (kept = oldest; cache survives).
@@ -86,6 +95,9 @@ def commit_compaction(
         extra={"truncated": truncated, **({"facts_gate": gate} if gate else {})},
     )
     boundary.uuid = boundary_uuid
+    projected = kept_tokens + added_tokens + estimate_content(boundary.content)
+    if projected >= snapshot.view_tokens:
+        raise CompactionWouldNotShrink(snapshot.view_tokens, projected)
     keep = [Keep(e.seq) for e in kept]
     tail = [Add(a) for a in attachments]
     if layout == "suffix":
@@ -110,6 +122,7 @@ def commit_compaction(
         pre_tokens=result.pre_tokens, post_tokens=result.post_tokens, messages_summarized=len(summarized),
         kept=len(kept), attachments=len(attachments), truncated=truncated,
         view_version=result.view_version, summarizer=summarizer,
+        first_kept_uuid=kept[0].uuid if kept else None, last_kept_uuid=kept[-1].uuid if kept else None,
     )
 
 

@@ -43,15 +43,16 @@ def compact(
     """Compact the session's view: partial around a pivot, session memory, or full.
 
     With `use_memory`, session-memory compaction is tried first and full
-    compaction runs only when it declines.
+    compaction runs only when it declines. An empty pivot uuid is refused
+    (`MessageNotFound`), never read as "no pivot".
     """
-    if from_uuid and up_to_uuid:
+    if from_uuid is not None and up_to_uuid is not None:
         raise ValueError("give either from_uuid or up_to_uuid, not both")
     summarizer = summarizer or make_summarizer()
-    if from_uuid or up_to_uuid:
+    if from_uuid is not None or up_to_uuid is not None:
         return compact_partial(
-            session, summarizer, pivot_uuid=from_uuid or up_to_uuid or "",
-            direction="from" if from_uuid else "up_to", trigger=trigger,
+            session, summarizer, pivot_uuid=from_uuid if from_uuid is not None else up_to_uuid or "",
+            direction="from" if from_uuid is not None else "up_to", trigger=trigger,
             custom_instructions=custom_instructions, config=config,
         )
     if use_memory:

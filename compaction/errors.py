@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from sessionstore.storage.errors import SessionStoreError
 
+from .summarizers.base import SummarizerError
+
+
+class NothingToCompact(SummarizerError):
+    """The view holds nothing a compaction could summarize."""
+
 
 class ContextFull(SessionStoreError):
     """The view is past the collapse blocking level and nothing more can be folded.
@@ -20,3 +26,19 @@ class ContextFull(SessionStoreError):
         )
         self.tokens = tokens
         self.limit = limit
+
+
+class CompactionWouldNotShrink(NothingToCompact):
+    """The summary plus what is kept would be as big as the view or bigger: nothing was written."""
+
+    def __init__(self, pre_tokens: int, post_tokens: int):
+        super().__init__(
+            f"compaction declined: it would not shrink the view ({pre_tokens:,} -> about {post_tokens:,} tokens); "
+            "nothing was written"
+        )
+        self.pre_tokens = pre_tokens
+        self.post_tokens = post_tokens
+
+
+class InvalidQuerySource(SessionStoreError, ValueError):
+    """`prepare` was given a query source it does not know (a typo would silently change the layers)."""

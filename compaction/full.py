@@ -17,11 +17,10 @@ from .attachments import carried_attachments, file_attachments
 from .commit import CompactionOutcome, commit_compaction
 from .rounds import adjust_split
 from .summarize import summarize_gated
-from .summarizers.base import Summarizer, SummarizerError
+from .errors import NothingToCompact
+from .summarizers.base import Summarizer
 
-
-class NothingToCompact(SummarizerError):
-    """The view holds nothing a compaction could summarize."""
+__all__ = ["NothingToCompact", "compact_full", "pending_turn_start"]
 
 
 def pending_turn_start(entries: Sequence[ViewEntry]) -> int:

@@ -38,6 +38,7 @@ from sessionstore.storage.memory import load_memory
 from .budget import BudgetState, apply_budget
 from .circuit import compact_failures, record_compact_failure
 from .commit import CompactionOutcome
+from .errors import CompactionWouldNotShrink, InvalidQuerySource
 from .full import compact_full
 from .session_memory import compact_with_memory, maybe_update_memory
 from .summarizers.base import SummarizerError
@@ -59,6 +60,20 @@ MAX_COLLAPSE_COMMITS = 4
 CONFLICT_RETRIES = 2
 #: Query sources that are a compaction's own model call (auto-compact never recurses).
 COMPACTION_SOURCES = frozenset({"compact", "session_memory"})
+#: Every query source `prepare` knows: the main loop, a compaction's own call, or `agent:NAME` (a subagent).
+QUERY_SOURCES = ("main", *sorted(COMPACTION_SOURCES))
+SUBAGENT_PREFIX = "agent:"
+
+
+def check_query_source(value: str) -> str:
+    """`value` when it names a known caller; raises InvalidQuerySource otherwise."""
+    if value in QUERY_SOURCES:
+        return value
+    if isinstance(value, str) and value.startswith(SUBAGENT_PREFIX) and value[len(SUBAGENT_PREFIX):].strip():
+        return value
+    raise InvalidQuerySource(
+        f"unknown query source {value!r}: use {', '.join(QUERY_SOURCES)} or {SUBAGENT_PREFIX}NAME for a subagent"
+    )
 LAYERS = ("budget", "snip", "microcompact", "collapse", "autocompact")
 
 
@@ -90,6 +105,22 @@ class Prepared:
     above_threshold: bool
     view_version: int
     dry_run: bool = False
+    thresholds: Thresholds | None = None
+
+    @property
+    def tokens_until_autocompact(self) -> int | None:
+        """Tokens left before the auto-compact threshold (0 at or above it)."""
+        if self.thresholds is None:
+            return None
+        return max(0, self.thresholds.autocompact_threshold - self.tokens)
+
+    @property
+    def context_left_percent(self) -> int | None:
+        """What the warning means: the share of the context left before auto-compact, in percent."""
+        if self.thresholds is None or self.thresholds.autocompact_threshold <= 0:
+            return None
+        left = self.thresholds.autocompact_threshold - self.tokens
+        return max(0, round(100 * left / self.thresholds.autocompact_threshold))
 
     @property
     def betas(self) -> list[str]:
@@ -106,6 +137,9 @@ class Prepared:
             "tokens": self.tokens,
             "warning": self.warning,
             "above_threshold": self.above_threshold,
+            "thresholds": self.thresholds.to_dict() if self.thresholds is not None else None,
+            "tokens_until_autocompact": self.tokens_until_autocompact,
+            "context_left_percent": self.context_left_percent,
             "view_version": self.view_version,
             "dry_run": self.dry_run,
             "context_management": self.context_management,
@@ -138,8 +172,12 @@ class Pipeline:
 
     def prepare(self, session: Session, *, now: datetime | float | None = None, query_source: str = "main",
                 dry_run: bool = False) -> Prepared:
-        """Run the layers and return what to send; raises ContextFull past the collapse limit."""
-        call = _Call(session, _as_datetime(now), query_source, dry_run,
+        """Run the layers and return what to send; raises ContextFull past the collapse limit.
+
+        `query_source` is checked first (`InvalidQuerySource`): an unknown one would
+        silently change which layers run.
+        """
+        call = _Call(session, _as_datetime(now), check_query_source(query_source), dry_run,
                      Thresholds.for_window(session.context_window, self.config))
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
@@ -187,7 +225,7 @@ class Pipeline:
             save_if_due(call.session, state, self.config)
         messages = to_api_messages(work.entries)
         return Prepared(messages, context_management, report, tokens, details["warning"],
-                        details["above_threshold"], work.snapshot.view_version, call.dry_run)
+                        details["above_threshold"], work.snapshot.view_version, call.dry_run, call.thresholds)
 
     def _update_memory(self, call: _Call, state: PipelineState, work: WorkingView, tokens: int) -> None:
         """Keep the session notes current (10,000 tokens, then every 5,000 and 3 tool calls).
@@ -345,6 +383,9 @@ class Pipeline:
             if outcome is None:
                 outcome = compact_full(session, self.summarizer or ExtractiveSummarizer(), trigger=trigger,
                                        config=self.config)
+        except CompactionWouldNotShrink as exc:
+            layer.details["skipped"] = str(exc)
+            return None
         except (SummarizerError, RewriteConflict) as exc:
             layer.details["failed"] = str(exc)
             layer.details["consecutive_failures"] = record_compact_failure(session)

@@ -24,6 +24,10 @@ from typing import Any, Iterable, Literal, Sequence
 from sessionstore.storage.types import Content, ViewEntry
 
 Direction = Literal["earlier", "later"]
+#: What the newer part of a split may open with: "user" (it opens the request:
+#: a user message without tool_result), "after_user" (it follows a user message,
+#: e.g. a summary: anything but a tool_result run) or "any" (it is not sent).
+Opening = Literal["user", "after_user", "any"]
 
 _SENT_ROLES = ("user", "assistant")
 
@@ -97,14 +101,17 @@ def _cut_through(entries: Sequence[ViewEntry]) -> list[bool]:
     return cut
 
 
-def _bad_suffix_start(entries: Sequence[ViewEntry]) -> list[bool]:
+def _bad_suffix_start(entries: Sequence[ViewEntry], opening: Opening = "user") -> list[bool]:
     """For each split index 0..n: would the newer part open badly?
 
-    Badly means its first sent entry is an assistant, or the leading run of
-    user entries (system entries skipped) holds a tool_result block.
+    Badly means the leading run of user entries (system entries skipped)
+    holds a tool_result block, or, with `opening` "user", its first sent
+    entry is an assistant; with "any" nothing is bad.
     """
     n = len(entries)
     bad = [False] * (n + 1)
+    if opening == "any":
+        return bad
     next_role: str | None = None
     run_has_result = False
     for index in range(n - 1, -1, -1):
@@ -114,19 +121,20 @@ def _bad_suffix_start(entries: Sequence[ViewEntry]) -> list[bool]:
         elif entry.role == "user":
             run_has_result = _has_tool_result(entry) or (next_role == "user" and run_has_result)
             next_role = "user"
-        bad[index] = next_role == "assistant" or (next_role == "user" and run_has_result)
+        opens_with_assistant = next_role == "assistant" and opening == "user"
+        bad[index] = opens_with_assistant or (next_role == "user" and run_has_result)
     return bad
 
 
-def valid_splits(entries: Sequence[ViewEntry]) -> list[bool]:
+def valid_splits(entries: Sequence[ViewEntry], opening: Opening = "user") -> list[bool]:
     """Validity of every split index 0..len(entries), computed in one O(n) pass.
 
     Callers that probe many split points use this instead of calling
-    `is_valid_split` repeatedly.
+    `is_valid_split` repeatedly. `opening` says what the newer part may open with.
     """
     n = len(entries)
     cut = _cut_through(entries)
-    bad_start = _bad_suffix_start(entries)
+    bad_start = _bad_suffix_start(entries, opening)
     valid = [not cut[i] and not bad_start[i] for i in range(n + 1)]
     valid[0] = True
     valid[n] = True
@@ -151,7 +159,7 @@ def _nearest(valid: list[bool], index: int, direction: Direction) -> int:
 
 
 def adjust_split(
-    entries: Sequence[ViewEntry], index: int, *, direction: Direction = "earlier"
+    entries: Sequence[ViewEntry], index: int, *, direction: Direction = "earlier", opening: Opening = "user"
 ) -> int:
     """Move a proposed split to the nearest valid one in `direction`.
 
@@ -162,7 +170,26 @@ def adjust_split(
     """
     if direction not in ("earlier", "later"):
         raise ValueError(f"direction must be 'earlier' or 'later', not {direction!r}")
-    return _nearest(valid_splits(entries), index, direction)
+    return _nearest(valid_splits(entries, opening), index, direction)
+
+
+def split_problem(entries: Sequence[ViewEntry], index: int, opening: Opening = "user") -> str | None:
+    """Why a split at `index` breaks invariant 3, in words (None when it does not)."""
+    if index <= 0 or index >= len(entries):
+        return None
+    for first, last in _spans(entries):
+        if first < index <= last:
+            older, newer = entries[first], entries[last]
+            shared = set(_tool_use_ids(older)) & set(_tool_result_ids(newer))
+            if shared:
+                return f"it would separate tool_use {sorted(shared)[0]} from its tool_result"
+            return f"it would split the pieces of streamed response {older.api_message_id}"
+    if _bad_suffix_start(entries, opening)[index]:
+        following = next((e for e in entries[index:] if e.role in _SENT_ROLES), None)
+        if following is not None and following.role == "assistant":
+            return "the kept part would open with an assistant message"
+        return "the kept part would open with a tool_result that answers nothing kept"
+    return None
 
 
 def group_rounds(entries: Sequence[ViewEntry]) -> list[list[ViewEntry]]:

@@ -18,6 +18,7 @@ from sessionstore.storage.session import Session
 from sessionstore.storage.types import ViewEntry
 
 from .commit import CompactionOutcome, commit_compaction
+from .errors import CompactionWouldNotShrink
 from .memory_notes import count_tool_calls, is_empty_template, should_update, truncate_sections, update_notes
 from .messages import is_boundary
 from .rounds import kept_suffix_start
@@ -87,8 +88,11 @@ def compact_with_memory(
 
         if sum(e.tokens for e in kept) + estimate_text(notes) >= threshold:
             return None
-    return commit_compaction(
-        session, snapshot, summarized=summarized, kept=kept, summary_text=notes, truncated=False,
-        kind="session-memory", trigger=trigger, layout="suffix", summarizer=SUMMARIZER_NAME,
-        gated=gated, recall_note=config.recall_note,
-    )
+    try:
+        return commit_compaction(
+            session, snapshot, summarized=summarized, kept=kept, summary_text=notes, truncated=False,
+            kind="session-memory", trigger=trigger, layout="suffix", summarizer=SUMMARIZER_NAME,
+            gated=gated, recall_note=config.recall_note,
+        )
+    except CompactionWouldNotShrink:
+        return None

@@ -253,7 +253,7 @@ def test_reattaches_recently_read_files_from_disk(store: SessionStore, tmp_path:
     for i, name in enumerate(["a.py", "b.py", "gone.py", "c.py"]):
         s.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"r{i}", "name": "Read",
                                                     "input": {"file_path": name}}]})
-        s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"r{i}", "content": "old"}]})
+        s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"r{i}", "content": "old line\n" * 800}]})
     s.append({"role": "assistant", "content": "read all"})
     outcome = compact(s)
     assert outcome.attachments == 3

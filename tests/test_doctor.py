@@ -255,10 +255,13 @@ def test_split_streamed_response(store: SessionStore, dropped: str, reported: bo
         {"role": "user", "content": "go"},
         {"role": "assistant", "api_message_id": "m1",
          "content": [{"type": "thinking", "thinking": "plan", "signature": "sig"}]},
-        {"role": "assistant", "api_message_id": "m1", "content": [{"type": "text", "text": " \n"}]},
+        {"role": "assistant", "api_message_id": "m1", "content": [{"type": "text", "text": "blank"}]},
         {"role": "assistant", "api_message_id": "m1", "content": [TOOL_USE]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a"}]},
     ])
+    # The door refuses blank text; an import records it as the tool wrote it.
+    _write(store, "UPDATE messages SET content_json = :c WHERE session_id = :id AND seq = 3",
+           {"c": json.dumps([{"type": "text", "text": " \n"}]), "id": s.id})
     gone = 2 if dropped == "thinking" else 3
     _explicit_view(store, s, [m for m in stored if m.seq != gone])
     report = check(store)

@@ -73,7 +73,7 @@ def test_valid_conversations_have_no_problems() -> None:
     assert check_messages([u("hi"), a("hello"), u("bye")]) == []
     assert check_messages(VALID_TOOL_ROUND) == []
     thinking = {"type": "thinking", "thinking": "hmm", "signature": "s"}
-    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x"}}
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
     assert check_messages([u(image, text("what is this?")), a(thinking, use("t9"))]) == []
     assert_valid(VALID_TOOL_ROUND)
 

@@ -8,17 +8,16 @@ from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
 from sessionstore.storage.db import make_engine
 from sessionstore.storage.doctor import check
-from sessionstore.storage.migrate import SCHEMA_HEAD, current_revision, downgrade, upgrade
+from sessionstore.storage.migrate import SCHEMA_HEAD, current_revision, downgrade
 
 
 def _fill_at_0001(url: str) -> tuple[str, list[tuple[int, str]]]:
-    """A database at 0001 holding a compacted session written through the API; (id, transcript)."""
-    engine = make_engine(url)
-    try:
-        upgrade(engine, "0001")
-    finally:
-        engine.dispose()
-    with SessionStore.open(url, upgrade=False) as store:
+    """A database at 0001 holding a compacted session; (id, transcript).
+
+    The session is written through today's API, then the database is taken down to 0001
+    (later revisions add columns the API writes, so it cannot write a 0001 schema directly).
+    """
+    with SessionStore.open(url) as store:
         s = store.create_session(title="old", cwd="/old/project")
         for i in range(6):
             s.append({"role": "user", "content": f"old question {i} about quinceword"})
@@ -26,7 +25,15 @@ def _fill_at_0001(url: str) -> tuple[str, list[tuple[int, str]]]:
         compact(s)
         s.append({"role": "user", "content": "after the compaction: quinceword again"})
         transcript = [(m.seq, m.role) for m in s.transcript()]
-        return s.id, transcript
+        sid = s.id
+    engine = make_engine(url)
+    try:
+        downgrade(engine, "0001")
+        with engine.connect() as conn:
+            assert current_revision(conn) == "0001"
+    finally:
+        engine.dispose()
+    return sid, transcript
 
 
 def _tables(url: str) -> set[str]:

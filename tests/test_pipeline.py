@@ -40,7 +40,8 @@ def test_warning_and_threshold_boundaries(store: SessionStore) -> None:
     cases = {159_999: (False, False), 160_000: (True, False), 166_999: (True, False), 167_000: (True, True)}
     for total, (warning, above) in cases.items():
         s = store.create_session(context_window=WINDOW)
-        s.append_many([user("hi"), assistant("hello", usage={
+        # A reply big enough that a summary shrinks the view (a compaction that would grow it is skipped).
+        s.append_many([user("hi"), assistant("hello there, " * 2_000, usage={
             "input_tokens": total - 1_000, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 600,
             "output_tokens": 100})])
         prepared = pipe.prepare(s)

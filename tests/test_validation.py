@@ -64,7 +64,7 @@ def test_api_rejects_and_writes_nothing(store: SessionStore, name: str, message:
 def test_a_bad_message_in_a_batch_rejects_the_whole_batch(store: SessionStore) -> None:
     s = _seed(store)
     before = _snapshot(s)
-    with pytest.raises(OrphanToolResult, match="message 1"):
+    with pytest.raises(OrphanToolResult, match="message 2 "):
         s.append_many([{"role": "assistant", "content": "ok"},
                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}])
     assert _snapshot(s) == before

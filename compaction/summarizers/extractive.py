@@ -17,6 +17,7 @@ from typing import Any, Iterable, Sequence
 
 from sessionstore.compaction.prompt import SUMMARY_SECTIONS
 from sessionstore.compaction.summarizers.base import SummaryResult
+from sessionstore.compaction.summarizers.carried import CarriedFacts, carried_facts, summary_section
 from sessionstore.storage.types import Content, ViewEntry
 
 USER_MESSAGE_BUDGET = 20_000
@@ -54,12 +55,7 @@ _PATCH_FILE = re.compile(
     r"^\*\*\* (Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$", re.MULTILINE
 )
 _PATCH_ACTIONS = {"Add": "written", "Update": "edited", "Delete": "deleted"}
-_SECTION_HEADING = re.compile(
-    r"^[ \t]*(?:#+[ \t]*)?\**[ \t]*(\d)\.[ \t]*(?:"
-    + "|".join(re.escape(name) for name in SUMMARY_SECTIONS)
-    + r")[ \t]*\**[ \t]*:?[ \t]*\**",
-    re.MULTILINE | re.IGNORECASE,
-)
+__all__ = ["ExtractiveSummarizer", "collect_activity", "render_summary", "summary_section"]
 
 
 def estimate_tokens(value: str) -> int:
@@ -314,6 +310,7 @@ class Activity:
     last_assistant_text: str = ""
     previous_summaries: list[str] = field(default_factory=list)
     assistant_responses: int = 0
+    carried: CarriedFacts = field(default_factory=CarriedFacts)
 
     def requests(self) -> list[str]:
         """The user messages that are requests (command echoes and notices left out)."""
@@ -373,6 +370,7 @@ def collect_activity(entries: Sequence[ViewEntry]) -> Activity:
             activity.user_messages.append(user_text(entry))
         elif entry.role == "assistant" and assistant_text(entry):
             activity.last_assistant_text = assistant_text(entry)
+    activity.carried = carried_facts(activity.previous_summaries)
     return activity
 
 
@@ -395,16 +393,6 @@ def budget_user_messages(messages: Sequence[str], budget: int = USER_MESSAGE_BUD
             line = first_line(message)
             out.append(line if line == message.strip() else f"{line} […]")
     return out
-
-
-def summary_section(summary: str, number: int) -> str:
-    """Section `number` of an earlier summary's text, or "" when it has none."""
-    headings = list(_SECTION_HEADING.finditer(summary))
-    for position, heading in enumerate(headings):
-        if int(heading.group(1)) == number:
-            end = headings[position + 1].start() if position + 1 < len(headings) else len(summary)
-            return summary[heading.end() : end].strip()
-    return ""
 
 
 def _clip(value: str, limit: int) -> str:
@@ -437,8 +425,8 @@ def _primary_request(activity: Activity, custom_instructions: str | None) -> str
 
 def _concepts(activity: Activity) -> str:
     """Section 2: tools used and file types touched, by frequency."""
-    tools = Counter(call.name for call in activity.calls)
-    suffixes = Counter(
+    tools = activity.carried.tools + Counter(call.name for call in activity.calls)
+    suffixes = activity.carried.file_types + Counter(
         path.rsplit(".", 1)[1] for path in activity.files() if "." in path.rsplit("/", 1)[-1]
     )
     lines = []
@@ -455,31 +443,38 @@ def _action_label(counts: Counter[str]) -> str:
 
 
 def _files_and_commands(activity: Activity) -> str:
-    """Section 3: the file ledger, then the most recent commands with exit status."""
-    files = activity.files()
-    parts = [
-        "Files touched:",
-        _bullets((f"{p}: {_action_label(c)}" for p, c in files.items()), "None."),
+    """Section 3: the file ledger, then the most recent commands with exit status (earlier summaries' first)."""
+    parts = ["Files touched:", _bullets(_file_lines(activity), "None.")]
+    commands = activity.carried.commands + [
+        f"`{first_line(cmd, COMMAND_CHARS)}` → {status}" for cmd, status in activity.commands()
     ]
-    commands = activity.commands()
     shown = commands[-MAX_COMMANDS:]
     header = "Commands run (command → exit status):"
     if len(commands) > len(shown):
         header = f"Commands run, last {len(shown)} of {len(commands)} (command → exit status):"
-    lines = (f"`{first_line(cmd, COMMAND_CHARS)}` → {status}" for cmd, status in shown)
-    parts += ["", header, _bullets(lines, "None.")]
+    parts += ["", header, _bullets(shown, "None.")]
     return "\n".join(parts)
+
+
+def _file_lines(activity: Activity) -> list[str]:
+    """`path: actions` for every file, earlier summaries' files first (their actions, then this part's)."""
+    files = activity.files()
+    lines = []
+    for path, label in activity.carried.files.items():
+        now = files.pop(path, None)
+        lines.append(f"{path}: {label}" + (f", then {_action_label(now)}" if now else ""))
+    lines.extend(f"{p}: {_action_label(c)}" for p, c in files.items())
+    return lines
 
 
 def _errors(activity: Activity) -> str:
     """Section 4: failed tool results, first lines of each, most recent kept."""
-    failures = activity.failures()
-    shown = failures[-MAX_ERRORS:]
-    lines = []
-    for what, outcome in shown:
+    failures = list(activity.carried.failures)
+    for what, outcome in activity.failures():
         detail = " / ".join(outcome.error_lines()) or outcome.status
-        lines.append(f"{what} → {outcome.status}: {detail}")
-    body = _bullets(lines, "No failed tool results.")
+        failures.append(f"{what} → {outcome.status}: {detail}")
+    shown = failures[-MAX_ERRORS:]
+    body = _bullets(shown, "No failed tool results.")
     if len(failures) > len(shown):
         body = f"({len(failures) - len(shown)} earlier failures omitted)\n{body}"
     return body
@@ -505,20 +500,29 @@ def _problem_solving(activity: Activity, truncated: bool) -> str:
 
 def _user_messages(activity: Activity) -> str:
     """Section 6: every user message, newest first, within the budget."""
-    messages = budget_user_messages(activity.user_messages)
+    messages = budget_user_messages(activity.carried.user_messages + activity.user_messages)
     if not messages:
         return "None."
     return "(newest first)\n" + "\n".join(f"- {m}" for m in messages)
 
 
 def _pending(activity: Activity) -> str:
-    """Section 7: the latest todo list's unfinished items."""
-    items = pending_todos(activity.calls)
-    if latest_todos(activity.calls) is None:
+    """Section 7: the latest todo list's unfinished items (an earlier summary's when this part wrote none)."""
+    items = _open_items(activity)
+    if items is None:
         return "No todo list recorded."
     return _bullets(
         (f"[{status}] {task}" for status, task in items), "All recorded tasks are completed."
     )
+
+
+def _open_items(activity: Activity) -> list[tuple[str, str]] | None:
+    """Unfinished todo items: this part's latest list, else the earlier summaries'; None when neither has one."""
+    if latest_todos(activity.calls) is not None:
+        return pending_todos(activity.calls)
+    if activity.carried.todos is not None:
+        return activity.carried.pending()
+    return None
 
 
 def _current_work(activity: Activity) -> str:
@@ -534,7 +538,7 @@ def _current_work(activity: Activity) -> str:
 
 def _next_step(activity: Activity) -> str:
     """Section 9: the open todo item in progress, else the latest user request."""
-    items = pending_todos(activity.calls)
+    items = _open_items(activity) or []
     active = [task for status, task in items if status == "in_progress"] or [t for _, t in items]
     if active:
         return f"Continue with: {active[0]}"

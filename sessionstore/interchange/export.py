@@ -9,8 +9,10 @@ divider carrying its summary.
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, TextIO
 
+from sessionstore.interchange.links import Link, linked_transcript
 from sessionstore.storage.history import Boundary, boundaries
 from sessionstore.storage.rows import dumps, iter_message_rows
 
@@ -92,14 +94,38 @@ def _fence(text: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{text}\n{ticks}"
 
 
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+
+
+def closed_fences(text: str) -> str:
+    """Markdown `text` with a code fence it leaves open closed at its end.
+
+    An unterminated fence in one message would turn every later message into
+    code; CommonMark closes a fence with a line of the same character at
+    least as long, so that line is appended when the text ends inside one.
+    """
+    opener: str | None = None
+    for line in text.splitlines():
+        match = _FENCE_LINE.match(line)
+        if match is None:
+            continue
+        marker, rest = match.groups()
+        if opener is None:
+            if not (marker[0] == "`" and "`" in rest):
+                opener = marker
+        elif marker[0] == opener[0] and len(marker) >= len(opener) and not rest.strip():
+            opener = None
+    return text if opener is None else f"{text.rstrip(chr(10))}\n{opener}"
+
+
 def _blocks_markdown(content: Any) -> Iterator[str]:
     if isinstance(content, str):
-        yield content
+        yield closed_fences(content)
         return
     for block in content:
         kind = block.get("type")
         if kind == "text":
-            yield block.get("text", "")
+            yield closed_fences(block.get("text", ""))
         elif kind == "thinking":
             yield "<details><summary>thinking</summary>\n\n" + _fence(block.get("thinking", "")) + "\n\n</details>"
         elif kind == "tool_use":
@@ -116,19 +142,25 @@ def _blocks_markdown(content: Any) -> Iterator[str]:
 
 
 def export_claude_code(session: "Session", out: BinaryIO) -> int:
-    """A Claude Code JSONL: an imported file's original lines byte-for-byte, then what came after.
+    """A Claude Code JSONL its own loader can follow: an imported file's lines byte-for-byte, then the rest.
 
-    Messages recorded in sessionstore (or imported from another format) are
-    written in Claude Code's line shape, chained by parentUuid.
+    Every other message is written in Claude Code's line shape with the file's
+    one sessionId, each hanging (`parentUuid`) from the entry before it in the
+    first view it appeared in; a boundary has no parent, names the view it
+    replaced as `logicalParentUuid` and the run it kept as `preservedSegment`
+    (see links.py), so following the chain from the last message gives the
+    active view, and from each boundary's logical parent the view before it.
     """
     count = 0
     after_seq = 0
+    session_id = session.id
     if session.metadata.get("imported_from") == "claude-code":
         count += _copy_source_lines(session, out)
         after_seq = int(session.metadata.get("imported_last_seq", 0))
-    for message in session.transcript(after_seq=after_seq):
-        out.write(json.dumps(claude_code_line(session, message), ensure_ascii=False,
-                             separators=(",", ":")).encode("utf-8") + b"\n")
+        session_id = _file_session_id(session) or session_id
+    for message, link in linked_transcript(session, after_seq=after_seq):
+        line = claude_code_line(session, message, link=link, session_id=session_id)
+        out.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
         count += 1
     return count
 
@@ -151,14 +183,36 @@ def _copy_source_lines(session: "Session", out: BinaryIO) -> int:
             last = int(line_no)
 
 
-def claude_code_line(session: "Session", m: "StoredMessage") -> dict[str, Any]:
+def _file_session_id(session: "Session") -> str | None:
+    """The sessionId the imported Claude Code file's own lines carry (lines appended later keep it)."""
+    last = 0
+    while True:
+        rows = session.db.all(
+            "SELECT line_no, raw FROM source_lines WHERE session_id = :id AND line_no > :after "
+            "ORDER BY line_no LIMIT 100",
+            {"id": session.id, "after": last},
+        )
+        if not rows:
+            return None
+        for line_no, raw in rows:
+            last = int(line_no)
+            try:
+                found = json.loads(bytes(raw)).get("sessionId")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(found, str) and found:
+                return found
+
+
+def claude_code_line(session: "Session", m: "StoredMessage", *, link: Link | None = None,
+                     session_id: str | None = None) -> dict[str, Any]:
     """One transcript message in Claude Code's JSONL entry shape."""
     entry: dict[str, Any] = {
-        "parentUuid": m.parent_uuid,
+        "parentUuid": link.parent if link is not None else m.parent_uuid,
         "isSidechain": False,
         "userType": "external",
         "cwd": session.cwd,
-        "sessionId": session.id,
+        "sessionId": session_id or session.id,
         "type": m.type,
         "uuid": m.uuid,
         "timestamp": m.timestamp,
@@ -167,8 +221,15 @@ def claude_code_line(session: "Session", m: "StoredMessage") -> dict[str, Any]:
         entry["subtype"] = m.subtype
         entry["content"] = m.content if isinstance(m.content, str) else json.dumps(m.content)
         if m.subtype == "compact_boundary":
-            entry["compactMetadata"] = {"trigger": m.metadata.get("trigger"), "preTokens": m.metadata.get("pre_tokens")}
+            entry["compactMetadata"] = _compact_metadata(m, link)
+            if link is not None:
+                entry["logicalParentUuid"] = link.logical_parent
         return entry
+    if m.type == "attachment" and isinstance(m.content, str):
+        entry["attachment"] = {"type": m.metadata.get("attachment") or "sessionstore", "content": m.content}
+        return entry
+    if m.type == "attachment":
+        entry["type"] = "user"
     message: dict[str, Any] = {"role": m.role, "content": m.content}
     if m.role == "assistant":
         message = {"id": m.api_message_id, "type": "message", "role": "assistant", "content": m.content}
@@ -180,6 +241,23 @@ def claude_code_line(session: "Session", m: "StoredMessage") -> dict[str, Any]:
     if m.is_compact_summary:
         entry["isCompactSummary"] = True
     return entry
+
+
+def _compact_metadata(m: "StoredMessage", link: Link | None) -> dict[str, Any]:
+    """trigger, preTokens and, when the compaction kept a run, its preservedSegment."""
+    meta: dict[str, Any] = {"trigger": m.metadata.get("trigger"), "preTokens": m.metadata.get("pre_tokens")}
+    b = link.boundary if link is not None else None
+    if b is None or link is None:
+        return meta
+    meta.update(trigger=b.trigger, preTokens=b.pre_tokens)
+    if link.segment is not None:
+        head, anchor, tail = link.segment
+    elif b.head_uuid and b.tail_uuid and b.anchor_uuid:
+        head, anchor, tail = b.head_uuid, b.anchor_uuid, b.tail_uuid
+    else:
+        return meta
+    meta["preservedSegment"] = {"headUuid": head, "anchorUuid": anchor, "tailUuid": tail}
+    return meta
 
 
 def token_points(

@@ -20,15 +20,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from sessionstore.compaction.microcompact import CLEARED_TEXT
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
 from sessionstore.storage.gcpause import gc_paused
-from sessionstore.interchange.importers import open_import
+from sessionstore.interchange.importers import open_import, sniff_source
 from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan, whole_lines_end
 from sessionstore.storage.rewrite import KEY_GAP, tail_state_for
 from sessionstore.storage.session import load_state
 from sessionstore.storage.rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
 from sessionstore.storage.tokens import estimate_content
-from sessionstore.storage.validate import normalize
+from sessionstore.storage.replacements import save_cleared
+from sessionstore.storage.validate import check_timestamp, normalize, tool_result_ids
 
 if TYPE_CHECKING:
     from sessionstore.interchange.importers import SourceImport
@@ -41,8 +43,8 @@ Progress = Callable[[int], None]
 
 #: Columns of the raw-line rows, in the order `_take` builds them.
 _SOURCE_LINE_COLUMNS = ("session_id", "line_no", "kind", "entry_type", "message_seq", "raw")
-#: Columns of the view rows `_layout` writes (content_json stays NULL: the view shows the message as stored).
-_VIEW_ENTRY_COLUMNS = ("session_id", "valid_from", "key", "seq", "valid_to", "tokens")
+#: Columns of the view rows `_layout` writes (content_json is NULL unless a result shows cleared).
+_VIEW_ENTRY_COLUMNS = ("session_id", "valid_from", "key", "seq", "valid_to", "tokens", "content_json")
 
 
 class ImportConflict(SessionStoreError):
@@ -53,6 +55,19 @@ class ImportWarnings(SessionStoreError):
     """Under --strict, a file with warnings is not imported at all."""
 
 
+class WrongFormat(SessionStoreError):
+    """The file is a transcript of another kind than the importer asked for."""
+
+
+class EmptyTranscript(SessionStoreError):
+    """The file yielded no message: no session is created for it."""
+
+
+#: The command that imports each format, for the messages that point to it.
+IMPORT_COMMANDS = {"claude-code": "sessionstore import claude-code", "codex": "sessionstore import codex",
+                   "jsonl": "sessionstore import jsonl"}
+
+
 @dataclass
 class ImportResult:
     """What importing one file did."""
@@ -60,7 +75,7 @@ class ImportResult:
     path: str
     source: str
     session_id: str | None
-    status: str  # imported | grown | unchanged | duplicate | waiting (live: no whole line yet)
+    status: str  # imported | grown | unchanged | duplicate | skipped (no message in it) | waiting (live: no whole line yet)
     lines_added: int = 0
     messages_added: int = 0
     boundaries: int = 0
@@ -119,9 +134,16 @@ def import_file(
     processes importing the same file take turns: the second one imports
     what the first left, or finds it unchanged.
     """
+    resolved = str(Path(path).resolve())
+    if source is not None:
+        check_format(resolved, source)
     for _ in range(STALE_RETRIES):
         try:
-            return _import_once(store, str(Path(path).resolve()), source, strict, progress, live, hold_tail, state)
+            return _import_once(store, resolved, source, strict, progress, live, hold_tail, state)
+        except EmptyTranscript:
+            if not live:
+                raise
+            return ImportResult(resolved, source or "", None, "waiting")
         except _Stale:
             if state is not None:
                 state.clear()
@@ -216,6 +238,7 @@ class _Writer:
         self.lines_done = int(existing[2]) if existing else 0
         self.seq_of: dict[str, int] = {}
         self.tokens_of: dict[int, int] = {}
+        self.result_seq: dict[str, int] = {}
         self.last_seq = 0
         self.messages: list[tuple[Any, ...]] = []
         self.source_rows: list[tuple[Any, ...]] = []
@@ -239,6 +262,9 @@ class _Writer:
         for line in importer.lines():
             self._take(line)
         self._flush()
+        if not self.existing and not self.result.messages_added:
+            raise EmptyTranscript(f"{self.path}: no message in it (binary, empty or not a {self.source} "
+                                  "transcript); no session created")
         plan = importer.plan()
         self.warnings.extend(w for w in plan.warnings if w not in self.warnings and not self._said_before(w))
         if self.strict and self.warnings:
@@ -318,8 +344,9 @@ class _Writer:
 
     def _message(self, line: ImportedLine) -> int | None:
         """Record one message; a message the store cannot hold becomes a warning, not a failure."""
+        self._drop_bad_timestamp(line)
         try:
-            msg = normalize(line.message)
+            msg = normalize(line.message, sendable=False)
         except InvalidMessage as exc:
             self.warnings.append(f"{self.path}:{line.line_no}: kept as a side entry: {exc}")
             return None
@@ -331,9 +358,22 @@ class _Writer:
         self.messages.append(message_row(self.session_id, self.last_seq, msg, dumps(msg.content), tokens))
         self.seq_of[msg.uuid] = self.last_seq
         self.tokens_of[self.last_seq] = tokens
+        for tool_id in tool_result_ids(msg.content) if msg.role == "user" else ():
+            self.result_seq[tool_id] = self.last_seq
         self._saw_time(msg.timestamp)
         self.result.messages_added += 1
         return self.last_seq
+
+    def _drop_bad_timestamp(self, line: ImportedLine) -> None:
+        """A timestamp that is no time is dropped with a warning (the message is kept, stamped now)."""
+        stamp = line.message.get("timestamp") if isinstance(line.message, dict) else None
+        if isinstance(stamp, str):
+            try:
+                check_timestamp(stamp)
+            except InvalidMessage:
+                self.warnings.append(f"{self.path}:{line.line_no}: timestamp {stamp[:40]!r} is not a time; "
+                                     "the import time is recorded instead")
+                line.message = {**line.message, "timestamp": None}
 
     def _saw_time(self, timestamp: str | None) -> None:
         """Widen the span of source times the new messages cover."""
@@ -365,17 +405,43 @@ class _Writer:
             seqs = self._seqs(uuids)
             current = version == len(versions) - 1
             valid_to = None if current else version + 1
+            cleared = self._cleared(plan.cleared, version, seqs)
+            tokens = [cleared[seq][1] if seq in cleared else self.tokens_of[seq] for seq in seqs]
             self.db.insert_rows("view_entries", _VIEW_ENTRY_COLUMNS, [
-                (self.session_id, version, (i + 1) * KEY_GAP, seq, valid_to, self.tokens_of[seq])
+                (self.session_id, version, (i + 1) * KEY_GAP, seq, valid_to, tokens[i],
+                 cleared[seq][0] if seq in cleared else None)
                 for i, seq in enumerate(seqs)
             ])
-            totals.append((seqs, sum(self.tokens_of[s] for s in seqs)))
+            totals.append((seqs, sum(tokens)))
         order = sorted(range(len(plan.boundaries)), key=lambda i: self.seq_of[plan.boundaries[i].boundary_uuid])
         self.ordinals = {i: rank + 1 for rank, i in enumerate(order)}
+        known = [tool_id for tool_id in plan.cleared if tool_id in self.result_seq]
+        if known:
+            save_cleared(self.db, self.session_id, known, CLEARED_TEXT)
         for index, b in enumerate(plan.boundaries):
             self._compaction(index, b, totals[index][1], self._post_tokens(b, totals[index + 1][0]))
         self.final_seqs, self.final_tokens = totals[-1]
         self.result.boundaries = len(plan.boundaries)
+
+    def _cleared(self, cleared: dict[str, int], version: int, seqs: list[int]) -> dict[int, tuple[str, int]]:
+        """{seq: (content JSON, tokens)} of the view's results a microcompact had cleared by `version`."""
+        ids = {tool_id for tool_id, after in cleared.items() if after <= version}
+        targets = sorted({self.result_seq[t] for t in ids if t in self.result_seq} & set(seqs))
+        out = {}
+        for seq in targets:
+            content = self._content(seq)
+            if not isinstance(content, list):
+                continue
+            shown = [dict(b, content=CLEARED_TEXT) if b.get("type") == "tool_result" and b.get("tool_use_id") in ids
+                     else b for b in content]
+            out[seq] = (dumps(shown), estimate_content(shown))
+        return out
+
+    def _content(self, seq: int) -> Any:
+        """One stored message's content (read back from this transaction)."""
+        row = self.db.one("SELECT content_json FROM messages WHERE session_id = :id AND seq = :seq",
+                          {"id": self.session_id, "seq": seq})
+        return json.loads(row[0])
 
     def _post_tokens(self, b: ImportedBoundary, next_view: list[int]) -> int:
         """Tokens of the view right after the compaction: boundary, summary and preserved messages.
@@ -474,13 +540,23 @@ def import_paths(
     store: "SessionStore", paths: Iterable[str | os.PathLike[str]], *, source: str | None = None,
     strict: bool = False, progress: Progress | None = None,
 ) -> list[ImportResult]:
-    """Import every transcript under `paths`; a copy of an imported session is reported, not re-added."""
+    """Import every transcript under `paths`; a copy of an imported session is reported, not re-added.
+
+    With `source` given, a file of another format is refused before anything is
+    written; a file that yields no message is reported as skipped.
+    """
+    files = transcript_files(paths)
+    if source is not None:
+        for path in files:
+            check_format(path, source)
     results = []
-    for path in transcript_files(paths):
+    for path in files:
         try:
             results.append(import_file(store, path, source=source, strict=strict, progress=progress))
         except DuplicateImport as dup:
             results.append(ImportResult(str(path), source or "", dup.session_id, "duplicate"))
+        except EmptyTranscript as empty:
+            results.append(ImportResult(str(path), source or "", None, "skipped", warnings=[str(empty)]))
     return results
 
 
@@ -495,6 +571,14 @@ def source_time(timestamp: str | None) -> float | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.timestamp()
+
+
+def check_format(path: str | os.PathLike[str], source: str) -> None:
+    """Refuse a file whose lines show another transcript format than `source`, naming the right command."""
+    found = sniff_source(path)
+    if found is not None and found != source:
+        raise WrongFormat(f"{path} is a {found} transcript, not {source}; import it with "
+                          f"`{IMPORT_COMMANDS[found]} {path}`")
 
 
 def _prefix_sha(path: str, length: int) -> str:

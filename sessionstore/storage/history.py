@@ -59,10 +59,21 @@ class Boundary:
             return None
         return {"head_uuid": self.head_uuid, "anchor_uuid": self.anchor_uuid, "tail_uuid": self.tail_uuid}
 
+    @property
+    def summary_line(self) -> str:
+        """The summary's first informative line (the boilerplate lead and section headings skipped)."""
+        return first_informative_line(self.summary if self.summary is not None else (self.summary_preview or ""))
+
     def to_dict(self, preview_chars: int | None = None) -> dict[str, Any]:
-        """JSON shape for `history --json` (summary cut to a preview when asked)."""
+        """JSON shape for `history --json`.
+
+        With `preview_chars`, `summary` is cut to that many characters and
+        `summary_truncated` says so; `summary_chars` is the full length when the
+        whole summary was read (`history SESSION --boundary K --summary` prints it).
+        """
         summary = self.summary if self.summary is not None else self.summary_preview
-        if preview_chars is not None and summary is not None and len(summary) > preview_chars:
+        truncated = preview_chars is not None and summary is not None and len(summary) > preview_chars
+        if truncated and summary is not None and preview_chars is not None:
             summary = summary[:preview_chars] + "…"
         return {
             "index": self.index,
@@ -79,9 +90,31 @@ class Boundary:
             "preserved_segment": self.preserved_segment,
             "custom_instructions": self.custom_instructions,
             "summarizer": self.summarizer,
+            "summary_line": self.summary_line,
             "summary": summary,
+            "summary_truncated": truncated,
+            "summary_chars": len(self.summary) if self.summary is not None else None,
             "facts_gate": self.metadata.get("facts_gate"),
         }
+
+
+#: Lines that open every summary and so tell boundaries apart by nothing.
+_BOILERPLATE = (
+    "This session is being continued from a previous conversation",
+    "Carried from the earlier summary:",
+    "(newest first)",
+)
+_HEADING = re.compile(r"^\W*\d+\.\s+[A-Za-z][A-Za-z /&-]*\W*$")
+
+
+def first_informative_line(summary: str, limit: int = 200) -> str:
+    """The first line of `summary` that is not the continuation lead, a numbered heading or a carried note."""
+    for raw in summary.splitlines():
+        line = raw.strip().lstrip("-* ").strip()
+        if not line or line.startswith(_BOILERPLATE) or _HEADING.match(line):
+            continue
+        return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
 
 
 #: A summary preview is cut from this many characters of its stored JSON, never decoding the rest.

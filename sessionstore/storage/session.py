@@ -321,7 +321,7 @@ class Session:
 
 
 def _normalize_all(messages: Iterable[Any]) -> list[NewMessage]:
-    """normalize() each message; in a batch the error names the message's index."""
+    """normalize() each message; in a batch the error names the message by its place, counted from 1."""
     batch = list(messages) if not isinstance(messages, list) else messages
     if len(batch) == 1:
         return [normalize(batch[0])]
@@ -330,7 +330,7 @@ def _normalize_all(messages: Iterable[Any]) -> list[NewMessage]:
         try:
             out.append(normalize(m))
         except InvalidMessage as exc:
-            raise type(exc)(f"message {i}: {exc}") from None
+            raise type(exc)(f"message {i + 1}: {exc}") from None
     return out
 
 
@@ -352,7 +352,7 @@ def _advance(tail: TailState, prepared: list[tuple[NewMessage, str, int]]) -> li
             new.accept(m)
         except InvalidMessage as exc:
             if len(prepared) > 1:
-                raise type(exc)(f"message {i} ({m.uuid}): {exc}") from None
+                raise type(exc)(f"message {i + 1} ({m.uuid}): {exc}") from None
             raise
         out.append(new.copy() if i < len(prepared) - 1 else new)
     return out

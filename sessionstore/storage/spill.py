@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .blobs import get_blob
 from .errors import SessionStoreError
+from .output import write_into_folder
 from .replacements import get_replacement, list_with_blobs
 
 if TYPE_CHECKING:
@@ -73,26 +73,4 @@ def spill_filename(tool_use_id: str) -> str:
 
 def materialize_spill(session: "Session", tool_use_id: str, directory: str | os.PathLike[str]) -> Path:
     """Write the original to a file directly inside `directory` (created if needed); returns its path."""
-    data = spill_original(session, tool_use_id)
-    folder = Path(directory).expanduser()
-    folder.mkdir(parents=True, exist_ok=True)
-    folder = folder.resolve()
-    target = folder / spill_filename(tool_use_id)
-    if target.parent != folder:
-        raise SessionStoreError(f"refusing to write outside {folder}")
-    _write_atomically(folder, target, data)
-    return target
-
-
-def _write_atomically(folder: Path, target: Path, data: bytes) -> None:
-    """Write through a fresh temporary file renamed over the target (never follows a symlink)."""
-    fd, tmp = tempfile.mkstemp(prefix=".spill-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    return write_into_folder(directory, spill_filename(tool_use_id), spill_original(session, tool_use_id))

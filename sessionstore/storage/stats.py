@@ -8,8 +8,20 @@ if TYPE_CHECKING:
     from .session import Session
 
 
+#: Table labels where the key alone could be misread (the two spill counts differ once a spill is cleared).
+STAT_LABELS = {
+    "spilled_now": "spilled now (view shows the preview)",
+    "spilled_ever": "spilled ever (as `spill list` shows)",
+}
+
+
 def session_stats(session: "Session") -> dict[str, Any]:
-    """Messages, view entries and tokens, stored bytes and boundaries of one session."""
+    """Messages, view entries and tokens, stored bytes, boundaries and spills of one session.
+
+    `spilled_now` counts tool results whose view entry still shows a spill
+    preview; `spilled_ever` every result ever spilled (its original kept),
+    including those microcompact cleared since: the count `spill list` shows.
+    """
     db = session.db
     state = session.refresh_state()
     sid = {"id": session.id}
@@ -18,9 +30,11 @@ def session_stats(session: "Session") -> dict[str, Any]:
     )
     implicit = state.last_seq - state.base_seq
     boundaries = db.one("SELECT COUNT(*) FROM compactions WHERE session_id = :id", sid)[0]
-    spills = db.one(
-        "SELECT COUNT(*) FROM replacements WHERE session_id = :id AND kind = 'spilled'", sid
-    )[0]
+    spilled_now, spilled_ever = db.one(
+        "SELECT COALESCE(SUM(CASE WHEN kind = 'spilled' THEN 1 ELSE 0 END), 0), "
+        "COALESCE(SUM(CASE WHEN blob_sha256 IS NOT NULL THEN 1 ELSE 0 END), 0) "
+        "FROM replacements WHERE session_id = :id", sid
+    )
     return {
         "session": session.id,
         "messages": int(msg_count),
@@ -30,5 +44,6 @@ def session_stats(session: "Session") -> dict[str, Any]:
         "context_window": session.context_window,
         "content_bytes": int(msg_bytes),
         "boundaries": int(boundaries),
-        "spills": int(spills),
+        "spilled_now": int(spilled_now),
+        "spilled_ever": int(spilled_ever),
     }

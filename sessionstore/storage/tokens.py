@@ -10,6 +10,10 @@ Two counters with one convention:
   On those transcripts the sum is within ~1.5% of tiktoken's (each message
   kind within 5%, median single-message error ~4%), at ~5 µs per 500 chars
   (~10 ns/char, linear) against ~25-50 µs for tiktoken.
+  Text unlike that calibration (long runs without spaces, repeated
+  punctuation, hex/base64, minified JSON, CJK) is guarded: its runs, or the
+  whole slice when the shape is spread through it, are counted by tiktoken
+  (see "the guard" below), so such text stays within ~10% too.
 * `count_content` is the exact counterpart: tiktoken on `render_for_count`
   plus the same fixed costs. Use it where a precise figure is worth
   ~25-100 µs per message (stats, doctor, tests).
@@ -27,6 +31,7 @@ model's own counts from API `usage`.
 
 from __future__ import annotations
 
+import functools
 import json
 import json.encoder
 import logging
@@ -96,13 +101,16 @@ def _class_table() -> bytes:
     """Byte -> class: a lower, A upper, 0 digit, ' ' blank, \\n newline, . other ASCII.
 
     Non-ASCII bytes map by UTF-8 role: U/V/W lead bytes of 2/3/4-byte
-    characters, C continuation bytes (not counted).
+    characters (K for the 3-byte leads of CJK, kana and hangul, U+3000-U+DFFF,
+    which the guard watches), C continuation bytes (not counted).
     """
     table = bytearray(256)
     for i in range(256):
         ch = chr(i)
         if i >= 0xF0:
             table[i] = ord("W")
+        elif 0xE3 <= i <= 0xED:
+            table[i] = ord("K")
         elif i >= 0xE0:
             table[i] = ord("V")
         elif i >= 0xC0:
@@ -135,6 +143,43 @@ def _mask_table(members: str, mark: str) -> bytes:
 _CLASSES = _class_table()
 _LETTERS = _mask_table("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", "a")
 _DIGITS = _mask_table("0123456789", "0")
+_ALNUM = bytes(b if b in b"a0" else 32 for b in _CLASSES.replace(b"A", b"a"))
+
+# --- the guard: text unlike what the weights were fitted on -------------------
+#
+# The weights assume cl100k's usual pieces: words of ordinary length, short
+# punctuation runs, prose-like letter mixes. Some texts break that badly (a
+# 120,000-char DNA string is one "word"; 20,000 `=` are 317 tokens, not
+# 10,000). Two cheap guards, each a few C-level counts run only where the
+# counts already made rule the feature in:
+#
+# * long runs (letters, punctuation, blanks, newlines) are local: each run
+#   found is counted exactly by tiktoken and replaces its weighed cost, so a
+#   pytest `=====` rule costs a few µs, not a tokenized log;
+# * shapes spread through a text (hex/base64/UUID letter-digit mixes,
+#   minified JSON, CJK and emoji, other scripts) send the whole slice to
+#   tiktoken when the error they can carry reaches GUARD_ERROR_SHARE of it.
+#: Runs this long or longer are counted exactly (patterns on the class bytes).
+GUARD_LETTER_RUN = 32
+GUARD_PUNCT_RUN = 12
+GUARD_BLANK_RUN = 64
+GUARD_NEWLINE_RUN = 8
+#: Guard the whole slice when spread shapes may be off by this share of the estimate.
+GUARD_ERROR_SHARE = 0.02
+#: Estimate error per letter<->digit change (hex is ~28% over, ~0.35 token a change).
+GUARD_MIX_ERROR = 0.35
+#: Digit runs a text needs before its letter-digit changes are counted (a 300-char hex has ~70).
+GUARD_MIX_MIN_NUMBERS = 16
+#: Estimate error per `,"` (minified JSON is ~30% over; json.dumps' `, "` is what was fitted).
+GUARD_JSON_ERROR = 2.0
+#: `,"` is counted only where quotes are this dense or denser (one per this many chars): JSON, not prose.
+GUARD_QUOTE_SPAN = 40
+#: Estimate error per CJK or emoji char, at most (rare CJK is up to ~3 tokens a char, weighed 1).
+GUARD_WIDE_ERROR = 2.0
+#: Estimate error per 2-byte char (accents, Cyrillic, Greek).
+GUARD_UTF8_2_ERROR = 0.5
+#: Guarded text is counted exactly in chunks this long (bounds BPE cost on long runs).
+EXACT_CHUNK_CHARS = 8192
 
 
 #: Long strings are estimated in slices so a huge tool result is never copied four times at once.
@@ -154,12 +199,22 @@ def _text_cost(text: str) -> float:
 
 
 def _slice_cost(text: str) -> float:
-    """The estimate of one slice of text."""
+    """The estimate of one slice of text, guarded where it is unlike the calibration."""
     if not text:
         return 0.0
     raw = text.encode("utf-8", "surrogatepass")
     cls = raw.translate(_CLASSES)
     letters = raw.translate(_LETTERS)
+    cost, counts = _weighed(text, raw, cls, letters)
+    if _spread_error(raw, len(text), counts) > GUARD_ERROR_SHARE * cost + 1:
+        exact = _exact_chunked(text)
+        if exact is not None:
+            return float(exact)
+    return cost + _run_correction(raw, cls, letters, counts)
+
+
+def _weighed(text: str, raw: bytes, cls: bytes, letters: bytes) -> tuple[float, tuple[int, ...]]:
+    """The calibrated weights applied to the feature counts; returns (cost, counts for the guards)."""
     # Most short texts have no digit or no line break: their passes are skipped (the counts are 0).
     digit_count = cls.count(b"0")
     number_count = 0
@@ -167,18 +222,100 @@ def _slice_cost(text: str) -> float:
         digits = raw.translate(_DIGITS)
         number_count = digits.count(b" 0") + (digits[0] == 48)
     newline_count = cls.count(b"\n")
+    word_count = letters.count(b" a") + (letters[0] == 97)
+    punct_count = cls.count(b".")
     cost = (
-        W_WORD * (letters.count(b" a") + (letters[0] == 97))
+        W_WORD * word_count
         + W_CASE * cls.count(b"aA")
         + W_NUMBER * number_count
         + W_DIGIT * digit_count
-        + W_PUNCT * cls.count(b".")
+        + W_PUNCT * punct_count
         + W_NEWLINE * newline_count
         + W_INDENT * (cls.count(b"\n  ") if newline_count else 0)
     )
+    lead2 = wide = 0
     if len(raw) != len(text):
-        cost += W_UTF8_2 * cls.count(b"U") + W_UTF8_3 * cls.count(b"V") + W_UTF8_4 * cls.count(b"W")
-    return cost
+        lead2, lead3, cjk, lead4 = cls.count(b"U"), cls.count(b"V"), cls.count(b"K"), cls.count(b"W")
+        wide = cjk + lead4
+        cost += W_UTF8_2 * lead2 + W_UTF8_3 * (lead3 + cjk) + W_UTF8_4 * lead4
+    return cost, (word_count, number_count, punct_count, newline_count, lead2, wide)
+
+
+def _spread_error(raw: bytes, size: int, counts: tuple[int, ...]) -> float:
+    """Tokens the weights may get wrong in shapes spread through the text (see the GUARD_* errors)."""
+    word_count, number_count, punct_count, _, lead2, wide = counts
+    error = GUARD_WIDE_ERROR * wide + GUARD_UTF8_2_ERROR * lead2
+    if word_count and (number_count >= GUARD_MIX_MIN_NUMBERS or number_count * 8 >= size >= 16):
+        # Letter->digit changes (one count; digit->letter ones are as many, give or take one per run).
+        error += 2 * GUARD_MIX_ERROR * raw.translate(_ALNUM).count(b"a0")
+    if punct_count >= 8 and raw.count(b'"') * GUARD_QUOTE_SPAN >= size:
+        error += GUARD_JSON_ERROR * raw.count(b',"')
+    return error
+
+
+def _runs_of(data: bytes, mark: bytes, min_len: int) -> list[tuple[int, int]]:
+    """(start, end) of every run of `mark` at least `min_len` long, found with C-level `find`.
+
+    The leftmost match of `min_len` marks is where a run starts; its end is
+    found 64 bytes at a time, so even a 20,000-char run costs a few hundred compares.
+    """
+    chunk, step = mark * min_len, mark * 64
+    spans: list[tuple[int, int]] = []
+    pos = data.find(chunk)
+    while pos != -1:
+        end = pos + min_len
+        while data[end:end + 64] == step:
+            end += 64
+        tail = data[end:end + 64]
+        end += len(tail) - len(tail.lstrip(mark))
+        spans.append((pos, end))
+        pos = data.find(chunk, end)
+    return spans
+
+
+def _run_correction(raw: bytes, cls: bytes, letters: bytes, counts: tuple[int, ...]) -> float:
+    """tiktoken's count minus the weighed cost of every long run, summed (0.0 when there is none).
+
+    Each kind of run is looked for only when the counts allow it; the runs are
+    ASCII by class, so their bytes are their text.
+    """
+    word_count, _, punct_count, newline_count, _, _ = counts
+    runs: list[tuple[int, int]] = []
+    if word_count and len(letters) >= GUARD_LETTER_RUN:
+        runs += _runs_of(letters, b"a", GUARD_LETTER_RUN)
+    if punct_count >= GUARD_PUNCT_RUN:
+        runs += _runs_of(cls, b".", GUARD_PUNCT_RUN)
+    if len(cls) >= GUARD_BLANK_RUN:
+        runs += _runs_of(cls, b" ", GUARD_BLANK_RUN)
+    if newline_count >= GUARD_NEWLINE_RUN:
+        runs += _runs_of(cls, b"\n", GUARD_NEWLINE_RUN)
+    if not runs or not exact_available():
+        return 0.0
+    correction = 0.0
+    for start, end in runs:
+        run = raw[start:end].decode("ascii")
+        correction += _run_delta(run) if len(run) <= RUN_CACHE_CHARS else _run_delta.__wrapped__(run)
+    return correction
+
+
+#: Runs up to this long have their correction cached: rules, separators and padding repeat
+#: (a pytest `=====` line recurs in every log), and one tiktoken call costs ~10 µs.
+RUN_CACHE_CHARS = 1024
+
+
+@functools.lru_cache(maxsize=4096)
+def _run_delta(run: str) -> float:
+    """tiktoken's count of one ASCII run minus its weighed cost."""
+    raw = run.encode("ascii")
+    weighed, _ = _weighed(run, raw, raw.translate(_CLASSES), raw.translate(_LETTERS))
+    return (_exact_chunked(run) or 0) - weighed
+
+
+def _exact_chunked(text: str) -> int | None:
+    """tiktoken's count of `text`, in EXACT_CHUNK_CHARS pieces; None when no BPE file loads."""
+    if not exact_available():
+        return None
+    return sum(exact_count(text[i:i + EXACT_CHUNK_CHARS]) for i in range(0, len(text), EXACT_CHUNK_CHARS))
 
 
 def estimate_text(text: str) -> int:

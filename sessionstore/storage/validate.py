@@ -12,8 +12,10 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Iterable, Mapping
 
+from .apirules import check_sendable
 from .errors import (
     InvalidContent,
     InvalidMessage,
@@ -84,6 +86,17 @@ def _now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
+def check_timestamp(value: str | None) -> str | None:
+    """`value` once it reads as an ISO-8601 time (what exports print and history sorts by); None passes."""
+    if value is None:
+        return None
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidMessage(f"timestamp must be an ISO-8601 time such as 2026-01-02T03:04:05Z, got {value!r}") from None
+    return value
+
+
 def _new_uuid() -> str:
     """A time-ordered (version 7, RFC 9562) UUID string: 48 bits of Unix milliseconds, then random bits.
 
@@ -123,7 +136,7 @@ def _plain_content(content: Any) -> Content:
     if len(blocks) == len(content):
         return blocks
     blocks = []
-    for i, block in enumerate(content):
+    for i, block in enumerate(content, 1):
         if type(block) is dict:
             blocks.append(dict(block))
             continue
@@ -142,7 +155,7 @@ def check_blocks(content: Content) -> None:
         return
     if not content:
         raise InvalidContent("content must not be an empty list")
-    for i, block in enumerate(content):
+    for i, block in enumerate(content, 1):  # counted from 1, as a person reads
         kind = block.get("type")
         if not isinstance(kind, str) or not kind:
             raise UnknownBlockType(f"content block {i} has no 'type'")
@@ -235,9 +248,12 @@ def _message_data(message: Any) -> dict[str, Any]:
     return data
 
 
-def normalize(message: Any) -> NewMessage:
+def normalize(message: Any, *, sendable: bool = True) -> NewMessage:
     """Validate one message's shape and fill in its envelope; raises `InvalidMessage`.
 
+    With `sendable` (the append door), user and assistant content must also be
+    what the Messages API accepts (`apirules`); importers pass False to keep a
+    source's record as it was (their view repair keeps refused pieces out).
     This runs on every append, so the common case (a plain dict) avoids copies and ABC checks.
     """
     data = _message_data(message)
@@ -256,6 +272,8 @@ def normalize(message: Any) -> NewMessage:
         check_depth(content, "content")
     elif not content and role != "system":
         raise InvalidContent("content must not be empty (the API refuses an empty message)")
+    if sendable and role != "system":
+        check_sendable(role, content)
     mtype = data.get("type") or role
     if mtype not in TYPES_FOR_ROLE[role]:
         raise InvalidMessage(f"type {mtype!r} does not go with role {role!r}")
@@ -282,7 +300,7 @@ def normalize(message: Any) -> NewMessage:
         mtype,
         _opt_str(get("subtype"), "subtype", 64),
         _opt_str(get("parent_uuid"), "parent_uuid"),
-        _opt_str(get("timestamp"), "timestamp", 40) or _now_iso(),
+        check_timestamp(_opt_str(get("timestamp"), "timestamp", 40)) or _now_iso(),
         _opt_str(get("api_message_id"), "api_message_id", 200),
         dict(usage) if usage is not None else None,
         bool(get("is_meta", False)),

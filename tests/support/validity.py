@@ -7,6 +7,7 @@ problem it finds; `assert_valid` fails a test with that list.
 
 from __future__ import annotations
 
+import binascii
 from typing import Any, Iterable
 
 #: Block types accepted in message content (client and server tool blocks included).
@@ -39,6 +40,9 @@ ASSISTANT_ONLY = frozenset({"tool_use", "thinking", "redacted_thinking", "server
 #: Block types the API accepts only in user messages.
 USER_ONLY = frozenset({"tool_result", "image", "document", "search_result", "container_upload"})
 
+#: Image media types the API accepts in a base64 source (the vision docs and the SDK's Base64ImageSourceParam).
+IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
 #: Block types allowed inside a tool_result's content list.
 TOOL_RESULT_CONTENT_TYPES = frozenset({"text", "image", "document", "search_result", "tool_reference"})
 
@@ -66,6 +70,76 @@ def _block_problems(where: str, role: str, block: Any) -> list[str]:
         problems += _tool_use_fields(where, block)
     if kind == "tool_result":
         problems += _tool_result_fields(where, block)
+    if kind == "image":
+        problems += _image_source(where, block.get("source"))
+    if kind == "document":
+        problems += _document_source(where, block.get("source"))
+    if kind == "thinking" and not isinstance(block.get("signature"), str):
+        problems.append(f"{where}: thinking without a signature")
+    if kind == "search_result":
+        problems += _search_result_fields(where, block)
+    return problems
+
+
+def _is_base64(data: Any) -> bool:
+    """True for a non-empty string of strict base64 (alphabet, padding, length)."""
+    if not isinstance(data, str) or not data:
+        return False
+    try:
+        binascii.a2b_base64(data.encode("ascii"), strict_mode=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        return False
+    return True
+
+
+def _image_source(where: str, source: Any) -> list[str]:
+    """An image source: base64 (accepted media type, valid data), url or file."""
+    if not isinstance(source, dict):
+        return [f"{where}: image without a source"]
+    kind = source.get("type")
+    if kind == "base64":
+        problems = []
+        if source.get("media_type") not in IMAGE_MEDIA_TYPES:
+            problems.append(f"{where}: image media_type {source.get('media_type')!r} not accepted")
+        if not _is_base64(source.get("data")):
+            problems.append(f"{where}: image data is not valid base64")
+        return problems
+    if kind == "url":
+        return [] if not _is_blank(source.get("url")) else [f"{where}: image url source without a url"]
+    if kind == "file":
+        return [] if not _is_blank(source.get("file_id")) else [f"{where}: image file source without a file_id"]
+    return [f"{where}: image source type {kind!r} not accepted"]
+
+
+def _document_source(where: str, source: Any) -> list[str]:
+    """A document source: base64 PDF, plain text, content blocks, url or file."""
+    if not isinstance(source, dict):
+        return [f"{where}: document without a source"]
+    kind = source.get("type")
+    if kind == "base64":
+        ok = source.get("media_type") == "application/pdf" and _is_base64(source.get("data"))
+        return [] if ok else [f"{where}: document base64 source is not a valid PDF source"]
+    if kind == "text":
+        ok = source.get("media_type") == "text/plain" and isinstance(source.get("data"), str)
+        return [] if ok else [f"{where}: document text source needs text/plain data"]
+    if kind == "content":
+        return [] if isinstance(source.get("content"), (str, list)) else [f"{where}: document content source without content"]
+    if kind in ("url", "file"):
+        key = "url" if kind == "url" else "file_id"
+        return [] if not _is_blank(source.get(key)) else [f"{where}: document {kind} source without {key}"]
+    return [f"{where}: document source type {kind!r} not accepted"]
+
+
+def _search_result_fields(where: str, block: dict[str, Any]) -> list[str]:
+    """A search_result needs a string source and title and a list of text blocks."""
+    problems = []
+    if _is_blank(block.get("source")):
+        problems.append(f"{where}: search_result without a source")
+    if not isinstance(block.get("title"), str):
+        problems.append(f"{where}: search_result without a title")
+    content = block.get("content")
+    if not isinstance(content, list) or any(not isinstance(b, dict) or b.get("type") != "text" for b in content):
+        problems.append(f"{where}: search_result content is not a list of text blocks")
     return problems
 
 
@@ -97,6 +171,10 @@ def _tool_result_fields(where: str, block: dict[str, Any]) -> list[str]:
             problems.append(f"{where}.content[{i}]: {kind!r} not allowed in a tool_result")
         elif kind == "text" and _is_blank(inner.get("text")):
             problems.append(f"{where}.content[{i}]: empty text block in a tool_result")
+        elif kind == "image":
+            problems += _image_source(f"{where}.content[{i}]", inner.get("source"))
+        elif kind == "document":
+            problems += _document_source(f"{where}.content[{i}]", inner.get("source"))
     return problems
 
 

@@ -27,6 +27,7 @@ from .plan import (
     ImportedLine,
     ImportPlan,
     Source,
+    UTF8_BOM,
 )
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "NativeImport",
     "SourceImport",
     "detect_source",
+    "sniff_source",
     "open_import",
     "parse_file",
 ]
@@ -50,6 +52,11 @@ CODEX_LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "tur
 
 #: Bytes read to sniff the format (a first line longer than this is not a rollout header).
 SNIFF_BYTES = 1 << 20
+#: Lines `sniff_source` looks at before giving up.
+SNIFF_LINES = 20
+#: Keys and line types only a Claude Code transcript line has.
+CLAUDE_CODE_KEYS = frozenset({"sessionId", "parentUuid", "leafUuid", "isSidechain"})
+CLAUDE_CODE_LINE_TYPES = frozenset({"summary", "file-history-snapshot", "queue-operation", "custom-title"})
 
 
 class SourceImport(Protocol):
@@ -82,6 +89,36 @@ def detect_source(path: str | os.PathLike[str]) -> str:
     if looks_native(entry):
         return "jsonl"
     return "claude-code"
+
+
+def sniff_source(path: str | os.PathLike[str]) -> str | None:
+    """The format the file's own lines show ("codex", "jsonl", "claude-code"), or None when none is recognized."""
+    with open(path, "rb") as handle:
+        for _ in range(SNIFF_LINES):
+            line = handle.readline(SNIFF_BYTES)
+            if not line:
+                break
+            kind = _line_kind(line.removeprefix(UTF8_BOM))
+            if kind:
+                return kind
+    return "codex" if Path(path).name.startswith("rollout-") else None
+
+
+def _line_kind(line: bytes) -> str | None:
+    """The format one decoded line belongs to, if it says."""
+    try:
+        entry = json.loads(line)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(entry, dict):
+        return None
+    if entry.get("type") in CODEX_LINE_TYPES and "payload" in entry:
+        return "codex"
+    if looks_native(entry):
+        return "jsonl"
+    if CLAUDE_CODE_KEYS & entry.keys() or entry.get("type") in CLAUDE_CODE_LINE_TYPES:
+        return "claude-code"
+    return None
 
 
 def open_import(

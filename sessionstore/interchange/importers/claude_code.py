@@ -505,7 +505,7 @@ class _Graph:
         """The valid view ending at `start`, as it stood before line `before_line`."""
         chain = self._walk(start, before_line)
         chain = self._with_preserved(chain)
-        return repair_view(self._complete_responses(chain))
+        return repair_view(self._complete_responses(chain, before_line))
 
     def _walk(self, start: str | None, before_line: int) -> list[ChainNode]:
         """Conversation nodes from the root (or a boundary) down to `start`."""
@@ -519,10 +519,11 @@ class _Graph:
             seen.add(current)
             if node.role is not None and node.in_view:
                 out.append(node)
-            if node.boundary is not None:
-                break
             relink = self.relinks.get(current)
-            if relink is not None and relink[1] < before_line and relink[0] in self.index:
+            linked = relink is not None and relink[1] < before_line and relink[0] in self.index
+            if node.boundary is not None and not linked:
+                break  # a boundary starts the chain, unless a later compaction kept a run starting at it
+            if linked and relink is not None:
                 current = relink[0]
             elif node.parent is not None and node.parent not in self.index:
                 current = self._adopted_parent(node)
@@ -588,7 +589,7 @@ class _Graph:
             current = node.parent
         return []
 
-    def _complete_responses(self, chain: list[ChainNode]) -> list[ChainNode]:
+    def _complete_responses(self, chain: list[ChainNode], before_line: int = sys.maxsize) -> list[ChainNode]:
         """Every piece of each response in the chain, then the results of its tool_uses.
 
         Parallel tool calls branch the file's DAG (a result's parent is the
@@ -603,19 +604,20 @@ class _Graph:
             group = [node]
             if node.role == "assistant" and node.api_message_id:
                 pieces = [p for p in self.pieces[(node.api_message_id, node.sidechain)] if p.in_view]
-                group = pieces + self._results_of(pieces, in_chain)
+                group = pieces + self._results_of(pieces, in_chain, before_line)
             for member in group:
                 if member.uuid not in emitted:
                     emitted.add(member.uuid)
                     out.append(member)
         return out
 
-    def _results_of(self, pieces: list[ChainNode], in_chain: set[str]) -> list[ChainNode]:
+    def _results_of(self, pieces: list[ChainNode], in_chain: set[str], before_line: int) -> list[ChainNode]:
         """The user nodes answering the pieces' tool_uses (the chain's copy preferred)."""
         found: dict[str, ChainNode] = {}
         for piece in pieces:
             for tool_id in piece.tool_use_ids:
-                candidates = [r for r in self.results.get(tool_id, []) if r.sidechain == piece.sidechain]
+                candidates = [r for r in self.results.get(tool_id, [])
+                              if r.sidechain == piece.sidechain and r.line_no < before_line]
                 chosen = next((r for r in candidates if r.uuid in in_chain), candidates[0] if candidates else None)
                 if chosen is not None:
                     found[chosen.uuid] = chosen

@@ -17,7 +17,11 @@ from the compaction boundaries, in file order:
   attachments follow the summary, then the messages appended while the
   summary was written (the view before it beyond what it summarized or
   kept), then every later message;
-- the summary of a boundary is the next `is_compact_summary` message.
+- the summary of a boundary is the next `is_compact_summary` message;
+- a `snip_marker` takes the messages its metadata lists (`removed_uuids`)
+  out of the view, as the snip did, and stays at the end of it; a
+  `microcompact_boundary` marks the results it lists (`cleared_tool_use_ids`)
+  cleared in every later view (`ImportPlan.cleared`, applied by the writer).
 
 Every view goes through `repair_view`, so what would make it an invalid API
 request is left out of the view (never out of the transcript), with a warning.
@@ -58,6 +62,10 @@ SOURCE = "jsonl"
 PREFIX_KINDS = frozenset({"partial-from"})
 #: Kinds whose kept suffix leaves out earlier boundaries and summaries.
 SUFFIX_FILTERED_KINDS = frozenset({"partial-up_to"})
+#: The marker snip leaves behind; its metadata lists the messages it took out of the view.
+SNIP_SUBTYPE = "snip_marker"
+#: The marker microcompact leaves behind; its metadata lists the tool results it cleared.
+CLEAR_SUBTYPE = "microcompact_boundary"
 #: How far back a streamed response's earlier piece is looked for (tool results in between).
 REGROUP_WINDOW = 64
 
@@ -89,6 +97,8 @@ class NativeImport(LineStream):
         self.warnings: list[str] = []
         self.compactions: dict[str, CompactionFacts] = {}
         self.reinjected: set[str] = set()
+        self.snips: dict[str, frozenset[str]] = {}
+        self.cleared: dict[str, int] = {}
         self._seen: dict[str, int] = {}
         self._identity: str | None = None
         self._title: str | None = None
@@ -97,7 +107,7 @@ class NativeImport(LineStream):
 
     def plan(self) -> ImportPlan:
         """The plan (without lines) once `lines()` has been consumed."""
-        chain = build_chain(self.nodes, self.compactions, self.reinjected, path=self.path)
+        chain = build_chain(self.nodes, self.compactions, self.reinjected, path=self.path, snips=self.snips)
         return ImportPlan(
             source=SOURCE,
             path=self.path,
@@ -110,6 +120,7 @@ class NativeImport(LineStream):
             boundaries=chain.boundaries,
             active_chain=chain.active_chain,
             warnings=self.warnings + chain.warnings,
+            cleared=self.cleared,
         )
 
     def _line(self, line_no: int, raw: bytes) -> ImportedLine:
@@ -156,6 +167,12 @@ class NativeImport(LineStream):
             self.compactions[message["uuid"]] = compaction_facts(meta)
         if message["type"] == "attachment" and meta.get("reinjected"):
             self.reinjected.add(message["uuid"])
+        if role == "system" and message["subtype"] == SNIP_SUBTYPE and isinstance(meta.get("removed_uuids"), list):
+            self.snips[message["uuid"]] = frozenset(u for u in meta["removed_uuids"] if isinstance(u, str))
+        if role == "system" and message["subtype"] == CLEAR_SUBTYPE:
+            for tool_id in meta.get("cleared_tool_use_ids") or ():
+                if isinstance(tool_id, str):
+                    self.cleared.setdefault(tool_id, len(self.compactions))
         return ChainNode(
             line_no=line_no,
             uuid=sys.intern(message["uuid"]),
@@ -194,7 +211,7 @@ def build_message(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     if "content" not in api:
         return None, "message without content"
     try:
-        normalized = normalize(message)
+        normalized = normalize(message, sendable=False)
     except InvalidMessage as exc:
         return None, f"not importable as a message: {exc}"
     message["type"] = normalized.type
@@ -274,13 +291,14 @@ def build_chain(
     reinjected: set[str],
     *,
     path: str = "",
+    snips: dict[str, frozenset[str]] | None = None,
 ) -> ChainResult:
     """The active view and every boundary with the view before it, from the messages in file order.
 
     Claude Code sidechain messages (sub-agent turns written inline) stay out
     of the views, unless the whole file is one sub-agent's conversation.
     """
-    builder = _ViewBuilder(compactions, reinjected, path)
+    builder = _ViewBuilder(compactions, reinjected, path, snips or {})
     main_thread = any(not n.sidechain for n in nodes)
     for node in nodes:
         if not (node.sidechain and main_thread):
@@ -291,9 +309,11 @@ def build_chain(
 class _ViewBuilder:
     """Replays the transcript, keeping the view as each compaction left it."""
 
-    def __init__(self, compactions: dict[str, CompactionFacts], reinjected: set[str], path: str) -> None:
+    def __init__(self, compactions: dict[str, CompactionFacts], reinjected: set[str], path: str,
+                 snips: dict[str, frozenset[str]]) -> None:
         self.compactions = compactions
         self.reinjected = reinjected
+        self.snips = snips
         self.path = path
         self.view: list[ChainNode] = []
         self.pending: _Pending | None = None
@@ -306,6 +326,10 @@ class _ViewBuilder:
             self._settle()
             self._compact(node)
             return
+        removed = self.snips.get(node.uuid)
+        if removed is not None:
+            self._settle()
+            self.view = [n for n in self.view if n.uuid not in removed]
         if not node.in_view:
             return
         pending = self.pending
@@ -313,7 +337,18 @@ class _ViewBuilder:
             return
         if pending is not None and pending.summary_placed:
             self._settle()
+        elif pending is not None:
+            self._before_summary(pending, node)
+            return
         self._append(node)
+
+    def _before_summary(self, pending: _Pending, node: ChainNode) -> None:
+        """A message the rewrite wrote between its boundary and its summary stays there, in file order.
+
+        (A Codex compaction's replacement history: the kept user turns, then the summary.)
+        """
+        self.view.insert(pending.at, node)
+        pending.at += 1
 
     def _append(self, node: ChainNode) -> None:
         """Append, keeping the pieces of one streamed response together ahead of their results.

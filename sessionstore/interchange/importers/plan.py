@@ -141,6 +141,8 @@ class ImportPlan:
     boundaries: list[ImportedBoundary]
     active_chain: list[str]
     warnings: list[str]
+    #: tool_use_id -> how many boundaries precede the clear: its result shows cleared from that view on.
+    cleared: dict[str, int] = field(default_factory=dict)
 
 
 def where(path: str | os.PathLike[str], line_no: int) -> str:
@@ -150,6 +152,10 @@ def where(path: str | os.PathLike[str], line_no: int) -> str:
 
 #: Read buffer of a transcript: with the default 8 KiB, every longer line costs several reads and joins.
 READ_BUFFER = 1 << 20
+
+
+#: The byte order mark some editors put at the start of a UTF-8 file.
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def read_raw_lines(
@@ -196,7 +202,9 @@ def decode_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
     """The JSON object of a line, or None and the reason it is unusable.
 
     A blank line gives (None, None): it is kept as a side line, not an error.
+    A UTF-8 byte order mark before it (editors on Windows write one) is skipped.
     """
+    raw = raw.removeprefix(UTF8_BOM)
     if not raw or raw.isspace():
         return None, None
     if not raw.isascii():  # ASCII is valid UTF-8; anything else is checked before the parser sees it
