@@ -31,6 +31,7 @@ ABS_PATH = f"{CWD}/src/importer.py"
 REL_PATH = "docs/usage.md"
 FAILURE = "AssertionError: expected 3 rows, got 4"
 OPEN_ITEM = "Document the --skip-blank flag"
+BULK = " ".join(f"token{i}" for i in range(1500))
 
 FACTS_BY_KIND = {
     "user_messages": [FIRST_ASK, SECOND_ASK],
@@ -52,7 +53,7 @@ def _work(session: Session) -> None:
     session.append({"role": "assistant", "content": [
         tool_use("t1", "Read", file_path=ABS_PATH), tool_use("t2", "Edit", file_path=REL_PATH, old_string="a",
                                                                  new_string="b")]})
-    session.append({"role": "user", "content": [tool_result("t1", "def load(): ..."), tool_result("t2", "ok")]})
+    session.append({"role": "user", "content": [tool_result("t1", "def load(): ... " + BULK), tool_result("t2", "ok")]})
     session.append({"role": "assistant", "content": "Edited."})
     session.append({"role": "user", "content": SECOND_ASK})
     session.append({"role": "assistant", "content": [tool_use("t3", "Bash", command="pytest -x")]})
@@ -120,7 +121,7 @@ def test_a_second_compaction_keeps_what_the_first_summary_carried(store: Session
     _work(session)
     compact(session)
     session.append({"role": "user", "content": "Now rename load() to read_rows()."})
-    session.append({"role": "assistant", "content": "Renamed."})
+    session.append({"role": "assistant", "content": "Renamed. " + BULK})
     api.script("<summary>1. Primary Request and Intent: rename a function.</summary>")
     compact(session, summarizer=_summarizer(api))
     second = boundaries(session)[1]
@@ -241,7 +242,7 @@ def test_two_extractive_compactions_keep_the_first_user_messages(store: SessionS
     _work(session)
     compact(session)
     session.append({"role": "user", "content": "Thanks, now the docs."})
-    session.append({"role": "assistant", "content": "Writing docs."})
+    session.append({"role": "assistant", "content": "Writing docs. " + BULK})
     compact(session)
     summary = normalize(boundaries(session)[1].summary or "")
     for ask in ("Keep the log output quiet while you work.", FIRST_ASK, SECOND_ASK):

@@ -32,7 +32,8 @@ def _session(store: SessionStore, rounds: int = 30, title: str = "mcp") -> Sessi
     for i in range(rounds):
         session.append({"role": "user", "content": f"step {i} " + "word " * 20})
         session.append({"role": "assistant", "content": [tool_use(f"b{i}", "Bash", command=f"echo {i}")]})
-        session.append({"role": "user", "content": [tool_result(f"b{i}", SECRET if i == 4 else f"out {i}")]})
+        body = SECRET if i == 4 else f"out {i} " + " ".join(f"v{j}" for j in range(200))
+        session.append({"role": "user", "content": [tool_result(f"b{i}", body)]})
         session.append({"role": "assistant", "content": f"done {i}"})
     compact(session)
     return session
@@ -183,7 +184,7 @@ async def test_history_pages_boundaries(store: SessionStore) -> None:
     session = store.create_session(title="many")
     for i in range(5):
         session.append({"role": "user", "content": f"round {i}"})
-        session.append({"role": "assistant", "content": f"ok {i}"})
+        session.append({"role": "assistant", "content": f"ok {i} " + " ".join(f"w{j}" for j in range(1500))})
         compact(session)
     async with Client(build_server(store), raise_exceptions=True) as client:
         indexes, cursor = [], None

@@ -27,7 +27,7 @@ def _long_session(store: SessionStore, rounds: int = 40) -> Session:
     for i in range(rounds):
         session.append({"role": "user", "content": f"request {i}: " + "word " * 30})
         session.append({"role": "assistant", "content": [tool_use(f"t{i}", "Bash", command=f"echo {i}")]})
-        body = SECRET_LINE if i == 7 else f"output {i} " + "x " * 40
+        body = SECRET_LINE if i == 7 else f"output {i} " + " ".join(f"x{j}" for j in range(300))
         session.append({"role": "user", "content": [tool_result(f"t{i}", body)]})
         session.append({"role": "assistant", "content": f"answer {i}"})
     compact(session)
@@ -119,7 +119,8 @@ def test_a_huge_message_is_cut_to_the_budget_with_a_note(store: SessionStore) ->
 
 def test_the_agent_recalls_a_detail_the_summary_dropped(tmp_path: Path, sqlite_url: str) -> None:
     """A scripted model reads a file, the session is compacted, then it calls recall and gets the exact line."""
-    (tmp_path / "notes.txt").write_text("Deployment notes\n" + SECRET_LINE + "\nEnd.\n", encoding="utf-8")
+    filler = "".join(f"filler line {i} about nothing in particular\n" for i in range(150))
+    (tmp_path / "notes.txt").write_text("Deployment notes\n" + SECRET_LINE + "\n" + filler, encoding="utf-8")
 
     def model(request: RecordedRequest) -> Reply:
         first = json.dumps(request.messages[0]["content"])
@@ -155,7 +156,7 @@ def test_the_summary_names_the_recall_tool_only_when_the_agent_has_it(store: Ses
     without = store.create_session(title="without")
     for session in (with_tool, without):
         session.append({"role": "user", "content": "hello"})
-        session.append({"role": "assistant", "content": "hi"})
+        session.append({"role": "assistant", "content": " ".join(f"word{i}" for i in range(2000))})
     agent = Agent(session=with_tool, pipeline=Pipeline(store), client=None, workdir=tmp_path)
     compact(with_tool, config=agent.pipeline.config)
     compact(without)
@@ -180,7 +181,7 @@ def test_the_cli_recalls_with_json_and_exits_2_on_a_miss(store: SessionStore, ca
 def test_an_earlier_summary_in_the_view_is_marked_as_one(store: SessionStore) -> None:
     session = _long_session(store, rounds=3)
     session.append({"role": "user", "content": "more work"})
-    session.append({"role": "assistant", "content": "done"})
+    session.append({"role": "assistant", "content": "done " + " ".join(f"w{i}" for i in range(3000))})
     compact(session)
     found = recall(session, 2, max_tokens=20_000)
     assert "user (compact summary) uuid=" in found.text
