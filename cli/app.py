@@ -14,7 +14,8 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, importcmd, pipelinecmd, searchcmd, watchcmd
+from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd,
+               recallcmd, searchcmd, watchcmd)
 from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, console, open_store, preview,
                      print_json, short_ids)
 from .tables import sessions_table
@@ -270,5 +271,6 @@ def stats_cmd(
     console.print(table)
 
 
-for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd):
+for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
+                mcpcmd, evalcmd, recallcmd):
     _module.register(app)

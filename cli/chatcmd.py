@@ -61,7 +61,8 @@ def chat_cmd(
         client = anthropic.Anthropic(max_retries=2)
         agent = Agent(session=s, pipeline=Pipeline(store, summarizer=summarizer), client=client, workdir=workdir,
                       model=chosen, on_event=lambda kind, payload: typer.echo(f"  [{kind}]", err=True))
-        slash = SlashContext(store=store, session=s, read_line=_read_line, summarizer=summarizer)
+        slash = SlashContext(store=store, session=s, read_line=_read_line, summarizer=summarizer,
+                             config=agent.pipeline.config)
         state = s.refresh_state().tail
         if state.pending or state.last_role == "user":
             _answer(agent.resume, client)

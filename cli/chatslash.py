@@ -35,6 +35,8 @@ class SlashContext:
     session: Any
     read_line: Callable[[str], str | None]
     summarizer: Any = None
+    #: The agent's pipeline config (its summaries name the recall tool the agent has).
+    config: Any = None
 
 
 def run_slash(ctx: SlashContext, line: str) -> None:
@@ -109,7 +111,7 @@ def _search(ctx: SlashContext, arg: str) -> None:
 def _compact(ctx: SlashContext, arg: str) -> None:
     from sessionstore.compaction.engine import compact
 
-    outcome = compact(ctx.session, summarizer=ctx.summarizer, custom_instructions=arg or None)
+    outcome = compact(ctx.session, summarizer=ctx.summarizer, custom_instructions=arg or None, config=ctx.config)
     typer.echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
                f"{outcome.messages_summarized} messages summarized; /history lists the boundaries")
 

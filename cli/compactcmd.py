@@ -94,6 +94,9 @@ def history_cmd(
     boundary: Annotated[Optional[int], typer.Option("--boundary", "-b", help="Show what the model saw just before boundary K (from 1).",
                                                     callback=bounded("--boundary", 1, INT64_MAX))] = None,
     summary: Annotated[bool, typer.Option("--summary", help="With --boundary: print K's summary text.")] = False,
+    recompact: Annotated[Optional[str], typer.Option("--recompact", help="With --boundary: summarize K's span again "
+                         "with extractive, anthropic, mask or user-only; show it, its gate report and a diff "
+                         "against the recorded summary. Nothing is written.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="List at most this many boundaries (one page).")] = HISTORY_PAGE,
     offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many boundaries before the page.")] = 0,
     full: Annotated[bool, typer.Option("--full", help="With --json: each boundary's whole summary, not a preview.")] = False,
@@ -116,9 +119,18 @@ def history_cmd(
       sessionstore history SESSION --boundary 2 --json
 
       sessionstore history SESSION --boundary 2 --summary
+
+      sessionstore history SESSION --boundary 2 --recompact anthropic --json
     """
     if summary and boundary is None:
         raise UsageError("--summary needs --boundary K")
+    if recompact is not None:
+        from .recompactcmd import show_recompaction
+
+        if boundary is None:
+            raise UsageError("--recompact needs --boundary K")
+        show_recompaction(db, session, boundary, recompact, json_out)
+        return
     with open_store(db) as store:
         s = store.get(session)
         if boundary is None:

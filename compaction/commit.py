@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
+from sessionstore.storage.history import boundary_count
 from sessionstore.storage.rewrite import Add, CompactionRecord, Keep, RewriteResult, commit_rewrite
 from sessionstore.storage.session import Session, ViewSnapshot
 from sessionstore.storage.tokens import estimate_content
@@ -16,7 +17,9 @@ from sessionstore.storage.types import ViewEntry
 from sessionstore.storage.validate import NewMessage
 
 from .errors import CompactionWouldNotShrink
+from .facts import METADATA_KEY as FACTS_KEY
 from .messages import boundary_message, summary_message
+from .summarize import GatedSummary
 
 Layout = Literal["suffix", "prefix"]
 
@@ -60,6 +63,8 @@ def commit_compaction(
     summarizer: str,
     custom_instructions: str | None = None,
     attachments: Sequence[NewMessage] = (),
+    gated: GatedSummary | None = None,
+    recall_note: bool = False,
 ) -> CompactionOutcome:
     """Write the compaction as one rewrite; refuses one that would not shrink the view.
 
@@ -69,9 +74,17 @@ def commit_compaction(
 
     layout "suffix": [boundary, summary, kept..., attachments] (kept = newest messages);
     layout "prefix": [boundary, kept..., summary, attachments] (kept = oldest; cache survives).
+    `gated` carries the facts gate's findings: the facts go into the summary's metadata (so a later
+    gate carries them forward), the report into the compaction record. With `recall_note` the
+    summary ends with a line naming the recall tool and this boundary's number.
     """
     boundary_uuid = _new_uuid()
+    if recall_note:
+        summary_text = f"{summary_text.rstrip()}\n\n{recall_line(boundary_count(session) + 1)}"
+    gate = gated.report.to_dict() if gated is not None and gated.report is not None else None
     summary = summary_message(summary_text, truncated=truncated, summarizer=summarizer, parent_uuid=boundary_uuid)
+    if gated is not None and gated.facts is not None:
+        summary.metadata[FACTS_KEY] = gated.facts.to_dict()
     segment = _preserved_segment(kept, layout, boundary_uuid, summary.uuid)
     kept_tokens = sum(e.tokens for e in kept)
     added_tokens = estimate_content(summary.content) + sum(estimate_content(a.content) for a in attachments)
@@ -79,7 +92,7 @@ def commit_compaction(
         trigger=trigger, kind=kind, pre_tokens=snapshot.view_tokens,
         post_tokens=kept_tokens + added_tokens, messages_summarized=len(summarized),
         preserved_segment=segment, custom_instructions=custom_instructions, summarizer=summarizer,
-        extra={"truncated": truncated},
+        extra={"truncated": truncated, **({"facts_gate": gate} if gate else {})},
     )
     boundary.uuid = boundary_uuid
     projected = kept_tokens + added_tokens + estimate_content(boundary.content)
@@ -97,7 +110,8 @@ def commit_compaction(
         head_uuid=segment["head_uuid"] if segment else None,
         anchor_uuid=segment["anchor_uuid"] if segment else None,
         tail_uuid=segment["tail_uuid"] if segment else None,
-        custom_instructions=custom_instructions, summarizer=summarizer, metadata={"truncated": truncated},
+        custom_instructions=custom_instructions, summarizer=summarizer,
+        metadata={"truncated": truncated, **({"facts_gate": gate} if gate else {})},
     )
     result: RewriteResult = commit_rewrite(
         session, base_version=snapshot.view_version, snapshot_last_seq=snapshot.last_seq,
@@ -110,6 +124,12 @@ def commit_compaction(
         view_version=result.view_version, summarizer=summarizer,
         first_kept_uuid=kept[0].uuid if kept else None, last_kept_uuid=kept[-1].uuid if kept else None,
     )
+
+
+def recall_line(index: int) -> str:
+    """The line that ends a summary when the agent has the recall tool."""
+    return (f"The exact transcript before this summary is kept: call the recall tool with boundary={index} "
+            "(and a query or around_uuid) to read any detail this summary left out.")
 
 
 def _preserved_segment(

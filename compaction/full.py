@@ -16,7 +16,7 @@ from sessionstore.storage.types import ViewEntry
 from .attachments import carried_attachments, file_attachments
 from .commit import CompactionOutcome, commit_compaction
 from .rounds import adjust_split
-from .summarize import summarize_with_retry
+from .summarize import summarize_gated
 from .errors import NothingToCompact
 from .summarizers.base import Summarizer
 
@@ -57,14 +57,14 @@ def compact_full(
     summarized, kept = entries[:cut], entries[cut:]
     if not any(e.message.is_sent for e in summarized):
         raise NothingToCompact(f"session {session.id} has nothing to compact yet")
-    result, truncated = summarize_with_retry(
-        summarizer, summarized, custom_instructions=custom_instructions, max_retries=config.ptl_max_retries
-    )
+    gated = summarize_gated(summarizer, summarized, cwd=session.cwd, config=config,
+                            custom_instructions=custom_instructions)
     attachments = file_attachments(entries, kept, cwd=session.cwd, config=config) + carried_attachments(
         entries, config
     )
     return commit_compaction(
-        session, snapshot, summarized=summarized, kept=kept, summary_text=result.text, truncated=truncated,
+        session, snapshot, summarized=summarized, kept=kept, summary_text=gated.text, truncated=gated.truncated,
         kind=kind, trigger=trigger, layout="suffix", summarizer=summarizer.name,
-        custom_instructions=custom_instructions, attachments=attachments,
+        custom_instructions=custom_instructions, attachments=attachments, gated=gated,
+        recall_note=config.recall_note,
     )

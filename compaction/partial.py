@@ -24,7 +24,7 @@ from .commit import CompactionOutcome, commit_compaction
 from .full import NothingToCompact
 from .messages import is_boundary
 from .rounds import adjust_split, split_problem
-from .summarize import summarize_with_retry
+from .summarize import summarize_gated
 from .summarizers.base import Summarizer
 
 Direction = Literal["from", "up_to"]
@@ -62,13 +62,12 @@ def compact_partial(
     if not any(e.message.is_sent for e in summarized):
         side = "after" if direction == "from" else "before"
         raise NothingToCompact(f"nothing to summarize {side} message {pivot_uuid}" + (f" ({note})" if note else ""))
-    result, truncated = summarize_with_retry(
-        summarizer, summarized, custom_instructions=custom_instructions, max_retries=config.ptl_max_retries
-    )
+    gated = summarize_gated(summarizer, summarized, cwd=session.cwd, config=config,
+                            custom_instructions=custom_instructions)
     outcome = commit_compaction(
-        session, snapshot, summarized=summarized, kept=kept, summary_text=result.text, truncated=truncated,
+        session, snapshot, summarized=summarized, kept=kept, summary_text=gated.text, truncated=gated.truncated,
         kind=f"partial-{direction}", trigger=trigger, layout=layout, summarizer=summarizer.name,
-        custom_instructions=custom_instructions,
+        custom_instructions=custom_instructions, gated=gated, recall_note=config.recall_note,
     )
     return replace(outcome, pivot_uuid=pivot_uuid, pivot_note=note)
 

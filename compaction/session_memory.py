@@ -22,6 +22,7 @@ from .errors import CompactionWouldNotShrink
 from .memory_notes import count_tool_calls, is_empty_template, should_update, truncate_sections, update_notes
 from .messages import is_boundary
 from .rounds import kept_suffix_start
+from .summarize import gate_notes
 
 SUMMARIZER_NAME = "session-memory"
 
@@ -80,6 +81,8 @@ def compact_with_memory(
     notes = truncate_sections(
         memory.notes, per_section_tokens=config.memory_section_tokens, total_tokens=config.memory_total_tokens
     )
+    gated = gate_notes(notes, summarized, cwd=session.cwd, config=config)
+    notes = gated.text if gated is not None else notes
     if threshold is not None:
         from sessionstore.storage.tokens import estimate_text
 
@@ -89,6 +92,7 @@ def compact_with_memory(
         return commit_compaction(
             session, snapshot, summarized=summarized, kept=kept, summary_text=notes, truncated=False,
             kind="session-memory", trigger=trigger, layout="suffix", summarizer=SUMMARIZER_NAME,
+            gated=gated, recall_note=config.recall_note,
         )
     except CompactionWouldNotShrink:
         return None

@@ -8,11 +8,15 @@ bounded number of times.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
+from sessionstore.compaction.facts import Facts, GateReport, gate_summary
 from sessionstore.compaction.rounds import group_rounds
 from sessionstore.compaction.summarizers.base import PromptTooLong, Summarizer, SummarizerError, SummaryResult
+from sessionstore.storage.config import Config
 from sessionstore.storage.types import ViewEntry
 
 #: Share of the rounds dropped per retry when the error states no token counts.
@@ -86,3 +90,47 @@ def _failure_message(retries: int, dropped: int, total: int, err: PromptTooLong)
         f"compaction failed: the summary request was still too long after {retries} {plural} "
         f"(dropped the oldest {dropped} of {total} API rounds); last error: {err}"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class GatedSummary:
+    """A summary after the facts gate: the text that enters the view, and what the gate found."""
+
+    result: SummaryResult
+    truncated: bool
+    facts: Facts | None
+    report: GateReport | None
+
+    @property
+    def text(self) -> str:
+        return self.result.text
+
+
+def summarize_gated(
+    summarizer: Summarizer,
+    entries: Sequence[ViewEntry],
+    *,
+    cwd: str | None,
+    config: Config,
+    custom_instructions: str | None = None,
+) -> GatedSummary:
+    """Summarize with the prompt-too-long fallback, then run the facts gate over the whole span.
+
+    The gate sees every entry, also those of rounds dropped to fit the request,
+    so a truncated summary still keeps their user messages and paths.
+    """
+    result, truncated = summarize_with_retry(
+        summarizer, entries, custom_instructions=custom_instructions, max_retries=config.ptl_max_retries
+    )
+    if not config.facts_gate_enabled:
+        return GatedSummary(result, truncated, None, None)
+    text, report, facts = gate_summary(result.text, entries, cwd=cwd, budget=config.user_messages_budget_tokens)
+    return GatedSummary(dataclasses.replace(result, text=text), truncated, facts, report)
+
+
+def gate_notes(notes: str, entries: Sequence[ViewEntry], *, cwd: str | None, config: Config) -> GatedSummary | None:
+    """The facts gate over session notes that stand in for a summary (None when the gate is off)."""
+    if not config.facts_gate_enabled:
+        return None
+    text, report, facts = gate_summary(notes, entries, cwd=cwd, budget=config.user_messages_budget_tokens)
+    return GatedSummary(SummaryResult(text=text, raw=notes), False, facts, report)

@@ -98,6 +98,7 @@ def test_slash_commands_never_reach_the_model(sqlite_url: str, tmp_path: Path) -
         assert proc.returncode == 0, proc.stderr
         assert len(api.message_requests) == 2
         assert "/help" not in _texts(api.message_requests[1]) and "/compact" not in _texts(api.message_requests[1])
+        assert "call the recall tool with boundary=1" in _texts(api.message_requests[1]), "/compact names recall"
     out = proc.stdout
     assert "First answer." in out and "Second answer." in out
     assert "/history K" in out and "/export FORMAT PATH" in out

@@ -42,6 +42,25 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 MAX_OUTPUT_CHARS = 100_000
+#: The tool that reads back what a compaction summarized (sessionstore.storage.recall).
+RECALL_TOOL: dict[str, Any] = {
+    "name": "recall",
+    "description": (
+        "Read the exact conversation from before a compaction summary: the last messages before boundary K, "
+        "those containing a query, or those around a message uuid. Use it when the summary lacks a detail. "
+        "The answer ends with a note saying what was left out and which cursor pages on to earlier messages."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "boundary": {"type": "integer", "minimum": 1, "description": "Boundary number K (default: latest)."},
+            "query": {"type": "string", "description": "Only messages containing this text (case-insensitive)."},
+            "around_uuid": {"type": "string", "description": "Show this message and its neighbours."},
+            "cursor": {"type": "integer", "description": "next_cursor of an earlier recall: page on."},
+            "max_tokens": {"type": "integer", "minimum": 100, "maximum": 20000},
+        },
+    },
+}
 
 
 class ToolError(Exception):
@@ -98,6 +117,17 @@ class Agent:
     max_tokens: int = 4096
     max_steps: int = 50
     on_event: Callable[[str, Any], None] | None = None
+    recall: bool = True
+
+    def __post_init__(self) -> None:
+        """With the recall tool, every summary ends with a line telling the model it can read back."""
+        if self.recall and hasattr(self.pipeline, "config"):
+            self.pipeline.config = self.pipeline.config.replace(recall_note=True)
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The tool definitions sent with every call."""
+        return [*TOOLS, RECALL_TOOL] if self.recall else TOOLS
 
     def ask(self, text: str) -> str:
         """Record a user request and run until the model answers without tools."""
@@ -127,7 +157,7 @@ class Agent:
         prepared = self.pipeline.prepare(self.session)
         for attempt in range(2):
             kwargs: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "system": SYSTEM_PROMPT,
-                                      "tools": TOOLS, "messages": prepared.messages}
+                                      "tools": self.tools, "messages": prepared.messages}
             if prepared.context_management:
                 kwargs["extra_body"] = {"context_management": prepared.context_management}
                 kwargs["extra_headers"] = {"anthropic-beta": ",".join(prepared.betas)}
@@ -147,15 +177,36 @@ class Agent:
         for call in calls:
             handler = HANDLERS.get(call["name"])
             try:
-                if handler is None:
+                if self.recall and call["name"] == RECALL_TOOL["name"]:
+                    output, error = self._recall(call.get("input") or {}), False
+                elif handler is None:
                     raise ToolError(f"unknown tool {call['name']!r}")
-                output, error = handler(self.workdir, call.get("input") or {}), False
+                else:
+                    output, error = handler(self.workdir, call.get("input") or {}), False
             except ToolError as exc:
                 output, error = str(exc), True
             results.append({"type": "tool_result", "tool_use_id": call["id"], "content": output or "(no output)",
                             **({"is_error": True} if error else {})})
             self._emit("tool", call)
         self.session.append({"role": "user", "content": results})
+
+    def _recall(self, args: dict[str, Any]) -> str:
+        """The recall tool: exact earlier messages of this session, as text within a budget."""
+        from sessionstore.storage.recall import DEFAULT_MAX_TOKENS, recall
+
+        options: dict[str, Any] = {}
+        for name, kind in (("boundary", int), ("cursor", int), ("max_tokens", int), ("query", str),
+                           ("around_uuid", str)):
+            value = args.get(name)
+            if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+                raise ToolError(f"recall: {name} must be {'an integer' if kind is int else 'a string'}")
+            options[name] = value
+        boundary = options.pop("boundary")
+        options["max_tokens"] = options["max_tokens"] or DEFAULT_MAX_TOKENS
+        try:
+            return recall(self.session, boundary, **options).text
+        except SessionStoreError as exc:
+            raise ToolError(f"recall: {exc}") from exc
 
     def _pending_calls(self, pending: set[str]) -> list[dict[str, Any]]:
         """The tool_use blocks still waiting for a result, in order."""

@@ -92,6 +92,10 @@ class Config:
 
     # Summaries
     user_messages_budget_tokens: int = 20_000
+    #: Append the facts a summary left out (user messages, paths, failures, open items).
+    facts_gate_enabled: bool = True
+    #: End each summary with a line naming the `recall` tool (set by an agent that has it).
+    recall_note: bool = False
     summary_max_output_tokens: int = 20_000
 
     #: `watch`: seconds a Codex response may wait for its usage line before it is imported without it.

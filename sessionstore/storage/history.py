@@ -94,6 +94,7 @@ class Boundary:
             "summary": summary,
             "summary_truncated": truncated,
             "summary_chars": len(self.summary) if self.summary is not None else None,
+            "facts_gate": self.metadata.get("facts_gate"),
         }
 
 
@@ -291,3 +292,10 @@ def summarized_messages(session: "Session", index: int) -> list[StoredMessage]:
         )
         out.extend(stored_from_row(r) for r in rows)
     return out
+
+
+def recall(session: "Session", boundary: int | None = None, **options: Any) -> Any:
+    """The exact messages before a boundary within a token budget (see `sessionstore.storage.recall`)."""
+    from .recall import recall as recall_view
+
+    return recall_view(session, boundary, **options)

@@ -1,0 +1,88 @@
+"""`eval`: score compaction strategies on your own recorded sessions; nothing is written."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from .common import DbOption, JsonOption, UsageError, console, err_console, open_store, print_json
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's command to the app."""
+    app.command("eval")(eval_cmd)
+
+
+def eval_cmd(
+    sessions: Annotated[Optional[list[str]], typer.Argument(help="Session ids (or unique prefixes).")] = None,
+    all_sessions: Annotated[bool, typer.Option("--all", help="Every session in the store.")] = False,
+    strategy: Annotated[Optional[list[str]], typer.Option(
+        "--strategy", "-s", help="extractive, anthropic, recorded, mask, user-only (repeat; default: all but "
+        "anthropic, which calls the real API only when asked).")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Model of the anthropic strategy.")] = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Score compaction strategies on recorded boundaries: tokens after/before and facts kept.
+
+    Examples:
+
+      sessionstore eval --all
+
+      sessionstore eval SESSION --strategy extractive --strategy anthropic --json
+    """
+    from sessionstore.agent.evaluation import DEFAULT_STRATEGIES, STRATEGIES, evaluate, medians
+
+    chosen = list(dict.fromkeys(strategy or DEFAULT_STRATEGIES))
+    unknown = [s for s in chosen if s not in STRATEGIES]
+    if unknown:
+        raise UsageError(f"unknown strategy {unknown[0]!r}: use {', '.join(STRATEGIES)}")
+    if bool(sessions) == all_sessions:
+        raise UsageError("give one or more sessions, or --all")
+    with open_store(db) as store:
+        targets = ([store.get(r["id"]) for r in _every_session(store)] if all_sessions
+                   else [store.get(s) for s in sessions or []])
+        results = evaluate(targets, chosen, _summarizers(chosen, model),
+                           budget=store.config.user_messages_budget_tokens,
+                           progress=None if json_out else (lambda what: err_console.print(f"eval {what}")))
+    summary = medians(results, chosen)
+    if json_out:
+        print_json({"strategies": chosen, "spans": [r.to_dict() for r in results], "median": summary})
+        return
+    _print_table(summary)
+
+
+def _every_session(store) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Every session row, page by page."""
+    out, offset = [], 0
+    while True:
+        page = store.list(limit=500, offset=offset)
+        out += page
+        if len(page) < 500:
+            return out
+        offset += 500
+
+
+def _summarizers(chosen: list[str], model: Optional[str]) -> dict:  # type: ignore[type-arg]
+    from sessionstore.compaction.engine import make_summarizer
+
+    found = {}
+    if "extractive" in chosen:
+        found["extractive"] = make_summarizer("extractive")
+    if "anthropic" in chosen:
+        found["anthropic"] = make_summarizer("anthropic", model=model)
+    return found
+
+
+def _print_table(summary: dict) -> None:  # type: ignore[type-arg]
+    from sessionstore.compaction.facts import FACT_KINDS
+
+    table = Table(title="compaction strategies (medians over all spans; retention = share of facts kept verbatim)")
+    for col in ("strategy", "spans", "tokens after/before", *FACT_KINDS):
+        table.add_column(col, justify="right")
+    for name, row in summary.items():
+        shares = ["–" if v is None else f"{v:.0%}" for v in row["retention"].values()]
+        table.add_row(name, str(row["spans"]), f"{row['ratio']:.3f}", *shares)
+    console.print(table)

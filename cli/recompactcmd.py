@@ -1,0 +1,35 @@
+"""`history S --boundary K --recompact STRATEGY`: the same span summarized again, gated, diffed; nothing written."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .common import UsageError, open_store, print_json
+
+
+def show_recompaction(db: Optional[str], session: str, boundary: int, strategy: str, json_out: bool) -> None:
+    """Print the new summary, its facts-gate report and a unified diff against the recorded summary."""
+    from sessionstore.agent.evaluation import RECOMPACT_STRATEGIES, recompact
+    from sessionstore.compaction.engine import make_summarizer
+    from sessionstore.compaction.summarizers.base import SummarizerError
+
+    if strategy not in RECOMPACT_STRATEGIES:
+        raise UsageError(f"cannot recompact with {strategy!r}: use {', '.join(RECOMPACT_STRATEGIES)}")
+    summarizer = make_summarizer(strategy) if strategy in ("extractive", "anthropic") else None
+    with open_store(db) as store:
+        try:
+            result = recompact(store.get(session), boundary, strategy, summarizer=summarizer,
+                               budget=store.config.user_messages_budget_tokens)
+        except SummarizerError as exc:
+            raise UsageError(str(exc)) from exc
+    if json_out:
+        print_json(result.to_dict())
+        return
+    gate = result.gate
+    added = ", ".join(f"{n} {kind}" for kind, n in gate["missing"].items() if n) or "nothing"
+    typer.echo(f"# boundary {boundary} summarized again with {strategy}; the facts gate added {added}\n")
+    typer.echo(result.summary)
+    typer.echo("\n# diff against the recorded summary\n")
+    typer.echo(result.diff or "(identical)")
