@@ -93,7 +93,7 @@ def test_slash_commands_never_reach_the_model(sqlite_url: str, tmp_path: Path) -
         "",
     ])
     with start_fake_api() as api:
-        api.script("First answer. " + PAD * 6, "Second answer.")
+        api.script("First answer. " + PAD * 20, "Second answer.")
         proc = _chat(["--new"], script, _env(api.base_url), sqlite_url, tmp_path)
         assert proc.returncode == 0, proc.stderr
         assert len(api.message_requests) == 2

@@ -72,7 +72,7 @@ def _argv(name: str, command: Any, tmp_path: Path) -> list[str]:
             argv.append(str(messages))
         elif param.name == "directory":
             argv.append(str(tmp_path / "out"))
-        elif param.required or param.name == "session":
+        elif param.required or param.name in ("session", "sessions"):
             argv.append("abcd1234")
     return argv
 
