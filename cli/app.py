@@ -15,12 +15,11 @@ from rich.text import Text
 from sessionstore import SessionStoreError
 
 from . import browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, importcmd, pipelinecmd, searchcmd, watchcmd
-from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, console, open_store, preview,
+from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, console, open_store, preview,
                      print_json, short_ids)
 from .tables import sessions_table
 
-#: Most rows one page of `sessions` shows; most tokens a context window can be.
-MAX_LIMIT = 1_000_000
+#: Most tokens a context window can be.
 MAX_WINDOW = 100_000_000
 
 app = typer.Typer(

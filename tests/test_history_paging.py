@@ -77,6 +77,8 @@ def test_pages_of_boundaries_preview_their_summaries(store: SessionStore) -> Non
         assert b.to_dict(preview_chars=50)["summary"] == whole[:50] + "…"
     assert hist.boundaries(s, limit=10, offset=4) == full[4:]
     assert hist.boundaries(s, limit=3, offset=5) == []
+    assert hist.boundaries(s, limit=10**20, offset=1, summaries=False) == hist.boundaries(s, offset=1, summaries=False)
+    assert hist.boundaries(s, limit=10**20, offset=2**63 - 1) == [], "a page past every boundary, not an overflow"
     assert hist.boundary_count(s) == len(before)
 
 

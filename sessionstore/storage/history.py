@@ -26,6 +26,10 @@ class BoundaryNotFound(SessionStoreError, LookupError):
     """No boundary with that index in the session."""
 
 
+#: Largest boundary number a database column holds; paging past it finds nothing instead of overflowing.
+ORDINAL_MAX = 2**63 - 1
+
+
 @dataclass(frozen=True, slots=True)
 class Boundary:
     """One compaction, as `history` lists it (index counts from 1)."""
@@ -140,10 +144,10 @@ def boundaries(session: "Session", *, limit: int | None = None, offset: int = 0,
     summary = "s.content_json" if summaries else f"SUBSTR(s.content_json, 1, {PREVIEW_SOURCE_CHARS})"
     sql = (f"SELECT {_BOUNDARY_COLUMNS.format(summary=summary)} {_BOUNDARY_FROM}"
            "WHERE c.session_id = :id AND c.ordinal > :after")
-    params: dict[str, Any] = {"id": session.id, "after": max(0, int(offset))}
+    params: dict[str, Any] = {"id": session.id, "after": min(max(0, int(offset)), ORDINAL_MAX)}
     if limit is not None:
         sql += " AND c.ordinal <= :upto"
-        params["upto"] = params["after"] + max(0, int(limit))
+        params["upto"] = min(params["after"] + max(0, int(limit)), ORDINAL_MAX)
     rows = session.db.all(sql + " ORDER BY c.ordinal", params)
     return [_boundary(row, full_summary=summaries) for row in rows]
 
