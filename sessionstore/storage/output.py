@@ -49,6 +49,8 @@ def _open(path: str | os.PathLike[str] | None, binary: bool) -> Iterator[IO]:
         yield from _stdout(binary)
         return
     name = os.fspath(path)
+    if not name:
+        raise OutputError("no output file named (-o ''): give a file path, or - for stdout")
     target = _target(name)
     if target is None:
         yield from _stream(name, binary)
