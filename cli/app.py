@@ -118,6 +118,8 @@ def new_cmd(
 
 def read_messages(source: str) -> list[Any]:
     """Messages from a file or stdin: one JSON object, a JSON list, or JSON Lines."""
+    if not source:
+        raise UsageError("an empty path names no file: give a file, or - for stdin")
     try:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:

@@ -1,0 +1,49 @@
+"""An empty path ('') names no file: commands refuse it in one line instead of reading the current folder.
+
+`append S ''` said "cannot read : Is a directory"; `import claude-code ''` and
+`watch --once ''` walked the current folder as if it had been given.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sessionstore import SessionStore, SessionStoreError
+from sessionstore.interchange.importing import transcript_files
+from tests.support.cli import run_cli
+
+
+@pytest.fixture
+def sid(sqlite_url: str) -> str:
+    with SessionStore.open(sqlite_url) as st:
+        return st.create_session(title="empty paths").id
+
+
+def _folder_with_a_transcript(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The current folder holds a transcript an empty path must not pick up."""
+    (tmp_path / "t.jsonl").write_text('{"type":"user","uuid":"u1","sessionId":"s1",'
+                                      '"message":{"role":"user","content":"hi"}}\n')
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.parametrize("args", [["append", "SID", ""], ["import", "claude-code", ""], ["import", "jsonl", ""],
+                                  ["watch", "--once", ""]])
+def test_an_empty_path_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], sqlite_url: str, sid: str,
+                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+    _folder_with_a_transcript(tmp_path, monkeypatch)
+    result = run_cli(capsys, *[sid if a == "SID" else a for a in args], "--db", sqlite_url)
+    assert result.code == 2, result
+    assert result.err.startswith("error: ") and "empty path" in result.err, result.err
+    assert len(result.err.strip().splitlines()) == 1, result.err
+    with SessionStore.open(sqlite_url) as st:
+        assert [s["id"] for s in st.list()] == [sid], "nothing imported from the current folder"
+        assert st.get(sid).refresh_state().last_seq == 0
+
+
+def test_the_api_refuses_an_empty_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _folder_with_a_transcript(tmp_path, monkeypatch)
+    with pytest.raises(SessionStoreError, match="empty path"):
+        transcript_files([""])
+    assert transcript_files(["."]) == [tmp_path / "t.jsonl"], "the current folder, named, still works"
