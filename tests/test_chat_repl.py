@@ -89,6 +89,7 @@ def test_slash_commands_never_reach_the_model(sqlite_url: str, tmp_path: Path) -
         "/export nonsense",
         "/frobnicate",
         "/history 99",
+        "/history 99999999999999999999",
         "second question",
         "",
     ])
@@ -108,6 +109,7 @@ def test_slash_commands_never_reach_the_model(sqlite_url: str, tmp_path: Path) -
     assert f"wrote 4 messages to {out_file}" in out and "gooseberry" in out_file.read_text()
     assert "unknown command /frobnicate; the commands are:" in out
     assert "usage: /export" in proc.stderr and "there is no boundary 99" in proc.stderr
+    assert "there is no boundary 99999999999999999999" in proc.stderr, "a huge K is not an OverflowError"
     assert "Traceback" not in proc.stderr
     store, session = _only_session(sqlite_url)
     try:

@@ -163,15 +163,27 @@ def boundary(session: "Session", index: int) -> Boundary:
     row = session.db.one(
         f"SELECT {_BOUNDARY_COLUMNS.format(summary='s.content_json')} {_BOUNDARY_FROM}"
         "WHERE c.session_id = :id AND c.ordinal = :k",
-        {"id": session.id, "k": int(index)},
+        {"id": session.id, "k": _ordinal(session, index)},
     )
     if row is None:
-        count = boundary_count(session)
-        raise BoundaryNotFound(
-            f"session {session.id} has {count} boundar{'y' if count == 1 else 'ies'}; "
-            f"there is no boundary {index}"
-        )
+        raise _not_found(session, index)
     return _boundary(row)
+
+
+def _ordinal(session: "Session", index: int) -> int:
+    """`index` as a boundary number a column can hold; BoundaryNotFound otherwise (never an OverflowError)."""
+    k = int(index)
+    if not 1 <= k <= ORDINAL_MAX:
+        raise _not_found(session, k)
+    return k
+
+
+def _not_found(session: "Session", index: int) -> BoundaryNotFound:
+    """The error naming how many boundaries the session has."""
+    count = boundary_count(session)
+    return BoundaryNotFound(
+        f"session {session.id} has {count} boundar{'y' if count == 1 else 'ies'}; there is no boundary {index}"
+    )
 
 
 def _boundary(row: Any, *, full_summary: bool = True) -> Boundary:
@@ -269,7 +281,7 @@ def boundary_floor(session: "Session", index: int) -> tuple[int, int]:
     """(replaced_version, view_floor) of boundary `index`: one indexed lookup."""
     row = session.db.one(
         "SELECT replaced_version, view_floor FROM compactions WHERE session_id = :id AND ordinal = :k",
-        {"id": session.id, "k": int(index)},
+        {"id": session.id, "k": _ordinal(session, index)},
     )
     if row is None:
         boundary(session, index)  # raises BoundaryNotFound with the count
@@ -281,7 +293,7 @@ def summarized_messages(session: "Session", index: int) -> list[StoredMessage]:
     """The transcript messages boundary `index` summarized, in order."""
     row = session.db.one(
         "SELECT summarized_seqs_json FROM compactions WHERE session_id = :id AND ordinal = :k",
-        {"id": session.id, "k": int(index)},
+        {"id": session.id, "k": _ordinal(session, index)},
     )
     if row is None:
         boundary(session, index)  # raises BoundaryNotFound with the count
