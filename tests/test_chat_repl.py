@@ -87,6 +87,8 @@ def test_slash_commands_never_reach_the_model(sqlite_url: str, tmp_path: Path) -
         "/search --all gooseberry",
         f"/export markdown {out_file}",
         "/export nonsense",
+        f"/export html {tmp_path}",
+        f"/export markdown {tmp_path / 'missing' / 'x.md'}",
         "/frobnicate",
         "/history 99",
         "/history 99999999999999999999",
@@ -110,6 +112,8 @@ def test_slash_commands_never_reach_the_model(sqlite_url: str, tmp_path: Path) -
     assert "unknown command /frobnicate; the commands are:" in out
     assert "usage: /export" in proc.stderr and "there is no boundary 99" in proc.stderr
     assert "there is no boundary 99999999999999999999" in proc.stderr, "a huge K is not an OverflowError"
+    assert f"cannot write to {tmp_path}: it is a folder" in proc.stderr and "does not exist" in proc.stderr
+    assert not list(tmp_path.glob("*.partial")), "nothing half-written is left"
     assert "Traceback" not in proc.stderr
     store, session = _only_session(sqlite_url)
     try:
