@@ -193,7 +193,7 @@ class Watcher:
 
     def run(self, stop: threading.Event | None = None, *, ready: Callable[[], None] | None = None,
             caught_up: bool = False) -> None:
-        """Catch up on every file (unless the caller just did), then follow changes until `stop` is set."""
+        """Catch up on every file (unless the caller just did), then follow changes until `stop` is set (Ctrl-C raises)."""
         import watchfiles
 
         missing = [str(r) for r in self.roots if not r.exists()]
@@ -204,7 +204,7 @@ class Watcher:
         first = True
         for changes in watchfiles.watch(
             *self.roots, watch_filter=_wanted, debounce=self.debounce_ms, step=STEP_MS, stop_event=stop,
-            rust_timeout=WAKE_MS, yield_on_timeout=True, raise_interrupt=False,
+            rust_timeout=WAKE_MS, yield_on_timeout=True, raise_interrupt=True,
         ):
             if first:
                 # Anything written between the first pass and the watch starting is taken now.
