@@ -193,7 +193,7 @@ class Watcher:
 
     def run(self, stop: threading.Event | None = None, *, ready: Callable[[], None] | None = None,
             caught_up: bool = False) -> None:
-        """Catch up on every file (unless the caller just did), then follow changes until `stop` is set (Ctrl-C raises)."""
+        """Catch up on every file (unless the caller just did), then follow changes until `stop` is set."""
         import watchfiles
 
         missing = [str(r) for r in self.roots if not r.exists()]
