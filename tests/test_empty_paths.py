@@ -47,3 +47,14 @@ def test_the_api_refuses_an_empty_path(tmp_path: Path, monkeypatch: pytest.Monke
     with pytest.raises(SessionStoreError, match="empty path"):
         transcript_files([""])
     assert transcript_files(["."]) == [tmp_path / "t.jsonl"], "the current folder, named, still works"
+
+
+@pytest.mark.parametrize("source", ["claude-code", "codex", "jsonl"])
+def test_a_folder_without_transcripts_is_nothing_to_import(capsys: pytest.CaptureFixture[str], sqlite_url: str,
+                                                            tmp_path: Path, source: str) -> None:
+    """`import claude-code EMPTYDIR` said "imported 0 of 0 file(s)" and exit 0, as if all went well."""
+    (tmp_path / "notes.txt").write_text("not a transcript")
+    result = run_cli(capsys, "import", source, str(tmp_path), "--db", sqlite_url)
+    assert result.code == 2, result
+    assert result.err.startswith("error: nothing to import") and "*.jsonl" in result.err
+    assert len(result.err.strip().splitlines()) == 1 and result.out == ""
