@@ -58,3 +58,14 @@ def test_a_folder_without_transcripts_is_nothing_to_import(capsys: pytest.Captur
     assert result.code == 2, result
     assert result.err.startswith("error: nothing to import") and "*.jsonl" in result.err
     assert len(result.err.strip().splitlines()) == 1 and result.out == ""
+
+
+def test_materialize_into_an_empty_folder_name_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`spill materialize S T ''` wrote the spill into the current folder."""
+    from sessionstore.storage.output import OutputError, write_into_folder
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OutputError, match="empty path"):
+        write_into_folder("", "spill.txt", b"data")
+    assert list(tmp_path.iterdir()) == []
+    assert write_into_folder(".", "spill.txt", b"data") == tmp_path / "spill.txt", "'.' still names this folder"
