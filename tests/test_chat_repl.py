@@ -154,6 +154,18 @@ def test_no_api_key_exits_2_before_creating_a_session(sqlite_url: str, tmp_path:
         assert store.list() == []
 
 
+def test_a_workdir_that_is_no_folder_exits_2_before_creating_a_session(sqlite_url: str, tmp_path: Path) -> None:
+    """`chat --new --workdir /nonexistent` started a session whose tools could never run."""
+    (tmp_path / "file.txt").write_text("x")
+    for workdir in (tmp_path / "missing", tmp_path / "file.txt"):
+        proc = _chat(["--new"], "hello\n", _env("http://127.0.0.1:9"), sqlite_url, workdir)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: --workdir {workdir}: not a folder"), lines
+    with SessionStore.open(sqlite_url) as store:
+        assert store.list() == []
+
+
 def test_connection_refused_keeps_the_message_and_resume_answers_it(sqlite_url: str, tmp_path: Path) -> None:
     down = _closed_port_url()
     proc = _chat(["--new"], "what does the config say?\n/stats\n", _env(down), sqlite_url, tmp_path)
