@@ -16,12 +16,11 @@ from sessionstore import SessionStoreError
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd,
                recallcmd, searchcmd, watchcmd)
-from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, console, open_store, preview,
+from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, console, open_store, preview,
                      print_json, short_ids)
 from .tables import sessions_table
 
-#: Most rows one page of `sessions` shows; most tokens a context window can be.
-MAX_LIMIT = 1_000_000
+#: Most tokens a context window can be.
 MAX_WINDOW = 100_000_000
 
 app = typer.Typer(
@@ -120,6 +119,8 @@ def new_cmd(
 
 def read_messages(source: str) -> list[Any]:
     """Messages from a file or stdin: one JSON object, a JSON list, or JSON Lines."""
+    if not source:
+        raise UsageError("an empty path names no file: give a file, or - for stdin")
     try:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:

@@ -53,6 +53,8 @@ def chat_cmd(
     if not any(os.environ.get(name) for name in KEY_VARIABLES):
         raise UsageError("no API key: set ANTHROPIC_API_KEY (https://console.anthropic.com/settings/keys) "
                          "and run chat again; nothing was created")
+    if not workdir.is_dir():
+        raise UsageError(f"--workdir {workdir}: not a folder (the read/run tools work inside it); nothing was created")
     chosen = model or os.environ.get("ANTHROPIC_MODEL", DEFAULT_MODEL)
     with open_store(db) as store:
         s = store.create_session(title="chat", model=chosen, cwd=str(workdir.resolve())) if new else store.get(session or "")

@@ -118,23 +118,19 @@ def _compact(ctx: SlashContext, arg: str) -> None:
 
 def _export(ctx: SlashContext, arg: str) -> None:
     from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
+    from sessionstore.storage.output import open_output
 
     fmt, _, path_text = arg.partition(" ")
     writers = {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html}
     if fmt not in (*writers, "claude-code") or not path_text.strip():
         raise UsageError("usage: /export jsonl|markdown|html|claude-code PATH")
     path = Path(path_text.strip()).expanduser()
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        if fmt == "claude-code":
-            with open(tmp, "wb") as binary:
-                count = export_claude_code(ctx.session, binary)
-        else:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as text:
-                count = writers[fmt](ctx.session, text)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    if fmt == "claude-code":
+        with open_output(path, binary=True) as binary:
+            count = export_claude_code(ctx.session, binary)
+    else:
+        with open_output(path) as text:
+            count = writers[fmt](ctx.session, text)
     typer.echo(f"wrote {count} messages to {path}")
 
 

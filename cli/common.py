@@ -35,6 +35,8 @@ class UsageError(Exception):
 
 #: The largest integer either database stores (a signed 64-bit column).
 INT64_MAX = 2**63 - 1
+#: Most rows one page of a listing (sessions, history, search hits) shows.
+MAX_LIMIT = 1_000_000
 
 
 def bounded(option: str, low: int, high: int) -> Callable[[Optional[int]], Optional[int]]:

@@ -10,7 +10,7 @@ from sessionstore.storage import history as hist
 from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
 from sessionstore.storage.output import STDIO, open_output
 
-from .common import (INT64_MAX, DbOption, JsonOption, UsageError, bounded, fmt_time, open_store, preview,
+from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, fmt_time, open_store, preview,
                      print_json, short_ids)
 
 
@@ -97,8 +97,10 @@ def history_cmd(
     recompact: Annotated[Optional[str], typer.Option("--recompact", help="With --boundary: summarize K's span again "
                          "with extractive, anthropic, mask or user-only; show it, its gate report and a diff "
                          "against the recorded summary. Nothing is written.")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="List at most this many boundaries (one page).")] = HISTORY_PAGE,
-    offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many boundaries before the page.")] = 0,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="List at most this many boundaries (one page).",
+                                       callback=bounded("--limit", 1, MAX_LIMIT))] = HISTORY_PAGE,
+    offset: Annotated[int, typer.Option("--offset", help="Skip this many boundaries before the page.",
+                                        callback=bounded("--offset", 0, INT64_MAX))] = 0,
     full: Annotated[bool, typer.Option("--full", help="With --json: each boundary's whole summary, not a preview.")] = False,
     db: DbOption = None,
     json_out: JsonOption = False,

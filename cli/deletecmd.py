@@ -35,11 +35,21 @@ def delete_cmd(
         s = store.get(session)
         state = s.refresh_state()
         what = f"session {s.id} ({s.title or 'untitled'}, {state.last_seq:,} messages)"
-        if not yes and not typer.confirm(f"Delete {what}? This cannot be undone.", default=False, err=True):
-            sys.stderr.write("nothing deleted\n")
+        if not yes and not _confirmed(what):
             raise typer.Exit(1)
         store.delete(s.id)
     if json_out:
         print_json({"deleted": s.id, "messages": state.last_seq})
     else:
         typer.echo(f"deleted {what}")
+
+
+def _confirmed(what: str) -> bool:
+    """Ask on the terminal; no (or no answer at all, as on an empty stdin) keeps the session and says so."""
+    try:
+        if typer.confirm(f"Delete {what}? This cannot be undone.", default=False, err=True):
+            return True
+        sys.stderr.write("nothing deleted\n")
+    except typer.Abort:
+        sys.stderr.write("\nnothing deleted: no answer (stdin ended); pass --yes to delete without asking\n")
+    return False

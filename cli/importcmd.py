@@ -106,6 +106,8 @@ def _relabel(results: list[ImportResult], spooled: str) -> None:
 
 def _import(source: str, paths: list[str], db: str | None, strict: bool, show: bool | None) -> list[ImportResult]:
     files = transcript_files(paths)
+    if not files:
+        raise UsageError(f"nothing to import: no *.jsonl file in {', '.join(paths)}")
     total = sum(os.path.getsize(f) for f in files)
     show = sys.stderr.isatty() if show is None else show
     with open_store(db) as store:

@@ -68,8 +68,11 @@ def prepare_cmd(
 
 def _warning_text(prepared, auto: dict) -> str:  # type: ignore[no-untyped-def]
     """The warning with what it means: how much context is left before auto-compact."""
-    left = (f"{prepared.context_left_percent}% of the context ({prepared.tokens_until_autocompact:,} tokens) "
-            f"left before auto-compact")
+    if prepared.context_left_percent is None:
+        left = f"no context is left before auto-compact: its threshold is {auto['autocompact_threshold']:,} tokens"
+    else:
+        left = (f"{prepared.context_left_percent}% of the context ({prepared.tokens_until_autocompact:,} tokens) "
+                f"left before auto-compact")
     if not prepared.warning:
         return f"no ({left})"
     if auto["warning_at"] <= 0:

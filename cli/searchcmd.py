@@ -10,7 +10,7 @@ from rich.text import Text
 
 from sessionstore.storage.search import MARK_CLOSE, MARK_OPEN, Hit
 
-from .common import DbOption, JsonOption, console, err_console, open_store, print_json
+from .common import MAX_LIMIT, DbOption, JsonOption, bounded, console, err_console, open_store, print_json
 
 #: Messages waiting to be indexed from which the first search shows a progress bar.
 PROGRESS_FROM = 5_000
@@ -54,7 +54,7 @@ def search_cmd(
     since: Annotated[Optional[str], typer.Option(help="A date (2026-11-01) or an age (7d, 12h, 2w).")] = None,
     cwd: Annotated[Optional[str], typer.Option(help="Only sessions whose working directory is under this path.")] = None,
     in_: Annotated[str, typer.Option("--in", help="active, compacted or all.")] = "all",
-    limit: Annotated[int, typer.Option(help="How many hits at most.")] = 20,
+    limit: Annotated[int, typer.Option(help="How many hits at most.", callback=bounded("--limit", 1, MAX_LIMIT))] = 20,
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:

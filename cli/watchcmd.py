@@ -68,6 +68,8 @@ def watch_cmd(
 def _roots(paths: list[str] | None) -> list[Path]:
     """The given paths (each must exist), else the default directories that exist."""
     if paths:
+        if not all(paths):
+            raise UsageError("an empty path names no file: give a file or a folder ('.' for this one)")
         roots = [Path(p).expanduser() for p in paths]
         missing = [str(p) for p in roots if not p.exists()]
         if missing:

@@ -9,6 +9,7 @@
 
 from .storage.config import Config
 from .storage.errors import (
+    ConfigError,
     DatabaseUnavailable,
     DuplicateUuid,
     InvalidContent,
@@ -31,6 +32,7 @@ from .storage.types import StoredMessage, ViewEntry
 
 __all__ = [
     "Config",
+    "ConfigError",
     "DatabaseUnavailable",
     "DuplicateUuid",
     "Hit",

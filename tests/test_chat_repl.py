@@ -87,8 +87,11 @@ def test_slash_commands_never_reach_the_model(sqlite_url: str, tmp_path: Path) -
         "/search --all gooseberry",
         f"/export markdown {out_file}",
         "/export nonsense",
+        f"/export html {tmp_path}",
+        f"/export markdown {tmp_path / 'missing' / 'x.md'}",
         "/frobnicate",
         "/history 99",
+        "/history 99999999999999999999",
         "second question",
         "",
     ])
@@ -109,6 +112,9 @@ def test_slash_commands_never_reach_the_model(sqlite_url: str, tmp_path: Path) -
     assert f"wrote 4 messages to {out_file}" in out and "gooseberry" in out_file.read_text()
     assert "unknown command /frobnicate; the commands are:" in out
     assert "usage: /export" in proc.stderr and "there is no boundary 99" in proc.stderr
+    assert "there is no boundary 99999999999999999999" in proc.stderr, "a huge K is not an OverflowError"
+    assert f"cannot write to {tmp_path}: it is a folder" in proc.stderr and "does not exist" in proc.stderr
+    assert not list(tmp_path.glob("*.partial")), "nothing half-written is left"
     assert "Traceback" not in proc.stderr
     store, session = _only_session(sqlite_url)
     try:
@@ -145,6 +151,18 @@ def test_no_api_key_exits_2_before_creating_a_session(sqlite_url: str, tmp_path:
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: no API key: set ANTHROPIC_API_KEY")
+    with SessionStore.open(sqlite_url) as store:
+        assert store.list() == []
+
+
+def test_a_workdir_that_is_no_folder_exits_2_before_creating_a_session(sqlite_url: str, tmp_path: Path) -> None:
+    """`chat --new --workdir /nonexistent` started a session whose tools could never run."""
+    (tmp_path / "file.txt").write_text("x")
+    for workdir in (tmp_path / "missing", tmp_path / "file.txt"):
+        proc = _chat(["--new"], "hello\n", _env("http://127.0.0.1:9"), sqlite_url, workdir)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: --workdir {workdir}: not a folder"), lines
     with SessionStore.open(sqlite_url) as store:
         assert store.list() == []
 

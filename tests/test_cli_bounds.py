@@ -27,6 +27,12 @@ def sid(sqlite_url: str) -> str:
     (["history", "SID", "--boundary", HUGE], "--boundary"),
     (["history", "SID", "--boundary", "0"], "--boundary"),
     (["history", "SID", "-b", "-3"], "--boundary"),
+    (["history", "SID", "--limit", HUGE], "--limit"),
+    (["history", "SID", "--limit", "0"], "--limit"),
+    (["history", "SID", "--offset", HUGE], "--offset"),
+    (["history", "SID", "--offset", "-1"], "--offset"),
+    (["search", "word", "--limit", HUGE], "--limit"),
+    (["search", "word", "--limit", "0"], "--limit"),
 ])
 def test_out_of_range_numbers_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], sqlite_url: str, sid: str,
                                                       args: list[str], option: str) -> None:
@@ -41,3 +47,6 @@ def test_in_range_numbers_still_work(capsys: pytest.CaptureFixture[str], sqlite_
     assert run_cli(capsys, "sessions", "--limit", "0", "--offset", "9223372036854775807", "--db", sqlite_url).code == 0
     made = run_cli(capsys, "new", "--context-window", "1000000", "--db", sqlite_url)
     assert made.code == 0, made.err
+    for args in (["history", sid, "--limit", "1000000", "--offset", "9223372036854775807"],
+                 ["search", "word", "--limit", "1000000"]):
+        assert run_cli(capsys, *args, "--db", sqlite_url).code == 0, args

@@ -77,6 +77,8 @@ def test_pages_of_boundaries_preview_their_summaries(store: SessionStore) -> Non
         assert b.to_dict(preview_chars=50)["summary"] == whole[:50] + "…"
     assert hist.boundaries(s, limit=10, offset=4) == full[4:]
     assert hist.boundaries(s, limit=3, offset=5) == []
+    assert hist.boundaries(s, limit=10**20, offset=1, summaries=False) == hist.boundaries(s, offset=1, summaries=False)
+    assert hist.boundaries(s, limit=10**20, offset=2**63 - 1) == [], "a page past every boundary, not an overflow"
     assert hist.boundary_count(s) == len(before)
 
 
@@ -101,3 +103,11 @@ def test_history_cli_pages(sqlite_url: str, capsys: pytest.CaptureFixture[str]) 
     got = run_cli(capsys, "history", s.id, "--boundary", "3", "--json", "--db", sqlite_url)
     assert got.code == 0 and [e["seq"] for e in json.loads(got.out)["entries"]] == before[2]
     assert run_cli(capsys, "history", s.id, "--limit", "0", "--db", sqlite_url).code == 2
+
+
+@pytest.mark.parametrize("index", [0, -1, 2**63, 10**20])
+def test_a_boundary_number_no_column_holds_is_not_found(store: SessionStore, index: int) -> None:
+    s, _ = _compacted(store, rounds=2)
+    for read in (hist.boundary, hist.view_before, hist.boundary_floor, hist.summarized_messages):
+        with pytest.raises(hist.BoundaryNotFound, match=f"there is no boundary {index}"):
+            read(s, index)

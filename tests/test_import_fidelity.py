@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from sessionstore.cli.tables import short_time
 from sessionstore.cli import common
 from sessionstore.cli.common import fmt_time
+from sessionstore.cli.tables import short_time
 from tests.support.cli import run_cli
 
 FASTHOOKS = "claude-code/fasthooks/sample_main_transcript.jsonl"
@@ -57,7 +57,7 @@ def test_sessions_and_history_show_the_source_times(
     assert listed["created_at"] == pytest.approx(epoch(times[0]))
     assert listed["updated_at"] == pytest.approx(epoch(times[-1]))
     table = run_cli(capsys, "sessions", "--db", store_url).out
-    assert short_time(epoch(times[-1])) in table  # the 80-column table's form of the same time
+    assert short_time(epoch(times[-1])) in table, "the sessions table shows the last message's time, as browse does"
 
     history = cli_json(capsys, "history", sid, "--db", store_url)
     assert len(history) == 1

@@ -99,6 +99,10 @@ def test_delete_asks_then_deletes(sqlite_url: str) -> None:
     declined = run_cli_process("delete", gone.id[:8], "--db", sqlite_url, input=b"n\n")
     assert declined.code == 1 and "nothing deleted" in declined.err
     assert {s["id"] for s in sessions(sqlite_url)} == {keep.id, gone.id}
+    unanswered = run_cli_process("delete", gone.id[:8], "--db", sqlite_url, input=b"")
+    assert unanswered.code == 1 and "nothing deleted" in unanswered.err and "--yes" in unanswered.err
+    assert "Aborted" not in unanswered.err, "no answer on stdin is said in our words"
+    assert {s["id"] for s in sessions(sqlite_url)} == {keep.id, gone.id}
     confirmed = run_cli_process("delete", gone.id[:8], "--db", sqlite_url, input=b"y\n")
     assert confirmed.code == 0, confirmed.err
     assert "junk" in confirmed.err and "1 messages" in confirmed.out

@@ -155,6 +155,7 @@ def test_an_open_descriptor_is_written_through(sqlite_url: str, session_id: str)
     ("missing/dir/out.md", "does not exist"),
     ("/dev/fd/987", "no such open file descriptor"),
     ("afile/out.md", "cannot write"),
+    ("", "no output file named"),
 ])
 def test_impossible_targets_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], sqlite_url: str,
                                                     session_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

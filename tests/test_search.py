@@ -228,6 +228,12 @@ def test_bad_filters_are_refused(store: SessionStore) -> None:
         store.search("x1y", since="last tuesday")
 
 
+@pytest.mark.parametrize("filters", [{"limit": 10**20}, {"limit": 0}, {"since": "99999999d"}, {"since": "9999999999999999999999w"}])
+def test_out_of_range_filters_are_refused_not_overflowed(store: SessionStore, filters: dict) -> None:
+    with pytest.raises(SearchQueryError):
+        store.search("x1y", **filters)
+
+
 def test_query_language() -> None:
     assert parse_query('fix "flaky test" src/a.py') == ["fix", "flaky test", "src/a.py"]
     assert parse_query('"open phrase') == ["open phrase"]

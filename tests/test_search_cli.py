@@ -80,6 +80,7 @@ def test_fts_syntax_never_reaches_the_user_as_an_engine_error(
 
 @pytest.mark.parametrize("args", [[""], ["   "], ["*"], ["-"], ['""'], ["--", "-"], ["x1", "--role", "robot"],
                                   ["x1", "--in", "nowhere"], ["x1", "--since", "yesterday"], ["x1", "--limit", "0"],
+                                  ["x1", "--since", "99999999d"], ["x1", "--limit", "99999999999999999999"],
                                   ["x1", "--session", "nosuchsession"]])
 def test_bad_queries_are_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str], sqlite_url: str, args: list[str]

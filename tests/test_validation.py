@@ -35,6 +35,13 @@ BAD: list[tuple[str, Any, type[Exception], str]] = [
     ("duplicate uuid", {"role": "user", "content": "again", "uuid": "fixed-uuid"}, DuplicateUuid, "fixed-uuid"),
     ("not an object", ["role", "user"], InvalidMessage, "dict"),
     ("unknown field", {"role": "user", "content": "x", "contents": "y"}, InvalidMessage, "contents"),
+    # usage figures the pipeline sums before each call: beyond a 64-bit column, negative or infinite ones broke prepare
+    ("usage too large", {"role": "assistant", "content": "a", "usage": {"input_tokens": 10**20}}, InvalidMessage,
+     "usage.input_tokens"),
+    ("usage negative", {"role": "assistant", "content": "a", "usage": {"output_tokens": -5}}, InvalidMessage,
+     "usage.output_tokens"),
+    ("usage infinite", {"role": "assistant", "content": "a", "usage": {"cache_read_input_tokens": float("inf")}},
+     InvalidMessage, "usage.cache_read_input_tokens"),
 ]
 
 

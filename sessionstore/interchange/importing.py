@@ -94,6 +94,8 @@ def transcript_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Files to import: each file given, and every *.jsonl under each directory (main files first)."""
     found: list[Path] = []
     for p in paths:
+        if not os.fspath(p):
+            raise SessionStoreError("an empty path names no file: give a file or a folder ('.' for this one)")
         path = Path(p)
         if path.is_dir():
             found.extend(sorted(path.rglob("*.jsonl")))

@@ -204,7 +204,7 @@ class Watcher:
         first = True
         for changes in watchfiles.watch(
             *self.roots, watch_filter=_wanted, debounce=self.debounce_ms, step=STEP_MS, stop_event=stop,
-            rust_timeout=WAKE_MS, yield_on_timeout=True, raise_interrupt=False,
+            rust_timeout=WAKE_MS, yield_on_timeout=True, raise_interrupt=True,
         ):
             if first:
                 # Anything written between the first pass and the watch starting is taken now.

@@ -8,10 +8,13 @@ overridden by an environment variable `SESSIONSTORE_<FIELD NAME IN CAPITALS>`
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
+
+from .errors import ConfigError
 
 ENV_PREFIX = "SESSIONSTORE_"
 
@@ -136,11 +139,15 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
         if isinstance(default, int):
             return int(raw)
         if isinstance(default, float):
-            return float(raw)
+            value = float(raw)
+            if not math.isfinite(value):
+                raise ValueError(raw)
+            return value
         if isinstance(default, tuple):
             return tuple(part.strip() for part in raw.split(",") if part.strip())
         return raw
     except ValueError as exc:
-        raise ValueError(
+        raise ConfigError(
             f"{ENV_PREFIX}{f.name.upper()}={raw!r} is not a valid {type(default).__name__}"
+            f"{' (a finite number)' if isinstance(default, float) else ''}"
         ) from exc

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 
 import sqlalchemy.dialects.sqlite  # noqa: F401  (imported here, not inside the first open)
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 
 from .errors import DatabaseUnavailable, SessionStoreError, StoreBusy
 from . import faults
@@ -40,13 +40,22 @@ def prepare_sqlite_file(url: str) -> None:
     os.close(fd)
 
 
+def _expand_home(parsed: URL) -> URL:
+    """A SQLite path starting with `~` names the home folder for the driver too (it would look for a folder `~`)."""
+    database = parsed.database
+    if database and database.startswith("~"):
+        return parsed.set(database=str(Path(database).expanduser()))
+    return parsed
+
+
 def make_engine(url: str, *, busy_timeout_ms: int = 10_000) -> Engine:
     """An engine with the pragmas and transaction behaviour the design asks for."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        prepare_sqlite_file(url)
+        parsed = _expand_home(parsed)
+        prepare_sqlite_file(parsed.render_as_string(hide_password=False))
         engine = create_engine(
-            url,
+            parsed,
             connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
         )
         _configure_sqlite(engine, busy_timeout_ms)

@@ -57,3 +57,7 @@ class MigrationError(SessionStoreError):
 
 class DatabaseUnavailable(SessionStoreError):
     """The database could not be opened: server down or unreachable, login refused, not a database file."""
+
+
+class ConfigError(SessionStoreError, ValueError):
+    """A configuration value (a `SESSIONSTORE_<FIELD>` variable) that cannot be used."""

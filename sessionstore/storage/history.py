@@ -26,6 +26,10 @@ class BoundaryNotFound(SessionStoreError, LookupError):
     """No boundary with that index in the session."""
 
 
+#: Largest boundary number a database column holds; paging past it finds nothing instead of overflowing.
+ORDINAL_MAX = 2**63 - 1
+
+
 @dataclass(frozen=True, slots=True)
 class Boundary:
     """One compaction, as `history` lists it (index counts from 1)."""
@@ -141,10 +145,10 @@ def boundaries(session: "Session", *, limit: int | None = None, offset: int = 0,
     summary = "s.content_json" if summaries else f"SUBSTR(s.content_json, 1, {PREVIEW_SOURCE_CHARS})"
     sql = (f"SELECT {_BOUNDARY_COLUMNS.format(summary=summary)} {_BOUNDARY_FROM}"
            "WHERE c.session_id = :id AND c.ordinal > :after")
-    params: dict[str, Any] = {"id": session.id, "after": max(0, int(offset))}
+    params: dict[str, Any] = {"id": session.id, "after": min(max(0, int(offset)), ORDINAL_MAX)}
     if limit is not None:
         sql += " AND c.ordinal <= :upto"
-        params["upto"] = params["after"] + max(0, int(limit))
+        params["upto"] = min(params["after"] + max(0, int(limit)), ORDINAL_MAX)
     rows = session.db.all(sql + " ORDER BY c.ordinal", params)
     return [_boundary(row, full_summary=summaries) for row in rows]
 
@@ -160,15 +164,27 @@ def boundary(session: "Session", index: int) -> Boundary:
     row = session.db.one(
         f"SELECT {_BOUNDARY_COLUMNS.format(summary='s.content_json')} {_BOUNDARY_FROM}"
         "WHERE c.session_id = :id AND c.ordinal = :k",
-        {"id": session.id, "k": int(index)},
+        {"id": session.id, "k": _ordinal(session, index)},
     )
     if row is None:
-        count = boundary_count(session)
-        raise BoundaryNotFound(
-            f"session {session.id} has {count} boundar{'y' if count == 1 else 'ies'}; "
-            f"there is no boundary {index}"
-        )
+        raise _not_found(session, index)
     return _boundary(row)
+
+
+def _ordinal(session: "Session", index: int) -> int:
+    """`index` as a boundary number a column can hold; BoundaryNotFound otherwise (never an OverflowError)."""
+    k = int(index)
+    if not 1 <= k <= ORDINAL_MAX:
+        raise _not_found(session, k)
+    return k
+
+
+def _not_found(session: "Session", index: int) -> BoundaryNotFound:
+    """The error naming how many boundaries the session has."""
+    count = boundary_count(session)
+    return BoundaryNotFound(
+        f"session {session.id} has {count} boundar{'y' if count == 1 else 'ies'}; there is no boundary {index}"
+    )
 
 
 def _boundary(row: Any, *, full_summary: bool = True) -> Boundary:
@@ -266,7 +282,7 @@ def boundary_floor(session: "Session", index: int) -> tuple[int, int]:
     """(replaced_version, view_floor) of boundary `index`: one indexed lookup."""
     row = session.db.one(
         "SELECT replaced_version, view_floor FROM compactions WHERE session_id = :id AND ordinal = :k",
-        {"id": session.id, "k": int(index)},
+        {"id": session.id, "k": _ordinal(session, index)},
     )
     if row is None:
         boundary(session, index)  # raises BoundaryNotFound with the count
@@ -278,7 +294,7 @@ def summarized_messages(session: "Session", index: int) -> list[StoredMessage]:
     """The transcript messages boundary `index` summarized, in order."""
     row = session.db.one(
         "SELECT summarized_seqs_json FROM compactions WHERE session_id = :id AND ordinal = :k",
-        {"id": session.id, "k": int(index)},
+        {"id": session.id, "k": _ordinal(session, index)},
     )
     if row is None:
         boundary(session, index)  # raises BoundaryNotFound with the count

@@ -128,8 +128,22 @@ def ensure_current(engine: Engine, current: str | None = None, *, known: bool = 
             f"the database is at revision {current}, which this sessionstore does not know "
             "(was it written by a newer version?)"
         )
+    if current is None:
+        _refuse_foreign_tables(engine)
     upgrade(engine)
     return True
+
+
+def _refuse_foreign_tables(engine: Engine) -> None:
+    """No schema revision but a `sessions` table: another program's database, never migrated over."""
+    with engine.connect() as conn:
+        foreign = has_user_tables(conn)
+        conn.rollback()
+    if foreign:
+        raise MigrationError(
+            "the database has a sessions table but no sessionstore schema: it belongs to another program; "
+            "point --db at a sessionstore database or at a new file"
+        )
 
 
 def _known_revisions() -> set[str]:

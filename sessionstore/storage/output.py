@@ -49,6 +49,8 @@ def _open(path: str | os.PathLike[str] | None, binary: bool) -> Iterator[IO]:
         yield from _stdout(binary)
         return
     name = os.fspath(path)
+    if not name:
+        raise OutputError("no output file named (-o ''): give a file path, or - for stdout")
     target = _target(name)
     if target is None:
         yield from _stream(name, binary)
@@ -180,6 +182,8 @@ def write_into_folder(directory: str | os.PathLike[str], filename: str, data: by
 
 def _folder(directory: str | os.PathLike[str]) -> Path:
     """`directory` as an existing folder (made if missing), or an OutputError saying why it cannot be."""
+    if not os.fspath(directory):
+        raise OutputError("an empty path names no folder: give one ('.' for this one), or - for stdout")
     folder = Path(directory).expanduser()
     if folder.exists() and not folder.is_dir():
         raise OutputError(f"cannot write into {directory}: it is a file, not a folder")

@@ -48,6 +48,8 @@ MARK_OPEN, MARK_CLOSE = "«", "»"
 SNIPPET_CONTEXT = 70
 #: A query matching more messages than this is ranked among its newest this many (bounded cost).
 RANK_WINDOW = 2000
+#: Most hits one search returns (a LIMIT either database takes).
+LIMIT_MAX = 1_000_000
 _FETCH_ROWS = 500
 _TERMS = re.compile(r'"([^"]*)(?:"|$)|([^\s"]+)')
 _SINCE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
@@ -178,9 +180,13 @@ def parse_since(value: str | None, now: dt.datetime | None = None) -> str | None
     match = _SINCE.match(value)
     if match:
         amount, unit = int(match.group(1)), match.group(2)
-        delta = {"m": dt.timedelta(minutes=amount), "h": dt.timedelta(hours=amount),
-                 "d": dt.timedelta(days=amount), "w": dt.timedelta(weeks=amount)}[unit]
-        start = (now or dt.datetime.now(dt.timezone.utc)) - delta
+        try:
+            delta = {"m": dt.timedelta(minutes=amount), "h": dt.timedelta(hours=amount),
+                     "d": dt.timedelta(days=amount), "w": dt.timedelta(weeks=amount)}[unit]
+            start = (now or dt.datetime.now(dt.timezone.utc)) - delta
+        except OverflowError:
+            raise SearchQueryError(f"--since {value!r} reaches back before the year 1; "
+                                   "leave --since out to search every message") from None
         return start.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     try:
         parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
@@ -197,8 +203,8 @@ def check_filters(filters: Filters) -> None:
         raise SearchQueryError(f"role must be one of {', '.join(ROLES)}, not {filters.role!r}")
     if filters.in_ not in PLACES:
         raise SearchQueryError(f"in must be one of {', '.join(PLACES)}, not {filters.in_!r}")
-    if filters.limit < 1:
-        raise SearchQueryError("limit must be at least 1")
+    if not 1 <= filters.limit <= LIMIT_MAX:
+        raise SearchQueryError(f"limit must be between 1 and {LIMIT_MAX:,}, got {filters.limit:,}")
 
 
 def _like(term: str) -> str:

@@ -18,6 +18,8 @@ from .session import Session
 if TYPE_CHECKING:
     from .search import Hit
 
+#: Largest context window the sessions table holds (a 32-bit INTEGER on PostgreSQL).
+MAX_CONTEXT_WINDOW = 2**31 - 1
 SESSION_COLUMNS = "id, title, cwd, model, context_window, created_at, updated_at, parent_id, metadata_json"
 
 
@@ -78,9 +80,14 @@ class SessionStore:
         for name, value in (("title", title), ("model", model), ("cwd", cwd)):
             if value is not None and "\x00" in value:
                 raise SessionStoreError(f"{name} contains a NUL character")
+        for name, value, most in (("model", model, 200), ("session_id", session_id, 36), ("parent_id", parent_id, 36)):
+            if value is not None and len(value) > most:
+                raise SessionStoreError(f"{name} is {len(value):,} characters long; the most it may be is {most}")
         window = context_window or self.config.default_context_window
         if window <= 0:
             raise SessionStoreError("context_window must be a positive number of tokens")
+        if window > MAX_CONTEXT_WINDOW:
+            raise SessionStoreError(f"context_window must be at most {MAX_CONTEXT_WINDOW:,} tokens, got {window:,}")
         now = time.time()
         row = {
             "id": session_id or str(uuid_mod.uuid4()),

@@ -60,6 +60,10 @@ _SDK_MESSAGE_KEY_SET = frozenset(_SDK_MESSAGE_KEYS)  # for one C-level membershi
 MAX_ID_LENGTH = 100
 #: Deeper JSON is refused: nothing real nests this far, and deeper values break recursion later.
 MAX_DEPTH = 100
+#: The usage fields the pipeline adds up before each model call (compaction.pressure.USAGE_FIELDS).
+USAGE_TOKEN_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+#: Most tokens one usage field may report: far beyond any window, far below a 64-bit overflow when summed.
+MAX_USAGE_TOKENS = 10**12
 
 
 @dataclass(slots=True)
@@ -183,6 +187,16 @@ def _check_id(value: Any, what: str) -> None:
         raise InvalidContent(f"{what} contains a NUL character")
 
 
+def check_usage(usage: Mapping[str, Any]) -> None:
+    """Refuse token counts no API reports (negative, non-finite, absurdly large): the pipeline sums them into a column."""
+    for key in USAGE_TOKEN_FIELDS:
+        value = usage.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not 0 <= value <= MAX_USAGE_TOKENS:
+            raise InvalidMessage(f"usage.{key} must be between 0 and {MAX_USAGE_TOKENS:,}, got {value!r}")
+
+
 def check_depth(value: Any, what: str, limit: int = MAX_DEPTH) -> None:
     """Refuse JSON nested deeper than `limit`, the value itself being level 1 (checked level by level, no recursion)."""
     level = [value]
@@ -287,6 +301,7 @@ def normalize(message: Any, *, sendable: bool = True) -> NewMessage:
             raise InvalidMessage("metadata must be an object")
     if usage is not None:
         check_depth(usage, "usage")
+        check_usage(usage)
     if metadata:
         check_depth(metadata, "metadata")
     uuid = _opt_str(data.get("uuid"), "uuid") or _new_uuid()
