@@ -167,13 +167,18 @@ def _check_fresh_messages(st, sid: str, logged: list[list[str]]) -> None:
 
 
 def _check_spills(s, prepared: list[tuple[str, int]]) -> int:
-    """Every prepare the child saw commit spilled its big result, and the blob holds its original bytes."""
+    """Every prepare the child saw commit spilled its big result, and the blob holds its original bytes.
+
+    A later microcompact may clear a spilled result (kind "cleared"); the decision keeps its blob
+    reference, so the spill must still be there and still be the original.
+    """
     from sessionstore.storage.spill import spill_original
 
-    rows = s.db.all("SELECT tool_use_id, kind FROM replacements WHERE session_id = :id", {"id": s.id})
-    decided = {r[0]: r[1] for r in rows}
+    rows = s.db.all("SELECT tool_use_id, kind, blob_sha256 FROM replacements WHERE session_id = :id", {"id": s.id})
+    decided = {r[0]: (r[1], r[2]) for r in rows}
     for tool_use_id, seq in prepared:
-        assert decided.get(tool_use_id) == "spilled", f"the big result {tool_use_id} was not spilled"
+        kind, blob = decided.get(tool_use_id, (None, None))
+        assert kind in ("spilled", "cleared") and blob, f"the big result {tool_use_id} was not spilled: {kind}"
         block, = _blocks_at(s, seq)
         assert block["tool_use_id"] == tool_use_id
         assert spill_original(s, tool_use_id) == block["content"].encode(), "the spilled blob is not the original"
