@@ -73,6 +73,9 @@ def hostile_session(store: SessionStore) -> str:
             {"type": "text", "text": EVIL},
         ]},
         {"role": "assistant", "content": EVIL},
+        # enough ordinary talk that the summary shrinks the view (a compaction that would not is declined)
+        *({"role": r, "content": "go on" if r == "user" else "plain filler the summary drops. " * 200}
+          for _ in range(3) for r in ("user", "assistant")),
     ])
     compact(s, custom_instructions=EVIL)
     s.append_many([{"role": "user", "content": EVIL}, {"role": "assistant", "content": EVIL}])

@@ -206,11 +206,14 @@ def _slice_cost(text: str) -> float:
     cls = raw.translate(_CLASSES)
     letters = raw.translate(_LETTERS)
     cost, counts = _weighed(text, raw, cls, letters)
-    if _spread_error(raw, len(text), counts) > GUARD_ERROR_SHARE * cost + 1:
+    # The spread guard is judged against the run-corrected cost: a long run weighed as prose
+    # would inflate the estimate and hide the error a hex or base64 stretch beside it can carry.
+    corrected = cost + _run_correction(raw, cls, letters, counts)
+    if _spread_error(raw, len(text), counts) > GUARD_ERROR_SHARE * corrected + 1:
         exact = _exact_chunked(text)
         if exact is not None:
             return float(exact)
-    return cost + _run_correction(raw, cls, letters, counts)
+    return corrected
 
 
 def _weighed(text: str, raw: bytes, cls: bytes, letters: bytes) -> tuple[float, tuple[int, ...]]:
