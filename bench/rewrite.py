@@ -58,7 +58,8 @@ def build_big_session(url: str, total: int, boundaries: int, keep: int) -> str:
             batch = [next(source) for _ in range(per_round)]
             s.append_many(batch)
             snap = s.snapshot()
-            cut = adjust_split(snap.entries, max(len(snap.entries) - keep, 1), direction="earlier")
+            # At least half the view is summarized, so every compaction shrinks it (one that would not is declined).
+            cut = adjust_split(snap.entries, max(len(snap.entries) - keep, len(snap.entries) // 2), direction="earlier")
             commit_compaction(s, snap, summarized=snap.entries[:cut], kept=snap.entries[cut:],
                               summary_text="summary of the earlier work " * 50, truncated=False,
                               kind="partial-up_to", trigger="manual", layout="suffix", summarizer="bench")
