@@ -165,43 +165,41 @@ def export_claude_code(session: "Session", out: BinaryIO) -> int:
     return count
 
 
-def _copy_source_lines(session: "Session", out: BinaryIO) -> int:
-    """Every raw line of the imported file, in order, streamed in batches."""
-    count = 0
+def _source_lines(session: "Session", batch: int) -> Iterator[bytes]:
+    """Every raw line of the imported file, in order, read `batch` rows at a time (keyset paging)."""
     last = 0
     while True:
         rows = session.db.all(
             "SELECT line_no, raw FROM source_lines WHERE session_id = :id AND line_no > :after "
-            "ORDER BY line_no LIMIT 1000",
-            {"id": session.id, "after": last},
+            "ORDER BY line_no LIMIT :n",
+            {"id": session.id, "after": last, "n": batch},
         )
         if not rows:
-            return count
+            return
         for line_no, raw in rows:
-            out.write(bytes(raw))
-            count += 1
             last = int(line_no)
+            yield bytes(raw)
+
+
+def _copy_source_lines(session: "Session", out: BinaryIO) -> int:
+    """Every raw line of the imported file, in order, streamed in batches."""
+    count = 0
+    for raw in _source_lines(session, 1000):
+        out.write(raw)
+        count += 1
+    return count
 
 
 def _file_session_id(session: "Session") -> str | None:
     """The sessionId the imported Claude Code file's own lines carry (lines appended later keep it)."""
-    last = 0
-    while True:
-        rows = session.db.all(
-            "SELECT line_no, raw FROM source_lines WHERE session_id = :id AND line_no > :after "
-            "ORDER BY line_no LIMIT 100",
-            {"id": session.id, "after": last},
-        )
-        if not rows:
-            return None
-        for line_no, raw in rows:
-            last = int(line_no)
-            try:
-                found = json.loads(bytes(raw)).get("sessionId")
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(found, str) and found:
-                return found
+    for raw in _source_lines(session, 100):
+        try:
+            found = json.loads(raw).get("sessionId")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(found, str) and found:
+            return found
+    return None
 
 
 def claude_code_line(session: "Session", m: "StoredMessage", *, link: Link | None = None,
