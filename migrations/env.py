@@ -25,7 +25,7 @@ def _configure_and_run(connection) -> None:
     )
     with context.begin_transaction():
         if connection.dialect.name == "postgresql":
-            connection.execute(text("SELECT pg_advisory_xact_lock(735501)"))
+            connection.execute(text("SELECT pg_advisory_xact_lock(735501)"))  # MIGRATION_LOCK in sessionstore.storage.migrate
         context.run_migrations()
 
 

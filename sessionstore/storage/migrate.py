@@ -20,6 +20,12 @@ from sqlalchemy.engine import Connection, Engine
 from .errors import MigrationError
 from .faults import fault
 
+MIGRATION_LOCK = 735501
+FOREIGN_TABLES = (
+    "the database has a sessions table but no sessionstore schema: it belongs to another program; "
+    "point --db at a sessionstore database or at a new file"
+)
+
 
 def _migrations_dir() -> Path:
     """Where the Alembic scripts are: the checkout's `migrations/` or the wheel's `sessionstore/migrations`."""
@@ -73,16 +79,42 @@ def upgrade(engine: Engine, revision: str = "head", *, backup: bool = True) -> N
     """
     if backup:
         backup_before_upgrade(engine, revision)
+    _run_upgrade(engine, revision, recheck=False)
+
+
+def _run_upgrade(engine: Engine, revision: str, *, recheck: bool) -> bool:
+    """The upgrade transaction; with `recheck`, the revision is read again under the write lock.
+
+    Two processes that open one new database at once both find it empty; the second must then
+    see the first one's committed schema as ours (and do nothing), not as another program's.
+    """
     cfg = alembic_config()
     try:
         with engine.begin() as conn:
             fault("migration.begin")
+            if recheck and not _still_needs_upgrade(conn):
+                return False
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
             fault("migration.before_commit")
         fault("migration.after_commit")
+        return True
+    except MigrationError:
+        raise
     except Exception as exc:
         raise MigrationError(f"could not upgrade the database to {revision}: {exc}") from exc
+
+
+def _still_needs_upgrade(conn: Connection) -> bool:
+    """Under the write lock: False when another process already upgraded; refuses foreign tables."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
+    current = current_revision(conn)
+    if current == head_revision():
+        return False
+    if current is None and has_user_tables(conn):
+        raise MigrationError(FOREIGN_TABLES)
+    return True
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
@@ -130,20 +162,17 @@ def ensure_current(engine: Engine, current: str | None = None, *, known: bool = 
         )
     if current is None:
         _refuse_foreign_tables(engine)
-    upgrade(engine)
-    return True
+    backup_before_upgrade(engine)
+    return _run_upgrade(engine, "head", recheck=True)
 
 
 def _refuse_foreign_tables(engine: Engine) -> None:
     """No schema revision but a `sessions` table: another program's database, never migrated over."""
     with engine.connect() as conn:
-        foreign = has_user_tables(conn)
+        foreign = has_user_tables(conn) and current_revision(conn) is None
         conn.rollback()
     if foreign:
-        raise MigrationError(
-            "the database has a sessions table but no sessionstore schema: it belongs to another program; "
-            "point --db at a sessionstore database or at a new file"
-        )
+        raise MigrationError(FOREIGN_TABLES)
 
 
 def _known_revisions() -> set[str]:
