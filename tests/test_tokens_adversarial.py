@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessionstore.storage import tokens
-from sessionstore.storage.tokens import GUARD_LETTER_RUN, estimate_content, estimate_text, exact_count
+from sessionstore.storage.tokens import GUARD_UPPER_RUN, estimate_content, estimate_text, exact_count
 
 TOLERANCE = 0.10
 #: Rounding and a piece cut at a slice or chunk edge: a couple of tokens on any text.
@@ -161,14 +161,12 @@ def _mixed_texts(draw: st.DrawFn) -> tuple[list[tuple[bool, str]], str]:
             start = draw(st.integers(0, len(CODE) - 4000))
             parts.append((False, CODE[start : start + draw(st.integers(300, 4000))]))
         else:
-            # Shorter than a guard run, random letters read as a word or two: a limit the estimator documents.
-            parts.append((True, ADVERSARIAL[choice](rng, draw(st.integers(GUARD_LETTER_RUN, 20_000)))))
+            # Below the shortest guarded run, a shape can be a few tokens off (the joins' slack).
+            parts.append((True, ADVERSARIAL[choice](rng, draw(st.integers(GUARD_UPPER_RUN, 20_000)))))
     return parts, draw(st.sampled_from(["\n", "\n\n", " ", ""]))
 
 
-# Derandomized so every run checks the same 150 mixes: random exploration still finds mixes of
-# minified JSON and prose about 10% off (issue #16 item 3 stays open until the estimator holds them).
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mixed_texts())
 def test_generated_mixes_within_tolerance(mix: tuple[list[tuple[bool, str]], str]) -> None:
     """Within 10% of tiktoken, or, where ordinary text carries the estimator's own error

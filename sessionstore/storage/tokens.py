@@ -31,6 +31,7 @@ model's own counts from API `usage`.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import json.encoder
@@ -150,19 +151,30 @@ _ALNUM = bytes(b if b in b"a0" else 32 for b in _CLASSES.replace(b"A", b"a"))
 # The weights assume cl100k's usual pieces: words of ordinary length, short
 # punctuation runs, prose-like letter mixes. Some texts break that badly (a
 # 120,000-char DNA string is one "word"; 20,000 `=` are 317 tokens, not
-# 10,000). Two cheap guards, each a few C-level counts run only where the
+# 10,000). Three cheap guards, each a few C-level counts run only where the
 # counts already made rule the feature in:
 #
-# * long runs (letters, punctuation, blanks, newlines) are local: each run
+# * long runs (letters, capitals, punctuation, spaces, tabs, newlines) are local: each run
 #   found is counted exactly by tiktoken and replaces its weighed cost, so a
 #   pytest `=====` rule costs a few µs, not a tokenized log;
+# * short blobs (a text of at most GUARD_SHORT_CHARS with almost no blanks: a key, a hash, a
+#   path) are counted exactly outright: a few µs more at most, and cached when it recurs;
 # * shapes spread through a text (hex/base64/UUID letter-digit mixes,
 #   minified JSON, CJK and emoji, other scripts) send the whole slice to
 #   tiktoken when the error they can carry reaches GUARD_ERROR_SHARE of it.
 #: Runs this long or longer are counted exactly (patterns on the class bytes).
 GUARD_LETTER_RUN = 32
+#: Capital runs are shorter: 12 capitals in a row are an acronym chain or DNA, not a word.
+GUARD_UPPER_RUN = 12
 GUARD_PUNCT_RUN = 12
 GUARD_BLANK_RUN = 64
+#: Tabs merge far less than spaces in cl100k (62 tabs are ~4 tokens, weighed 0): a shorter run is guarded.
+GUARD_TAB_RUN = 8
+#: A short text with fewer blanks than one per this many chars is one blob (a key, a hash, a path):
+#: its pieces are not words, and counting it exactly costs about what estimating it does.
+GUARD_BLOB_SPAN = 24
+#: The blob guard applies to texts up to this long (longer blobs are caught by the run and spread guards).
+GUARD_SHORT_CHARS = 256
 GUARD_NEWLINE_RUN = 8
 #: Guard the whole slice when spread shapes may be off by this share of the estimate.
 GUARD_ERROR_SHARE = 0.02
@@ -172,8 +184,6 @@ GUARD_MIX_ERROR = 0.35
 GUARD_MIX_MIN_NUMBERS = 16
 #: Estimate error per `,"` (minified JSON is ~30% over; json.dumps' `, "` is what was fitted).
 GUARD_JSON_ERROR = 2.0
-#: `,"` is counted only where quotes are this dense or denser (one per this many chars): JSON, not prose.
-GUARD_QUOTE_SPAN = 40
 #: Estimate error per CJK or emoji char, at most (rare CJK is up to ~3 tokens a char, weighed 1).
 GUARD_WIDE_ERROR = 2.0
 #: Estimate error per 2-byte char (accents, Cyrillic, Greek).
@@ -204,16 +214,32 @@ def _slice_cost(text: str) -> float:
         return 0.0
     raw = text.encode("utf-8", "surrogatepass")
     cls = raw.translate(_CLASSES)
+    if len(text) <= GUARD_SHORT_CHARS and _is_blob(cls):
+        exact = _exact_short(text)
+        if exact is not None:
+            return float(exact)
     letters = raw.translate(_LETTERS)
     cost, counts = _weighed(text, raw, cls, letters)
     # The spread guard is judged against the run-corrected cost: a long run weighed as prose
     # would inflate the estimate and hide the error a hex or base64 stretch beside it can carry.
     corrected = cost + _run_correction(raw, cls, letters, counts)
-    if _spread_error(raw, len(text), counts) > GUARD_ERROR_SHARE * corrected + 1:
+    # Density is judged on the non-blank chars, so padding beside a hash cannot hide it.
+    if _spread_error(raw, len(cls) - cls.count(b" "), counts) > GUARD_ERROR_SHARE * corrected + 1:
         exact = _exact_chunked(text)
         if exact is not None:
             return float(exact)
     return corrected
+
+
+def _is_blob(cls: bytes) -> bool:
+    """True for a short text with almost no blanks: one run of symbols, not words (see GUARD_BLOB_SPAN)."""
+    return (cls.count(b" ") + cls.count(b"\n")) * GUARD_BLOB_SPAN < len(cls)
+
+
+@functools.lru_cache(maxsize=4096)
+def _exact_short(text: str) -> int | None:
+    """tiktoken's count of a short blob, cached: ids, hashes and paths recur across messages."""
+    return _exact_chunked(text)
 
 
 def _weighed(text: str, raw: bytes, cls: bytes, letters: bytes) -> tuple[float, tuple[int, ...]]:
@@ -245,13 +271,17 @@ def _weighed(text: str, raw: bytes, cls: bytes, letters: bytes) -> tuple[float, 
 
 
 def _spread_error(raw: bytes, size: int, counts: tuple[int, ...]) -> float:
-    """Tokens the weights may get wrong in shapes spread through the text (see the GUARD_* errors)."""
+    """Tokens the weights may get wrong in shapes spread through the text (see the GUARD_* errors).
+
+    `size` is the count of non-blank bytes the shapes' densities are measured against.
+    """
     word_count, number_count, punct_count, _, lead2, wide = counts
     error = GUARD_WIDE_ERROR * wide + GUARD_UTF8_2_ERROR * lead2
     if word_count and (number_count >= GUARD_MIX_MIN_NUMBERS or number_count * 8 >= size >= 16):
         # Letter->digit changes (one count; digit->letter ones are as many, give or take one per run).
         error += 2 * GUARD_MIX_ERROR * raw.translate(_ALNUM).count(b"a0")
-    if punct_count >= 8 and raw.count(b'"') * GUARD_QUOTE_SPAN >= size:
+    if punct_count >= 8:
+        # `,"` (no space after the comma) is minified JSON's separator; prose and code rarely have it.
         error += GUARD_JSON_ERROR * raw.count(b',"')
     return error
 
@@ -276,6 +306,17 @@ def _runs_of(data: bytes, mark: bytes, min_len: int) -> list[tuple[int, int]]:
     return spans
 
 
+def _outside(spans: list[tuple[int, int]], covering: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans not inside one of `covering` (sorted, disjoint): a run is never corrected twice."""
+    starts = [start for start, _ in covering]
+    kept = []
+    for start, end in spans:
+        i = bisect.bisect_right(starts, start) - 1
+        if i < 0 or covering[i][1] < end:
+            kept.append((start, end))
+    return kept
+
+
 def _run_correction(raw: bytes, cls: bytes, letters: bytes, counts: tuple[int, ...]) -> float:
     """tiktoken's count minus the weighed cost of every long run, summed (0.0 when there is none).
 
@@ -286,10 +327,14 @@ def _run_correction(raw: bytes, cls: bytes, letters: bytes, counts: tuple[int, .
     runs: list[tuple[int, int]] = []
     if word_count and len(letters) >= GUARD_LETTER_RUN:
         runs += _runs_of(letters, b"a", GUARD_LETTER_RUN)
+    if len(cls) >= GUARD_UPPER_RUN and b"A" * GUARD_UPPER_RUN in cls:
+        runs += _outside(_runs_of(cls, b"A", GUARD_UPPER_RUN), runs)
     if punct_count >= GUARD_PUNCT_RUN:
         runs += _runs_of(cls, b".", GUARD_PUNCT_RUN)
-    if len(cls) >= GUARD_BLANK_RUN:
-        runs += _runs_of(cls, b" ", GUARD_BLANK_RUN)
+    if len(raw) >= GUARD_BLANK_RUN:
+        runs += _runs_of(raw, b" ", GUARD_BLANK_RUN)
+    if len(raw) >= GUARD_TAB_RUN and b"\t" * GUARD_TAB_RUN in raw:
+        runs += _runs_of(raw, b"\t", GUARD_TAB_RUN)
     if newline_count >= GUARD_NEWLINE_RUN:
         runs += _runs_of(cls, b"\n", GUARD_NEWLINE_RUN)
     if not runs or not exact_available():
