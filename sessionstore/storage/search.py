@@ -485,13 +485,12 @@ def _filter_clauses(alias: str, filters: Filters, session_id: str | None, since:
 def _window(db: "Database", joined: str, where: list[str], params: dict[str, Any]) -> None:
     """Rank a very common query among its RANK_WINDOW most recently indexed matches only.
 
-    bm25 has to visit every match; past the window, the matches the filters let
-    through are cut at the window's oldest rowid, so the cost stays bounded.
-    Without filters FTS5 counts and walks its own rows, without any join.
+    bm25 has to visit every match; past the window, the matches are cut at the
+    window's oldest rowid, so the cost stays bounded. FTS5 walks a MATCH in
+    rowid order lazily, so finding that rowid visits the window, never the rest;
+    a query with fewer matches finds none and is ranked whole.
     """
     if len(where) == 1:
-        if db.one("SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH :match", params)[0] <= RANK_WINDOW:
-            return
         row = db.one("SELECT rowid FROM search_fts WHERE search_fts MATCH :match ORDER BY rowid DESC "
                      "LIMIT 1 OFFSET :window", {**params, "window": RANK_WINDOW})
     else:

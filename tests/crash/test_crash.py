@@ -222,7 +222,7 @@ def test_sigkill_during_appends_and_compactions(store_url: str, tmp_path: Path) 
     try:
         for trial in range(TRIALS):
             name = f"crash{os.getpid()}t{trial}"
-            _kill_one_writer(zygote, errors, child_url(store_url, name), trial, rng.uniform(0.05, 1.0))
+            _kill_one_writer(zygote, errors, child_url(store_url, name), trial, rng.uniform(0.05, 0.6))
             _wait_for_dead_backends(store_url, name)
             stats = _check_after_kill(store_url, sid, log, stats["logged"])
             phases[stats["phase"]] += 1
