@@ -97,6 +97,7 @@ class ScaleResult:
     rg_cpu_ms: list[float] = field(default_factory=list)
     hits: list[int] = field(default_factory=list)
     rg_lines: list[int] = field(default_factory=list)
+    words: "WordIndexResult | None" = None
 
     @property
     def build_mb_s(self) -> float:
@@ -109,6 +110,72 @@ class ScaleResult:
     @property
     def size_ratio(self) -> float:
         return self.index_bytes / self.text_bytes if self.text_bytes else 0.0
+
+
+@dataclass
+class WordIndexResult:
+    """A second FTS5 index with a word tokenizer over the same text, and how its ranking compares."""
+
+    build_s: float
+    index_bytes: int
+    #: (query, whole-word share of the trigram top 20, of the word top 20, overlap of the two top 20s)
+    rows: list[tuple[str, float, float, int]]
+
+
+WORD_QUERY_KINDS = ("common word", "word", "two words", "rare")
+TOP = 20
+
+
+def _whole_word_share(bodies: list[str], terms: list[str]) -> float:
+    """The share of hits where every term stands as a whole word (not inside a longer one; `_` separates,
+    as it does for the unicode61 tokenizer)."""
+    import re
+
+    if not bodies:
+        return 0.0
+    patterns = [re.compile(r"(?<![A-Za-z0-9])" + re.escape(t) + r"(?![A-Za-z0-9])", re.IGNORECASE) for t in terms]
+    return sum(all(p.search(b) for p in patterns) for b in bodies) / len(bodies)
+
+
+def compare_word_index(store: Any, tmp: Path) -> WordIndexResult:
+    """Build a unicode61 FTS5 index of the same bodies in its own file and rank the word queries in both.
+
+    The trigram index ranks with bm25 over trigrams, so a word inside a longer one (`comment` in
+    `comments`) scores like the word itself; a word tokenizer would rank whole words first, at the
+    cost of a second index. This measures both sides of that trade on the same corpus.
+    """
+    import sqlite3
+
+    path = tmp / "words.db"
+    words = sqlite3.connect(path)
+    words.execute("PRAGMA journal_mode=WAL")
+    words.execute("CREATE VIRTUAL TABLE w USING fts5(body, tokenize='unicode61', detail=full)")
+    rows = store.db.conn.execute("SELECT rowid, body FROM search_fts").fetchall()
+    start = time.perf_counter()
+    with words:
+        words.executemany("INSERT INTO w (rowid, body) VALUES (?, ?)", rows)
+    with words:
+        words.execute("INSERT INTO w(w) VALUES ('optimize')")
+    build_s = time.perf_counter() - start
+    words.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = path.stat().st_size
+    bodies = dict(rows)
+    del rows
+    out = []
+    for kind, query, _ in QUERIES:
+        if kind not in WORD_QUERY_KINDS:
+            continue
+        terms = query.split()
+        tri = [r[0] for r in store.db.conn.execute(
+            "SELECT rowid FROM search_fts WHERE search_fts MATCH ? ORDER BY rank LIMIT ?",
+            (" ".join(f'"{t}"' for t in terms), TOP))]
+        word = [r[0] for r in words.execute(
+            "SELECT rowid FROM w WHERE w MATCH ? ORDER BY rank LIMIT ?", (" ".join(f'"{t}"' for t in terms), TOP))]
+        out.append((query, _whole_word_share([bodies[i] for i in tri], terms),
+                    _whole_word_share([bodies[i] for i in word], terms), len(set(tri) & set(word))))
+    words.close()
+    path.unlink()
+    return WordIndexResult(build_s, size, out)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -126,7 +193,7 @@ def db_bytes(store: Any, path: Path) -> int:
     return pages * conn.execute("PRAGMA page_size").fetchone()[0]
 
 
-def measure_scale(size_mb: float, tmp: Path, log: Callable[[str], None]) -> ScaleResult:
+def measure_scale(size_mb: float, tmp: Path, log: Callable[[str], None], word_index: bool = False) -> ScaleResult:
     """Build, import, index, query and rg one corpus size."""
     from sessionstore import SessionStore
     from sessionstore.interchange.importing import import_file
@@ -166,6 +233,9 @@ def measure_scale(size_mb: float, tmp: Path, log: Callable[[str], None]) -> Scal
             result.rg_ms.append(rg_ms)
             result.rg_cpu_ms.append(rg_cpu_ms)
             result.rg_lines.append(lines)
+        if word_index:
+            log(f"{result.size_mb:.0f} MB: a word-tokenizer index beside the trigram one")
+            result.words = compare_word_index(store, tmp)
     finally:
         store.close()
     jsonl.unlink(missing_ok=True)
@@ -277,6 +347,8 @@ def section(results: list[ScaleResult], appends: dict[str, float], cmd: str) -> 
                  f"({verdict(all(r.build_cpu_mb_s >= TARGETS['build_mb_s'] for r in results))})")
     lines.append(f"- index <= 4x the text it indexes: "
                  f"{verdict(all(r.size_ratio <= TARGETS['size_ratio'] for r in results))}")
+    if small.words is not None:
+        lines += _word_index_lines(small)
     slowdown = appends["slowdown"]
     lines.append(f"- appends ({APPENDS:,} per round, {APPEND_ROUNDS} rounds interleaved, same code): median "
                  f"{appends['bare']:,.0f}/s with the search tables dropped, {appends['indexed']:,.0f}/s with the "
@@ -284,6 +356,24 @@ def section(results: list[ScaleResult], appends: dict[str, float], cmd: str) -> 
                  f"slowdown {slowdown:+.1%} (negative: faster), target <= 10%: "
                  f"{verdict(slowdown <= TARGETS['append_slowdown'])}")
     return "\n".join(lines)
+
+
+def _word_index_lines(r: ScaleResult) -> list[str]:
+    """The word-tokenizer comparison, under the targets (it is a design question, not a target)."""
+    w = r.words
+    assert w is not None
+    lines = [f"- a second, word-tokenizer index (FTS5 unicode61, detail=full) over the same {r.text_bytes / MB:.0f} MB "
+             f"of text: {w.index_bytes / MB:.0f} MB more ({w.index_bytes / r.text_bytes:.2f}x the text) and "
+             f"{w.build_s:.1f} s more to build. What it would change in the top {TOP} of the word queries "
+             "(share of hits where every term stands as a whole word; hits both rankings share):", "",
+             f"  | query | trigram bm25 | word bm25 | shared of {TOP} |", "  |---|---:|---:|---:|"]
+    for query, tri, word, shared in w.rows:
+        lines.append(f"  | `{query}` | {tri:.0%} | {word:.0%} | {shared} |")
+    tri_mean = statistics.mean(t for _, t, _, _ in w.rows)
+    word_mean = statistics.mean(x for _, _, x, _ in w.rows)
+    lines += ["", f"  Mean whole-word share: {tri_mean:.0%} with the trigram ranking alone, {word_mean:.0%} with a "
+              "word index."]
+    return lines
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -304,9 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
-        for size in sizes:
-            results.append(measure_scale(size, Path(tmp), log))
-        log("appends at 0001 and head")
+        for i, size in enumerate(sizes):
+            results.append(measure_scale(size, Path(tmp), log, word_index=i == 0))
+        log("appends without and with the search tables")
         appends = append_rates(Path(tmp), APPENDS, APPEND_ROUNDS)
     cmd = "python bench/search.py" + (" --quick" if args.quick else
                                       f" --size-mb {args.size_mb:g} --scales {args.scales}")
