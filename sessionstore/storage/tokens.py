@@ -224,7 +224,7 @@ def _slice_cost(text: str) -> float:
     # would inflate the estimate and hide the error a hex or base64 stretch beside it can carry.
     corrected = cost + _run_correction(raw, cls, letters, counts)
     # Density is judged on the non-blank chars, so padding beside a hash cannot hide it.
-    if _spread_error(raw, len(cls) - cls.count(b" "), counts) > GUARD_ERROR_SHARE * corrected + 1:
+    if _spread_error(raw, cls, counts) > GUARD_ERROR_SHARE * corrected + 1:
         exact = _exact_chunked(text)
         if exact is not None:
             return float(exact)
@@ -270,20 +270,23 @@ def _weighed(text: str, raw: bytes, cls: bytes, letters: bytes) -> tuple[float, 
     return cost, (word_count, number_count, punct_count, newline_count, lead2, wide)
 
 
-def _spread_error(raw: bytes, size: int, counts: tuple[int, ...]) -> float:
-    """Tokens the weights may get wrong in shapes spread through the text (see the GUARD_* errors).
-
-    `size` is the count of non-blank bytes the shapes' densities are measured against.
-    """
+def _spread_error(raw: bytes, cls: bytes, counts: tuple[int, ...]) -> float:
+    """Tokens the weights may get wrong in shapes spread through the text (see the GUARD_* errors)."""
     word_count, number_count, punct_count, _, lead2, wide = counts
     error = GUARD_WIDE_ERROR * wide + GUARD_UTF8_2_ERROR * lead2
-    if word_count and (number_count >= GUARD_MIX_MIN_NUMBERS or number_count * 8 >= size >= 16):
+    if word_count and number_count and (number_count >= GUARD_MIX_MIN_NUMBERS or _dense_numbers(cls, number_count)):
         # Letter->digit changes (one count; digit->letter ones are as many, give or take one per run).
         error += 2 * GUARD_MIX_ERROR * raw.translate(_ALNUM).count(b"a0")
     if punct_count >= 8:
         # `,"` (no space after the comma) is minified JSON's separator; prose and code rarely have it.
         error += GUARD_JSON_ERROR * raw.count(b',"')
     return error
+
+
+def _dense_numbers(cls: bytes, number_count: int) -> bool:
+    """At least one digit run per 8 non-blank bytes (a hash or key, even beside padding)."""
+    size = len(cls) - cls.count(b" ")
+    return number_count * 8 >= size >= 16
 
 
 def _runs_of(data: bytes, mark: bytes, min_len: int) -> list[tuple[int, int]]:
@@ -333,7 +336,7 @@ def _run_correction(raw: bytes, cls: bytes, letters: bytes, counts: tuple[int, .
         runs += _runs_of(cls, b".", GUARD_PUNCT_RUN)
     if len(raw) >= GUARD_BLANK_RUN:
         runs += _runs_of(raw, b" ", GUARD_BLANK_RUN)
-    if len(raw) >= GUARD_TAB_RUN and b"\t" * GUARD_TAB_RUN in raw:
+    if b"\t" in raw and b"\t" * GUARD_TAB_RUN in raw:
         runs += _runs_of(raw, b"\t", GUARD_TAB_RUN)
     if newline_count >= GUARD_NEWLINE_RUN:
         runs += _runs_of(cls, b"\n", GUARD_NEWLINE_RUN)
