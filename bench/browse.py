@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RESULTS, machine_info, machine_line, write_section  # noqa: E402
+from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402
 from bench.rewrite import build_big_session  # noqa: E402
 from sessionstore import SessionStore  # noqa: E402
 from sessionstore.cli.browse.app import make_app  # noqa: E402
@@ -143,9 +143,8 @@ def main() -> None:
         "## Browse",
         "",
         f"`python bench/browse.py{' --quick' if args.quick else ''}` — {info['date']}. {machine_line(info)} "
-        "The machine was shared with seven other engineers' builds and tests while this ran (load average "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end), so wall-clock figures wait for the CPU; "
-        "the CPU time the browser itself used is shown beside them.",
+        + load_note() + " Wall-clock figures wait for the CPU; the CPU time the browser itself used is shown "
+        "beside them.",
         "",
         f"Time from starting `sessionstore browse SESSION` (store opened, session screen mounted, headless "
         f"{SIZE[0]}x{SIZE[1]}, imports excluded) until the message list has drawn its first rows, median of "

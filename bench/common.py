@@ -38,6 +38,19 @@ def machine_line(info: dict[str, str]) -> str:
     return "Machine: " + "; ".join(f"{k} {v}" for k, v in info.items() if k != "date") + "."
 
 
+#: The 1-minute load average when this bench process started (read at import, before the work).
+LOAD_AT_START = os.getloadavg()[0]
+
+
+def load_note() -> str:
+    """One sentence on how busy the machine was, measured rather than assumed."""
+    load, cpus = LOAD_AT_START, os.cpu_count() or 1
+    if load < 0.75 * cpus:
+        return f"Load average {load:.1f} on {cpus} cores when the run started (a quiet machine)."
+    return (f"Load average {load:.1f} on {cpus} cores when the run started: the machine was shared with other "
+            "work, so absolute times are noisy (ratios and medians within the run are the figures to read).")
+
+
 def median_of(runs: int, fn: Callable[[], float]) -> float:
     """The median of `runs` measurements (the machines are noisy)."""
     return statistics.median(fn() for _ in range(runs))

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RESULTS, machine_info, machine_line, write_section  # noqa: E402
+from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402
 from sessionstore import SessionStore  # noqa: E402
 from sessionstore.cli.app import main as cli_main  # noqa: E402
 from sessionstore.cli.compactcmd import HISTORY_PAGE, history_cmd  # noqa: E402
@@ -159,8 +159,7 @@ def section(results: dict[str, dict[str, float]], big: int, facts: dict[str, str
         "",
         f"`{cmd}` — {info['date']}.",
         "",
-        machine_line(info) + " **The machine was shared with other work during this run** (figures are "
-        "medians and ratios within the same run; absolute times are noisy).",
+        machine_line(info) + " " + load_note(),
         "",
         f"Two sessions in one SQLite store, built alike: {facts['big']}; {facts['small']}. Each boundary "
         f"keeps the newest ~{KEEP} entries, so views before a boundary hold ~60 entries and kept rows outlive "

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RESULTS, machine_info, machine_line, write_section  # noqa: E402
+from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402
 from sessionstore.compaction.pipeline import Pipeline  # noqa: E402
 from sessionstore import SessionStore  # noqa: E402
 from tests.support.messages import conversation  # noqa: E402
@@ -189,8 +189,8 @@ def section(rows: list[dict[str, float]], cmd: str) -> str:
         "*backlog*: the first call of a new pipeline on a session whose old results were never cleared "
         "(hundreds cleared in one rewrite). "
         f"Targets: nothing acts ≤ {TARGET_MS:g} ms at {TARGET_SIZE:,} entries; first call ≤ {FIRST_CALL_RATIO:g}× "
-        "active_view() at 2,000 and 10,000 entries. **The machine was shared with other work during this run**: "
-        "baseline and prepare() calls are interleaved so load hits both alike, but absolute times are noisy.",
+        "active_view() at 2,000 and 10,000 entries. " + load_note() + " Baseline and prepare() calls are "
+        "interleaved so load hits both alike.",
         "",
         "| view entries | active_view() | prepare(), nothing acts | × active_view | prepare() after an append | "
         "prepare(), first call | first call × active_view | prepare(), microcompact acts | backlog |",

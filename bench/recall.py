@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import machine_info, machine_line, write_section  # noqa: E402
+from bench.common import machine_info, load_note, machine_line, write_section  # noqa: E402
 from bench.import_export import build_transcript  # noqa: E402
 
 FULL_MB = 200
@@ -167,8 +167,7 @@ def section(size_mb: float, times: dict[str, list[float]], mem: dict[str, float]
     lines = [
         "## Recall and the MCP server (bench/recall.py)",
         "",
-        f"Run {info['date']} as `{cmd}`. {machine_line(info)} The machine was shared with seven other "
-        "engineers' builds and tests while this ran, so the figures are noisy (upper bounds).",
+        f"Run {info['date']} as `{cmd}`. {machine_line(info)} " + load_note(),
         "",
         f"Input: a {size_mb:.0f} MB Claude Code transcript (the shared transcripts repeated with fresh ids), "
         f"imported as one session of {facts['messages']:,} messages and {facts['boundaries']} boundaries; "

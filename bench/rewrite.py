@@ -12,6 +12,7 @@ Run: python bench/rewrite.py [--quick] [--out bench/RESULTS.md]
 from __future__ import annotations
 
 import argparse
+import gc
 import sqlite3
 import statistics
 import subprocess
@@ -41,6 +42,9 @@ def rewrite_time(tmp: Path, size: int, run: int) -> float:
         s.append_many(conversation(size, seed=run))
         snap = s.snapshot()
         cut = adjust_split(snap.entries, len(snap.entries) - 4, direction="earlier")
+        # A garbage collection first (as bench/prepare.py does): otherwise whether a full collection
+        # falls inside the timed commit depends on what the earlier, smaller runs left in the heap.
+        gc.collect()
         start = time.perf_counter()
         commit_compaction(s, snap, summarized=snap.entries[:cut], kept=snap.entries[cut:],
                           summary_text="summary " * 200, truncated=False, kind="full", trigger="manual",

@@ -27,7 +27,6 @@ the append path: a search catches the index up first).
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import shutil
 import statistics
@@ -40,11 +39,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[1]
-LOAD_AT_START = os.getloadavg()[0]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import machine_info, machine_line, write_section  # noqa: E402
+from bench.common import load_note, machine_info, machine_line, write_section  # noqa: E402
 from bench.import_export import MB, build_transcript  # noqa: E402
 
 FULL_MB = 200
@@ -306,8 +304,7 @@ def section(results: list[ScaleResult], appends: dict[str, float], cmd: str) -> 
     lines = [
         "## Search (bench/search.py)",
         "",
-        f"Run {info['date']} with `{cmd}`. {machine_line(info)} Load average (1 min) when it started: "
-        f"{LOAD_AT_START:.2f}.",
+        f"Run {info['date']} with `{cmd}`. {machine_line(info)} " + load_note(),
         "",
         "Wall time is what a person waits; CPU time (this process, or ripgrep's children) is what the work "
         "costs, and is much less sensitive to the other jobs on the machine.",

@@ -33,7 +33,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.append_resume import make_messages  # noqa: E402
-from bench.common import RESULTS, machine_info, machine_line, write_section  # noqa: E402
+from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402
 from sessionstore.storage import tokens  # noqa: E402
 
 PASSES = 15
@@ -127,8 +127,7 @@ def report(message_count: int) -> str:
         "",
         f"`python bench/token_guard.py --messages {message_count}` — {info['date']}.",
         "",
-        machine_line(info) + " The machine was shared with seven other engineers' test runs: "
-        "timings are CPU time (process time), fastest of 15 passes, and still noisy.",
+        machine_line(info) + " " + load_note() + " Timings are CPU time (process time), fastest of 15 passes.",
         "",
         "CPU µs per `estimate_content` call (the append path's estimate):",
         "",

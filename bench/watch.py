@@ -41,7 +41,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.common import machine_info, machine_line, write_section  # noqa: E402
+from bench.common import machine_info, load_note, machine_line, write_section  # noqa: E402
 
 TRANSCRIPTS = REPO.parent / "shared" / "transcripts"
 P95_TARGET_S = 1.0
@@ -208,8 +208,7 @@ def report(latencies: list[float], idle_cpu: float, idle_seconds: float, files: 
     return "\n".join([
         "## watch: capture latency and idle cost",
         "",
-        f"Run {info['date']}. {machine_line(info)} The machine was shared with seven other engineers' "
-        "builds and tests while this ran, so the figures are noisy (latency especially).",
+        f"Run {info['date']}. {machine_line(info)} " + load_note(),
         "",
         f"`python bench/watch.py --lines {len(latencies)} --idle-seconds {idle_seconds:g}`: a real `sessionstore "
         "watch` process on SQLite; lines written at an agent-like pace (bursts of 1-6 lines, each line in two "
