@@ -107,3 +107,24 @@ def test_the_stats_title_is_one_line(sqlite_url: str, sid: str) -> None:
     result = run_cli_process("stats", sid, "--db", sqlite_url, env=env)
     assert result.code == 0, result.err
     assert any(line.strip() == f"stats of {sid}" for line in result.out.splitlines()), result.out
+
+
+@pytest.mark.parametrize("usage", [{"input_tokens": -5, "output_tokens": 3}, {"input_tokens": 10**20}])
+def test_an_imported_absurd_usage_is_dropped_and_the_message_kept(sqlite_url: str, tmp_path: Path,
+                                                                   usage: dict) -> None:
+    """Counts no API reports used to turn the whole message into a side entry; only the figures go."""
+    lines = [
+        {"type": "user", "uuid": "a", "parentUuid": None, "sessionId": "s1", "timestamp": "2026-01-01T00:00:00Z",
+         "message": {"role": "user", "content": "hello"}},
+        {"type": "assistant", "uuid": "b", "parentUuid": "a", "sessionId": "s1", "timestamp": "2026-01-01T00:00:01Z",
+         "message": {"role": "assistant", "id": "m1", "content": [{"type": "text", "text": "hi there"}],
+                     "usage": usage}},
+    ]
+    path = tmp_path / "cc.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with SessionStore.open(sqlite_url) as st:
+        [result] = import_paths(st, [path], source="claude-code")
+        assert any(":2:" in w and "without its usage" in w for w in result.warnings), result.warnings
+        messages = list(st.get(result.session_id or "").transcript())
+        assert [m.uuid for m in messages] == ["a", "b"]
+        assert messages[1].content == [{"type": "text", "text": "hi there"}] and messages[1].usage is None

@@ -18,7 +18,7 @@ import uuid as uuid_mod
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from sessionstore.compaction.microcompact import CLEARED_TEXT
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
@@ -31,7 +31,7 @@ from sessionstore.storage.session import load_state
 from sessionstore.storage.rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
 from sessionstore.storage.tokens import estimate_content
 from sessionstore.storage.replacements import save_cleared
-from sessionstore.storage.validate import check_timestamp, normalize, tool_result_ids
+from sessionstore.storage.validate import check_depth, check_timestamp, check_usage, normalize, tool_result_ids
 
 if TYPE_CHECKING:
     from sessionstore.interchange.importers import SourceImport
@@ -353,6 +353,7 @@ class _Writer:
     def _message(self, line: ImportedLine) -> int | None:
         """Record one message; a message the store cannot hold becomes a warning, not a failure."""
         self._drop_bad_timestamp(line)
+        self._drop_bad_usage(line)
         try:
             msg = normalize(line.message, sendable=False)
         except InvalidMessage as exc:
@@ -382,6 +383,20 @@ class _Writer:
                 self.warnings.append(f"{self.path}:{line.line_no}: timestamp {stamp[:40]!r} is not a time; "
                                      "the import time is recorded instead")
                 line.message = {**line.message, "timestamp": None}
+
+    def _drop_bad_usage(self, line: ImportedLine) -> None:
+        """Token counts no API reports are dropped with a warning; the message itself is kept."""
+        usage = line.message.get("usage") if isinstance(line.message, dict) else None
+        if usage is None:
+            return
+        try:
+            if not isinstance(usage, Mapping):
+                raise InvalidMessage("usage is not an object")
+            check_depth(usage, "usage")
+            check_usage(usage)
+        except InvalidMessage as exc:
+            self.warnings.append(f"{self.path}:{line.line_no}: {exc}; the message is kept without its usage")
+            line.message = {key: value for key, value in line.message.items() if key != "usage"}
 
     def _saw_time(self, timestamp: str | None) -> None:
         """Widen the span of source times the new messages cover."""
