@@ -109,7 +109,7 @@ def new_cmd(
 
     Example: sessionstore new --title 'refactor parser' --context-window 200000
     """
-    with open_store(db) as store:
+    with open_store(db, create=True) as store:
         s = store.create_session(title=title, model=model, context_window=context_window, cwd=cwd)
     if json_out:
         print_json({"id": s.id, "title": s.title, "model": s.model, "context_window": s.context_window})

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import DbOption, UsageError
+from .common import DbOption, UsageError, refuse_missing_sqlite
 
 
 def register(app: typer.Typer) -> None:
@@ -33,6 +33,7 @@ def browse_cmd(
     """
     from .browse.app import make_app
 
+    refuse_missing_sqlite(db)
     app = make_app(db, session_id=session, light=light)
     try:
         if not sys.stdout.isatty() or not sys.stdin.isatty():

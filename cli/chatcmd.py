@@ -56,7 +56,7 @@ def chat_cmd(
     if not workdir.is_dir():
         raise UsageError(f"--workdir {workdir}: not a folder (the read/run tools work inside it); nothing was created")
     chosen = model or os.environ.get("ANTHROPIC_MODEL", DEFAULT_MODEL)
-    with open_store(db) as store:
+    with open_store(db, create=new) as store:
         s = store.create_session(title="chat", model=chosen, cwd=str(workdir.resolve())) if new else store.get(session or "")
         typer.echo(f"session {s.id} (Ctrl-D to quit, /help for commands)")
         summarizer = make_summarizer()

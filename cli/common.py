@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
+from sqlalchemy.engine import make_url
 
 from sessionstore import SessionStore
+from sessionstore.storage.config import Config
 
 DbOption = Annotated[
     Optional[str],
@@ -51,8 +55,15 @@ def bounded(option: str, low: int, high: int) -> Callable[[Optional[int]], Optio
 
 
 @contextmanager
-def open_store(url: str | None) -> Iterator[SessionStore]:
-    """Open the store for one command and close it afterwards."""
+def open_store(url: str | None, *, create: bool = False) -> Iterator[SessionStore]:
+    """Open the store for one command and close it afterwards.
+
+    Only commands that record something (`create`) may make a new SQLite file at a path the
+    user gave; a read at a mistyped path says so instead of leaving an empty database there.
+    """
+    if not create:
+        Config.from_env()  # a bad setting is reported before a missing file
+        refuse_missing_sqlite(url)
     store = SessionStore.open(url)
     try:
         yield store
@@ -64,6 +75,31 @@ def print_json(value: Any) -> None:
     """JSON on stdout, UTF-8, one document."""
     sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2, default=str))
     sys.stdout.write("\n")
+
+
+def refuse_missing_sqlite(url: str | None) -> None:
+    """UsageError when `--db` (or SESSIONSTORE_DB_URL) names a SQLite file that does not exist.
+
+    The default location is left alone: a first `sessions` there lists nothing.
+    """
+    given = url or os.environ.get("SESSIONSTORE_DB_URL")
+    path = sqlite_file(given) if given else None
+    if path is not None and not path.exists():
+        raise UsageError(f"no database at {path}: check --db (`sessionstore new` or `sessionstore import` "
+                         "create one)")
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names; None for other engines, memory databases and URLs that do not parse."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # a URL that does not parse is reported by the open that follows
+        return None
+    database = parsed.database
+    if not parsed.drivername.startswith("sqlite") or not database or database == ":memory:" \
+            or parsed.query.get("mode") == "memory" or database.startswith("file:"):
+        return None
+    return Path(database).expanduser()
 
 
 def fmt_time(epoch: float | None) -> str:

@@ -110,7 +110,7 @@ def _import(source: str, paths: list[str], db: str | None, strict: bool, show: b
         raise UsageError(f"nothing to import: no *.jsonl file in {', '.join(paths)}")
     total = sum(os.path.getsize(f) for f in files)
     show = sys.stderr.isatty() if show is None else show
-    with open_store(db) as store:
+    with open_store(db, create=True) as store:
         if show:
             with Progress(TextColumn("importing"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                           TimeRemainingColumn(), console=console.__class__(stderr=True)) as bar:

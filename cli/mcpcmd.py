@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .common import DbOption
+from .common import DbOption, refuse_missing_sqlite
 
 
 def register(app: typer.Typer) -> None:
@@ -23,4 +23,5 @@ def mcp_cmd(db: DbOption = None) -> None:
     """
     from sessionstore.agent.mcp_server import serve
 
+    refuse_missing_sqlite(db)
     serve(db)

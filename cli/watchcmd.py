@@ -52,7 +52,7 @@ def watch_cmd(
     roots = _roots(paths)
     show = sys.stderr.isatty() if progress is None else progress
     out = _Reporter(json_out)
-    with open_store(db) as store:
+    with open_store(db, create=True) as store:
         watcher = Watcher(store, roots, out.event, settle_seconds=store.config.watch_settle_seconds,
                           debounce_ms=store.config.watch_debounce_ms)
         try:

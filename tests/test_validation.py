@@ -152,10 +152,10 @@ def test_cli_bad_files(capsys: pytest.CaptureFixture[str], tmp_path: Path, sqlit
 
 
 def test_cli_unknown_session_and_missing_file(capsys: pytest.CaptureFixture[str], sqlite_url: str) -> None:
-    result = run_cli(capsys, "view", "nope-nope", "--db", sqlite_url)
-    assert result.code == 2 and "no session" in result.err
     with SessionStore.open(sqlite_url) as st:
         sid = st.create_session().id
+    result = run_cli(capsys, "view", "nope-nope", "--db", sqlite_url)
+    assert result.code == 2 and "no session" in result.err
     result = run_cli(capsys, "append", sid, "/does/not/exist.json", "--db", sqlite_url)
     assert result.code == 2 and "cannot read" in result.err
 
@@ -195,3 +195,18 @@ def test_depth_check_edges() -> None:
         check_depth({"a": {"b": {}}}, "x", limit=2)
     with pytest.raises(InvalidContent):
         check_depth("scalar", "x", limit=0)
+
+
+def test_a_read_at_a_mistyped_path_leaves_no_database(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`--db` naming a SQLite file that does not exist: reads say so (exit 2) and create nothing;
+    commands that record (new, import, watch) create it."""
+    missing = tmp_path / "typo.db"
+    url = f"sqlite:///{missing}"
+    for argv in (["sessions"], ["view", "abc"], ["history", "abc"], ["search", "hello"], ["doctor"],
+                 ["export", "abc", "-f", "markdown"], ["stats", "abc"], ["mcp"]):
+        result = run_cli(capsys, *argv, "--db", url)
+        assert result.code == 2 and f"no database at {missing}" in result.err, (argv, result)
+        assert len(result.err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == [], "nothing was created"
+    assert run_cli(capsys, "new", "--db", url).code == 0
+    assert missing.exists() and run_cli(capsys, "sessions", "--db", url).code == 0
