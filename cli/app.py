@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from pathlib import Path
@@ -58,11 +59,22 @@ def _root(
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning expected errors into one line and exit code 2."""
+    _warnings_to_stderr()
     try:
         app(args=argv, prog_name="sessionstore")
     except (SessionStoreError, UsageError) as exc:
         sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
         sys.exit(2)
+
+
+def _warnings_to_stderr() -> None:
+    """The library's warnings (an unknown setting, a BPE file that will not load) as `warning: ...` lines."""
+    logger = logging.getLogger("sessionstore")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("warning: %(message)s"))
+        handler.setLevel(logging.WARNING)
+        logger.addHandler(handler)
 
 
 @app.command("sessions")
@@ -194,6 +206,8 @@ def append_cmd(
     Example: echo '{"role":"user","content":"hi"}' | sessionstore append SESSION -
     """
     messages = read_messages(source)
+    if not messages:
+        raise UsageError(f"nothing to append: {'stdin' if source == '-' else source} holds no message")
     with open_store(db) as store:
         stored = store.get(session).append_many(messages)
     if json_out:

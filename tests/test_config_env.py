@@ -34,3 +34,31 @@ def test_the_cli_says_it_in_one_line(capsys: pytest.CaptureFixture[str], monkeyp
     result = run_cli(capsys, "sessions", "--db", sqlite_url)
     assert result.code == 2, result
     assert result.err.startswith(f"error: SESSIONSTORE_{name}=") and len(result.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name,raw", [("DEFAULT_CONTEXT_WINDOW", "-5"), ("BUSY_TIMEOUT_MS", "-1"),
+                                      ("COLLAPSE_START_RATIO", "7"), ("MICROCOMPACT_KEEP_RECENT", str(2**60)),
+                                      ("WATCH_SETTLE_SECONDS", "-0.5"), ("DEFAULT_CONTEXT_WINDOW", "0")])
+def test_a_value_out_of_range_is_a_config_error(name: str, raw: str) -> None:
+    """Parsed but impossible (a negative window, a ratio of 7) used to be taken and fail later, or never."""
+    with pytest.raises(ConfigError, match=f"SESSIONSTORE_{name}={raw}.*out of range"):
+        Config.from_env({f"SESSIONSTORE_{name}": raw})
+
+
+def test_collapse_must_start_before_it_blocks() -> None:
+    with pytest.raises(ConfigError, match="COLLAPSE_START_RATIO"):
+        Config.from_env({"SESSIONSTORE_COLLAPSE_START_RATIO": "0.97", "SESSIONSTORE_COLLAPSE_BLOCK_RATIO": "0.95"})
+
+
+def test_an_unknown_setting_is_named_in_a_warning(caplog: pytest.LogCaptureFixture,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SESSIONSTORE_CONTEXT_WINDOW` (the setting is DEFAULT_CONTEXT_WINDOW) was ignored without a word."""
+    from sessionstore.storage import config as config_module
+
+    monkeypatch.setattr(config_module, "_warned", set())  # each name is warned about once per process
+    with caplog.at_level("WARNING", logger="sessionstore.config"):
+        config = Config.from_env({"SESSIONSTORE_CONTEXT_WINDOW_TYPO": "5", "SESSIONSTORE_DB_URL": "sqlite://"})
+    assert config == Config()
+    warned = [r.getMessage() for r in caplog.records]
+    assert any("SESSIONSTORE_CONTEXT_WINDOW_TYPO is not a sessionstore setting" in w for w in warned), warned
+    assert not any("DB_URL" in w for w in warned)

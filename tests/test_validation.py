@@ -210,3 +210,14 @@ def test_a_read_at_a_mistyped_path_leaves_no_database(capsys: pytest.CaptureFixt
     assert list(tmp_path.iterdir()) == [], "nothing was created"
     assert run_cli(capsys, "new", "--db", url).code == 0
     assert missing.exists() and run_cli(capsys, "sessions", "--db", url).code == 0
+
+
+def test_appending_an_empty_list_is_refused(capsys: pytest.CaptureFixture[str], sqlite_url: str,
+                                            tmp_path: Path) -> None:
+    """`echo '[]' | sessionstore append S -` said "appended 0 message(s)" and exited 0."""
+    with SessionStore.open(sqlite_url) as st:
+        sid = st.create_session().id
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]")
+    result = run_cli(capsys, "append", sid, str(empty), "--db", sqlite_url)
+    assert result.code == 2 and "nothing to append" in result.err and str(empty) in result.err

@@ -215,6 +215,24 @@ def test_once_catches_up_on_every_file_and_prints_a_summary(
     assert missing.code == 2 and missing.err.count("\n") == 1
 
 
+def test_once_names_a_file_that_is_no_transcript(capsys: pytest.CaptureFixture[str], store_url: str,
+                                                 tmp_path: Path) -> None:
+    """A `.jsonl` of something else was passed over without a word ("1 file(s) checked, 0 changed")."""
+    root = tmp_path / "projects"
+    root.mkdir()
+    data = root / "data.jsonl"
+    data.write_text('{"a": 1}\n{"b": 2}\n')
+    an_hour_ago = time.time() - 3600  # settled: a file written just now may still get its first message
+    os.utime(data, (an_hour_ago, an_hour_ago))
+    result = run_cli(capsys, "watch", str(root), "--once", "--json", "--db", store_url)
+    assert result.code == 0, result.err
+    events = [json.loads(line) for line in result.out.splitlines()]
+    assert [e["event"] for e in events] == ["skipped", "summary"] and events[-1]["changed"] == 0
+    assert "no message in it" in events[0]["message"] and str(root / "data.jsonl") not in events[0]["message"]
+    text = run_cli(capsys, "watch", str(root), "--once", "--db", store_url)
+    assert text.code == 0 and "skipped" in text.out and "data.jsonl" in text.out
+
+
 # ------------------------------------------------------------ live: a real watcher process
 
 

@@ -143,10 +143,11 @@ def import_file(
     for _ in range(STALE_RETRIES):
         try:
             return _import_once(store, resolved, source, strict, progress, live, hold_tail, state)
-        except EmptyTranscript:
+        except EmptyTranscript as exc:
             if not live:
                 raise
-            return ImportResult(resolved, source or "", None, "waiting")
+            # Whole lines but no message: say why, so that a watcher can report a file that is no transcript.
+            return ImportResult(resolved, source or "", None, "waiting", warnings=[str(exc)])
         except _Stale:
             if state is not None:
                 state.clear()

@@ -146,6 +146,9 @@ class Watcher:
             return self._once(name, WatchEvent("conflict", name, message=str(exc) + "; the imported lines are kept"))
         except (SessionStoreError, OSError) as exc:
             return WatchEvent("error", name, message=str(exc))
+        if result.status == "waiting" and result.warnings and not hold:
+            why = result.warnings[0].removeprefix(f"{name}: ")
+            return self._once(name, WatchEvent("skipped", name, message=f"{why}; skipped until transcript lines follow"))
         self.conflicts.pop(name, None)
         if result.status in ("unchanged", "waiting"):
             return None

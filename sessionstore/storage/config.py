@@ -8,6 +8,7 @@ overridden by an environment variable `SESSIONSTORE_<FIELD NAME IN CAPITALS>`
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 from dataclasses import dataclass, field, fields
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import ConfigError
+
+log = logging.getLogger("sessionstore.config")
 
 ENV_PREFIX = "SESSIONSTORE_"
 
@@ -120,11 +123,54 @@ class Config:
             if raw is not None:
                 values[f.name] = _parse(f, raw)
         values.update(overrides)
+        _warn_unknown(env)
         return cls(**values)
+
+    def __post_init__(self) -> None:
+        """Refuse values no setting can take (negative sizes, ratios outside (0, 1], absurd counts)."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "extra" or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            low, high = _bounds(f.name)
+            if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
+                raise ConfigError(f"{ENV_PREFIX}{f.name.upper()}={value!r} is out of range: "
+                                  f"it must be between {low:g} and {high:g}")
+        if self.collapse_start_ratio > self.collapse_block_ratio:
+            raise ConfigError(f"{ENV_PREFIX}COLLAPSE_START_RATIO ({self.collapse_start_ratio:g}) must not exceed "
+                              f"{ENV_PREFIX}COLLAPSE_BLOCK_RATIO ({self.collapse_block_ratio:g})")
 
     def replace(self, **changes: Any) -> "Config":
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
+
+
+#: The largest count or size a setting takes (2**53: exact as a float, and far inside a 64-bit column).
+MAX_SETTING = 2**53
+#: Variables read elsewhere (the database URL, the summarizer's model, the test and fault harnesses).
+OTHER_VARIABLES = frozenset({"DB_URL", "SUMMARY_MODEL", "TEST_PG_URL", "FAULT", "TRANSCRIPTS", "CRASH_TRIALS",
+                             "SOAK_SECONDS"})
+_warned: set[str] = set()
+
+
+def _bounds(name: str) -> tuple[float, float]:
+    """The range a numeric setting may take."""
+    if name.endswith("_ratio"):
+        return 0.01, 1.0
+    if name in {"default_context_window", "max_output_tokens", "write_retries", "search_max_chars",
+                "search_batch_chars"}:
+        return (0, MAX_SETTING) if name == "write_retries" else (1, MAX_SETTING)
+    return 0, MAX_SETTING
+
+
+def _warn_unknown(env: Mapping[str, str]) -> None:
+    """A `SESSIONSTORE_*` variable no setting reads is most likely a typo: say so once per name."""
+    known = {f.name.upper() for f in fields(Config)} | OTHER_VARIABLES
+    for key in env:
+        if key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX):] not in known and key not in _warned:
+            _warned.add(key)
+            log.warning("%s is not a sessionstore setting and is ignored "
+                        "(the settings are the fields of sessionstore.Config)", key)
 
 
 def _parse(f: dataclasses.Field[Any], raw: str) -> Any:

@@ -72,9 +72,9 @@ def make_engine(url: str, *, busy_timeout_ms: int = 10_000) -> Engine:
 
 #: What to do about a database that cannot be opened, by a phrase of the driver's error.
 _ADVICE = (
-    ("file is not a database", "the file is not a SQLite database: point --db (or SESSIONSTORE_DB_URL) at a "
-                               "sessionstore database or at a path where a new one may be created"),
-    ("file is encrypted", "the file is not a SQLite database: point --db at a sessionstore database"),
+    ("file is not a database", "point --db (or SESSIONSTORE_DB_URL) at a sessionstore database or at a path "
+                               "where a new one may be created"),
+    ("file is encrypted", "point --db at a sessionstore database"),
     ("unable to open database file", "check that the folder exists and is writable"),
     ("is a directory", "the path is a folder: give a file path, e.g. sqlite:///FOLDER/sessions.db"),
     ("malformed", "the file is damaged: restore it from its backup (a .bak- file next to it) or recover it "
