@@ -125,16 +125,19 @@ def _import(source: str, paths: list[str], db: str | None, strict: bool, show: b
 def _report(results: list[ImportResult], json_out: bool) -> None:
     """The table (or JSON), warnings on stderr; exit 2 when files were given but none held a message."""
     warnings = sum(len(r.warnings) for r in results)
+    nothing = bool(results) and all(r.status == "skipped" for r in results)
     if json_out:
         print_json({"files": [r.to_dict() for r in results], "warnings": warnings})
+    elif nothing and len(results) == 1:
+        pass  # the error below says it all in one line
     else:
         _table(results)
         for r in results:
             for w in r.warnings:
                 sys.stderr.write(f"warning: {w}\n")
-        if warnings:
+        if warnings and not nothing:
             sys.stderr.write(f"{warnings} warning(s); everything else was imported\n")
-    if results and all(r.status == "skipped" for r in results):
+    if nothing:
         raise UsageError(f"nothing imported: {results[0].warnings[0]}" if len(results) == 1
                          else f"nothing imported: none of the {len(results)} files holds a message")
 

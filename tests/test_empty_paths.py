@@ -69,3 +69,14 @@ def test_materialize_into_an_empty_folder_name_is_refused(tmp_path: Path, monkey
         write_into_folder("", "spill.txt", b"data")
     assert list(tmp_path.iterdir()) == []
     assert write_into_folder(".", "spill.txt", b"data") == tmp_path / "spill.txt", "'.' still names this folder"
+
+
+def test_a_file_that_is_no_transcript_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], sqlite_url: str,
+                                                             tmp_path: Path) -> None:
+    """It printed a table, a warning, "1 warning(s); everything else was imported" and the error."""
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"a": 1}\n')
+    result = run_cli(capsys, "import", "jsonl", str(data), "--db", sqlite_url)
+    assert result.code == 2 and result.out == ""
+    assert result.err.strip().splitlines() == [result.err.strip()] and "nothing imported" in result.err
+    assert "no message in it" in result.err
