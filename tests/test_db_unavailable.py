@@ -80,7 +80,7 @@ def _argv(name: str, command: Any, tmp_path: Path) -> list[str]:
 REASONS = {
     "server-down": "is the PostgreSQL server running",
     "missing-role": "create that role",
-    "not-sqlite": "not a SQLite database",
+    "not-sqlite": "file is not a database; point --db",
 }
 
 
