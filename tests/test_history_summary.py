@@ -72,3 +72,9 @@ def test_first_informative_line_skips_headings_of_any_summarizer() -> None:
            "   - The user wants the cache invalidated on deploy.\n"
     assert first_informative_line(text) == "The user wants the cache invalidated on deploy."
     assert first_informative_line("**1. Primary Request and Intent:**\n") == ""
+    # Claude Code's own summaries open with an "Analysis:" title and the prompt's lead-in.
+    claude = ("This session is being continued from a previous conversation that ran out of context.\n\n"
+              "Analysis:\nLet me chronologically analyze the conversation:\n\n"
+              "1. **User's initial request**: \"Implement spotter-gqc\"\n")
+    assert first_informative_line(claude) == "1. **User's initial request**: \"Implement spotter-gqc\""
+    assert first_informative_line("Summary: the parser now streams.\n") == "Summary: the parser now streams."

@@ -107,8 +107,10 @@ _BOILERPLATE = (
     "This session is being continued from a previous conversation",
     "Carried from the earlier summary:",
     "(newest first)",
+    "Let me chronologically analyze",
 )
-_HEADING = re.compile(r"^\W*\d+\.\s+[A-Za-z][A-Za-z /&-]*\W*$")
+#: A numbered heading ("1. Primary Request and Intent:") or a bare title ("Analysis:", "Summary:").
+_HEADING = re.compile(r"^\W*(\d+\.\s+[A-Za-z][A-Za-z /&-]*|[A-Za-z][A-Za-z /&-]{0,40}:)\W*$")
 
 
 def first_informative_line(summary: str, limit: int = 200) -> str:
