@@ -221,3 +221,17 @@ def test_appending_an_empty_list_is_refused(capsys: pytest.CaptureFixture[str], 
     empty.write_text("[]")
     result = run_cli(capsys, "append", sid, str(empty), "--db", sqlite_url)
     assert result.code == 2 and "nothing to append" in result.err and str(empty) in result.err
+
+
+def test_appending_our_own_export_points_to_import(capsys: pytest.CaptureFixture[str], sqlite_url: str,
+                                                   tmp_path: Path) -> None:
+    """A jsonl export fed to `append` was refused as "unknown message field(s): message, seq, tokens"."""
+    with SessionStore.open(sqlite_url) as st:
+        source = st.create_session()
+        source.append({"role": "user", "content": "hello"})
+        target = st.create_session().id
+    exported = tmp_path / "export.jsonl"
+    assert run_cli(capsys, "export", source.id, "-f", "jsonl", "-o", str(exported), "--db", sqlite_url).code == 0
+    result = run_cli(capsys, "append", target, str(exported), "--db", sqlite_url)
+    assert result.code == 2 and "sessionstore import jsonl FILE" in result.err
+    assert len(result.err.strip().splitlines()) == 1

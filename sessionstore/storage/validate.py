@@ -273,7 +273,9 @@ def normalize(message: Any, *, sendable: bool = True) -> NewMessage:
     data = _message_data(message)
     if not _ALLOWED_KEYS.issuperset(data):
         unknown = set(data) - _ALLOWED_KEYS
-        raise InvalidMessage(f"unknown message field(s): {', '.join(sorted(map(str, unknown)))}")
+        hint = ("; this is a line of a sessionstore jsonl export: bring the file in with "
+                "`sessionstore import jsonl FILE`" if {"seq", "message"} <= unknown else "")
+        raise InvalidMessage(f"unknown message field(s): {', '.join(sorted(map(str, unknown)))}{hint}")
     role = data.get("role")
     if role not in ROLES:
         raise InvalidRole(f"role must be one of user, assistant, system; got {role!r}")
