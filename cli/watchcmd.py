@@ -70,6 +70,9 @@ def _roots(paths: list[str] | None) -> list[Path]:
     if paths:
         if not all(paths):
             raise UsageError("an empty path names no file: give a file or a folder ('.' for this one)")
+        if "-" in paths and not Path("-").exists():
+            raise UsageError("watch follows files and folders, not stdin: for a transcript on stdin use "
+                             "`sessionstore import claude-code -` (or codex, jsonl)")
         roots = [Path(p).expanduser() for p in paths]
         missing = [str(p) for p in roots if not p.exists()]
         if missing:

@@ -213,6 +213,8 @@ def test_once_catches_up_on_every_file_and_prints_a_summary(
     assert [json.loads(line)["event"] for line in again.out.splitlines()] == ["summary"]
     missing = run_cli(capsys, "watch", str(tmp_path / "nowhere"), "--once", "--db", store_url)
     assert missing.code == 2 and missing.err.count("\n") == 1
+    stdin = run_cli(capsys, "watch", "-", "--once", "--db", store_url)
+    assert stdin.code == 2 and "not stdin" in stdin.err and "import claude-code -" in stdin.err
 
 
 def test_once_names_a_file_that_is_no_transcript(capsys: pytest.CaptureFixture[str], store_url: str,
