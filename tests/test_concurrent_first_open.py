@@ -7,12 +7,14 @@ migration committed, then saw the first one's `sessions` table and called it ano
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine
 
 from sessionstore import SessionStore
+from sessionstore.storage.db import enable_wal
 from sessionstore.storage.migrate import SCHEMA_HEAD, current_revision, ensure_current
 
 
@@ -39,7 +41,7 @@ def _open_and_append(url: str, start: "multiprocessing.synchronize.Event", out: 
         out.put(f"{type(exc).__name__}: {exc}")
 
 
-@pytest.mark.parametrize("round_", range(3))
+@pytest.mark.parametrize("round_", range(6))
 def test_processes_racing_to_open_a_new_database_all_succeed(store_url: str, round_: int,
                                                              tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
@@ -54,3 +56,30 @@ def test_processes_racing_to_open_a_new_database_all_succeed(store_url: str, rou
     assert results == ["ok"] * 4, results
     with SessionStore.open(store_url) as store:
         assert len(store.list()) == 4
+
+
+class _LockedCursor:
+    """SQLite's deadlock-breaking answer: "database is locked" at once, `times` times, then the switch."""
+
+    def __init__(self, times: int) -> None:
+        self.times, self.calls = times, 0
+
+    def execute(self, statement: str) -> None:
+        assert statement == "PRAGMA journal_mode = WAL"
+        self.calls += 1
+        if self.calls <= self.times:
+            raise sqlite3.OperationalError("database is locked")
+
+
+def test_switching_to_wal_tries_again_while_another_opener_holds_the_lock() -> None:
+    """CI: a second `watch` failed to open a new database with "database is locked" (no busy wait)."""
+    cur = _LockedCursor(times=3)
+    enable_wal(cur, busy_timeout_ms=5_000)
+    assert cur.calls == 4
+
+
+def test_switching_to_wal_gives_up_at_the_busy_timeout() -> None:
+    cur = _LockedCursor(times=10**9)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        enable_wal(cur, busy_timeout_ms=50)
+    assert cur.calls > 1

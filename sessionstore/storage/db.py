@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import sqlite3
 import threading
 import time
 from contextlib import contextmanager
@@ -124,6 +125,26 @@ def open_engine(url: str) -> Engine:
     return db.engine
 
 
+def enable_wal(cur: Any, busy_timeout_ms: int) -> None:
+    """Switch the database to WAL, retrying "database is locked" until the busy timeout.
+
+    Turning a new file into WAL takes an exclusive lock, and when two processes both hold a
+    shared lock and want it, SQLite answers one of them "locked" at once, without the busy
+    handler (to break the deadlock); that one must simply try again once the other is done.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    delay = 0.005
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay * (1 + random.random()))
+        delay = min(delay * 2, 0.1)
+
+
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     """WAL, busy timeout, foreign keys; SQLAlchemy transactions start IMMEDIATE."""
 
@@ -132,7 +153,7 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        cur.execute("PRAGMA journal_mode = WAL")
+        enable_wal(cur, busy_timeout_ms)
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.close()
