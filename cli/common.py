@@ -61,10 +61,10 @@ def open_store(url: str | None, *, create: bool = False) -> Iterator[SessionStor
     Only commands that record something (`create`) may make a new SQLite file at a path the
     user gave; a read at a mistyped path says so instead of leaving an empty database there.
     """
+    config = Config.from_env()  # a bad setting is reported before a missing file
     if not create:
-        Config.from_env()  # a bad setting is reported before a missing file
         refuse_missing_sqlite(url)
-    store = SessionStore.open(url)
+    store = SessionStore.open(url, config=config)
     try:
         yield store
     finally:

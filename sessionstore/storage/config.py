@@ -153,14 +153,15 @@ OTHER_VARIABLES = frozenset({"DB_URL", "SUMMARY_MODEL", "TEST_PG_URL", "FAULT", 
 _warned: set[str] = set()
 
 
+#: Settings that must be at least 1 (a window, an output or an index batch of nothing means nothing).
+AT_LEAST_ONE = frozenset({"default_context_window", "max_output_tokens", "search_max_chars", "search_batch_chars"})
+
+
 def _bounds(name: str) -> tuple[float, float]:
     """The range a numeric setting may take."""
     if name.endswith("_ratio"):
         return 0.01, 1.0
-    if name in {"default_context_window", "max_output_tokens", "write_retries", "search_max_chars",
-                "search_batch_chars"}:
-        return (0, MAX_SETTING) if name == "write_retries" else (1, MAX_SETTING)
-    return 0, MAX_SETTING
+    return (1 if name in AT_LEAST_ONE else 0), MAX_SETTING
 
 
 def _warn_unknown(env: Mapping[str, str]) -> None:

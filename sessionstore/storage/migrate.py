@@ -160,19 +160,8 @@ def ensure_current(engine: Engine, current: str | None = None, *, known: bool = 
             f"the database is at revision {current}, which this sessionstore does not know "
             "(was it written by a newer version?)"
         )
-    if current is None:
-        _refuse_foreign_tables(engine)
     backup_before_upgrade(engine)
     return _run_upgrade(engine, "head", recheck=True)
-
-
-def _refuse_foreign_tables(engine: Engine) -> None:
-    """No schema revision but a `sessions` table: another program's database, never migrated over."""
-    with engine.connect() as conn:
-        foreign = has_user_tables(conn) and current_revision(conn) is None
-        conn.rollback()
-    if foreign:
-        raise MigrationError(FOREIGN_TABLES)
 
 
 def _known_revisions() -> set[str]:
