@@ -52,6 +52,10 @@ def eval_cmd(
         print_json({"strategies": chosen, "spans": [r.to_dict() for r in results], "median": summary})
         return
     _print_table(summary)
+    for name in chosen:
+        if not summary.get(name, {}).get("spans"):
+            why = (" (only boundaries imported from Claude Code or Codex have one)" if name == "recorded" else "")
+            err_console.print(f"note: {name} scored no span{why}")
 
 
 def _every_session(store) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -79,9 +83,11 @@ def _summarizers(chosen: list[str], model: Optional[str]) -> dict:  # type: igno
 def _print_table(summary: dict) -> None:  # type: ignore[type-arg]
     from sessionstore.compaction.facts import FACT_KINDS
 
-    table = Table(title="compaction strategies (medians over all spans; retention = share of facts kept verbatim)")
-    for col in ("strategy", "spans", "tokens after/before", *FACT_KINDS):
-        table.add_column(col, justify="right")
+    table = Table(title="compaction strategies, medians over all spans: ratio = tokens after/before; "
+                        "per fact kind, the share kept verbatim")
+    heads = {"user_messages": "users", "paths": "paths", "failures": "failures", "open_items": "open items"}
+    for col in ("strategy", "spans", "ratio", *(heads.get(kind, kind) for kind in FACT_KINDS)):
+        table.add_column(col, justify="right", no_wrap=True)
     for name, row in summary.items():
         shares = ["–" if v is None else f"{v:.0%}" for v in row["retention"].values()]
         table.add_row(name, str(row["spans"]), f"{row['ratio']:.3f}", *shares)

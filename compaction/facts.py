@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from sessionstore.compaction.summarizers.extractive import (
+    STATUS_LINE,
     USER_MESSAGE_BUDGET,
     Activity,
     collect_activity,
@@ -44,7 +45,12 @@ METADATA_KEY = "facts"
 FAILURE_LINE_CHARS = 200
 PREVIEW_CHARS = 200
 
-_BARE_EXIT = re.compile(r"^\s*exit code:?\s*-?\d+\s*$", re.IGNORECASE)
+#: A bullet that says a section is empty ("None", "No pending tasks", "N/A"): not a fact.
+_EMPTY_ITEM = re.compile(r"^\W*(?:none\b|n/a\b|nothing\b|no (?:explicit |outstanding |remaining |other |open |known )*"
+                         r"(?:pending |open )?(?:tasks?|items?|todos?|errors?|issues?|failures?)\b)", re.IGNORECASE)
+_OMITTED = re.compile(r"^\(\d+ earlier \w+ omitted\)$")
+#: Characters that continue a path: a path fact counts as present only where it does not run on.
+_PATH_CHAR = r"[\w\-/@+~]"
 _BULLET = re.compile(r"^[ \t]*[-*•][ \t]+", re.MULTILINE)
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:/[\w.@+\-]+)+/?|[\w.\-]+(?:/[\w.@+\-]+)+")
 _TODO_BULLET = re.compile(r"^\[[\w\s-]+\]\s*")
@@ -148,10 +154,10 @@ def _failure_lines(activity: Activity) -> list[str]:
 
 
 def failure_line(text: str) -> str:
-    """The first line that is neither blank nor a bare "Exit code N", cut as summaries cut it."""
+    """The first line that is neither blank nor a status line (exit code, Codex's headers), cut to size."""
     for line in text.splitlines():
         line = line.strip()
-        if line and not _BARE_EXIT.match(line):
+        if line and not STATUS_LINE.match(line):
             return line if len(line) <= FAILURE_LINE_CHARS else line[: FAILURE_LINE_CHARS - 1]
     return ""
 
@@ -164,8 +170,15 @@ def carried_facts(entry: ViewEntry) -> Facts:
     text = _text(entry.message.content)
     users = [b for b in _bullets(summary_section(text, 6)) if b != "(newest first)"]
     paths = _PATH.findall(summary_section(text, 3))
+    failures = [first_line(b, FAILURE_LINE_CHARS) for b in _bullets(summary_section(text, 4)) if not _empty(b)]
     items = [_TODO_BULLET.sub("", b) for b in _bullets(summary_section(text, 7))]
-    return Facts(user_messages=tuple(reversed(users)), paths=tuple(paths), open_items=tuple(items))
+    return Facts(user_messages=tuple(reversed(users)), paths=tuple(paths), failures=tuple(failures),
+                 open_items=tuple(i for i in items if not _empty(i)))
+
+
+def _empty(item: str) -> bool:
+    """True for a bullet that only says its section has nothing in it."""
+    return bool(_EMPTY_ITEM.match(item) or _OMITTED.match(item))
 
 
 def _text(content: Any) -> str:
@@ -201,9 +214,19 @@ def _unique(values: Iterable[str]) -> tuple[str, ...]:
 def missing_facts(summary: str, facts: Facts) -> dict[str, list[str]]:
     """Per kind, the facts whose text the summary does not hold."""
     haystack = normalize(summary)
-    missing = {kind: [f for f in facts.of(kind) if normalize(f) not in haystack] for kind in FACT_KINDS}
-    missing["paths"] = [p for p in missing["paths"] if not _relative_present(p, facts.cwd, haystack)]
-    return missing
+    missing = {kind: [f for f in facts.of(kind) if normalize(f) not in haystack]
+               for kind in FACT_KINDS if kind != "paths"}
+    missing["paths"] = [p for p in facts.paths
+                        if not _path_present(normalize(p), haystack) and not _relative_present(p, facts.cwd, haystack)]
+    return {kind: missing[kind] for kind in FACT_KINDS}
+
+
+def _path_present(path: str, haystack: str) -> bool:
+    """True when `path` stands whole in the text: not inside a longer path or name (a.py in a.pyc, io.py in studio.py)."""
+    if not path:
+        return True
+    pattern = rf"(?<!{_PATH_CHAR}){re.escape(path)}(?!{_PATH_CHAR}|\.\w)"
+    return re.search(pattern, haystack) is not None
 
 
 def _relative_present(path: str, cwd: str | None, haystack: str) -> bool:
@@ -212,10 +235,10 @@ def _relative_present(path: str, cwd: str | None, haystack: str) -> bool:
         return False
     root = cwd.rstrip("/") + "/"
     if path.startswith(root):
-        relative = path[len(root):]
-        return bool(relative) and (normalize(relative) in haystack or normalize("./" + relative) in haystack)
+        relative = normalize(path[len(root):])
+        return bool(relative) and (_path_present(relative, haystack) or _path_present("./" + relative, haystack))
     if not path.startswith("/"):
-        return normalize(root + path.removeprefix("./")) in haystack
+        return _path_present(normalize(root + path.removeprefix("./")), haystack)
     return False
 
 

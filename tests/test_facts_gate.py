@@ -267,3 +267,45 @@ def test_session_memory_notes_go_through_the_gate_too(store: SessionStore) -> No
     (b,) = boundaries(session)
     assert b.metadata["facts_gate"]["missing"]["user_messages"] == 2
     assert normalize(FIRST_ASK) in normalize(b.summary or "") and ABS_PATH in (b.summary or "")
+
+
+@pytest.mark.parametrize("output, line", [
+    ("Exit code: 1\nWall time: 0.2 seconds\nOutput:\nerror[E0425]: cannot find value `x`\n", "error[E0425]: cannot find value `x`"),
+    ("Chunk ID: d79dd3\nWall time: 1.1 seconds\nProcess exited with code 1\nOriginal token count: 12\nOutput:\n"
+     "FAILED tests/test_a.py::test_b - KeyError: 'k'\n", "FAILED tests/test_a.py::test_b - KeyError: 'k'"),
+    ("Exit code 2\n\nmake: *** [all] Error 2", "make: *** [all] Error 2"),
+])
+def test_a_failure_is_its_first_informative_line_not_the_status_headers(output: str, line: str) -> None:
+    """Codex puts Chunk ID / Wall time / exit status headers before the output: none of them is the failure."""
+    from sessionstore.compaction.facts import failure_line
+
+    assert failure_line(output) == line
+
+
+@pytest.mark.parametrize("summary, held", [
+    ("Edited /repo/src/a.py and ran it.", True),
+    ("Edited /repo/src/a.py.", True),
+    ("See `src/a.py` (relative to the cwd).", True),
+    ("Only /repo/src/a.pyc was built.", False),
+    ("Edited /repo/src/a.py.bak by mistake.", False),
+    ("Edited /repo/lib/src/a.py instead.", False),
+    ("Read studio/src/a.pyx.", False),
+])
+def test_a_path_counts_only_where_it_stands_whole(summary: str, held: bool) -> None:
+    """A path inside a longer path or name (a.py in a.pyc, src/a.py in lib/src/a.py) does not keep the file."""
+    from sessionstore.compaction.facts import missing_facts
+
+    facts = Facts(paths=("/repo/src/a.py",), cwd="/repo")
+    assert (missing_facts(summary, facts)["paths"] == []) is held
+
+
+def test_an_imported_summary_carries_its_failures_and_no_empty_items() -> None:
+    """Claude Code writes "No pending tasks" and "None" as bullets: those are not open items or failures."""
+    convo = Convo()
+    _with_summary(convo, "1. Primary Request and Intent:\nx\n\n4. Errors and fixes:\n"
+                         "- ImportError: no module named yaml; fixed by adding pyyaml\n- None other\n\n"
+                         "7. Pending Tasks:\n- No explicit pending tasks. The user has only asked for a review.\n", None)
+    convo.add("assistant", "ok")
+    facts = span_facts(convo.entries)
+    assert facts.failures == ("ImportError: no module named yaml; fixed by adding pyyaml",)
+    assert facts.open_items == ()

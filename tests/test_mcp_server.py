@@ -12,7 +12,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from sessionstore import SessionStore
-from sessionstore.agent.mcp_server import build_server
+from sessionstore.agent.mcp_server import GATE_ITEMS, build_server, encode_cursor
+from sessionstore.compaction.summarizers.base import SummaryResult
 from sessionstore.compaction.engine import compact
 from sessionstore.storage.history import view_before
 from sessionstore.storage.session import Session
@@ -105,6 +106,20 @@ async def test_misses_and_foreign_cursors_are_tool_errors_the_model_can_read(sto
         assert nope.is_error and "there is no boundary 9" in nope.content[0].text
         spill = await client.call_tool("spill_cat", {"session": session.id, "tool_use_id": "b0"})
         assert spill.is_error and "was not spilled" in spill.content[0].text
+        for tool, value in (("view_before", 10**30), ("recall", "abc"), ("history", -3), ("list_sessions", 1.5),
+                            ("search", True), ("spill_cat", None)):
+            forged = encode_cursor(tool, value)
+            args: dict[str, Any] = {"cursor": forged}
+            if tool in ("view_before", "recall", "history", "spill_cat"):
+                args["session"] = session.id
+            if tool == "view_before":
+                args["boundary"] = 1
+            if tool == "spill_cat":
+                args["tool_use_id"] = "b0"
+            if tool == "search":
+                args["query"] = "step"
+            answer = await client.call_tool(tool, args)
+            assert answer.is_error and f"not a cursor of {tool}" in answer.content[0].text, (tool, value)
 
 
 @pytest.mark.anyio
@@ -196,3 +211,31 @@ async def test_history_pages_boundaries(store: SessionStore) -> None:
             if cursor is None:
                 break
     assert indexes == [1, 2, 3, 4, 5]
+
+
+class _Forgetful:
+    """A summarizer that keeps nothing, so the facts gate has every fact to add."""
+
+    name = "forgetful"
+
+    def summarize(self, entries: Any, *, custom_instructions: str | None = None,
+                  truncated: bool = False) -> SummaryResult:
+        return SummaryResult(text="Work went on.", raw="Work went on.")
+
+
+@pytest.mark.anyio
+async def test_history_lists_a_bounded_number_of_missing_facts(store: SessionStore) -> None:
+    """A gate that added hundreds of facts is reported with its counts whole and a few items per kind."""
+    session = store.create_session(title="gate", cwd="/w")
+    for i in range(60):
+        session.append({"role": "user", "content": f"instruction {i}: keep file f{i}.py tidy"})
+        session.append({"role": "assistant", "content": [tool_use(f"e{i}", "Edit", file_path=f"/w/f{i}.py",
+                                                                  old_string="a", new_string="b")]})
+        session.append({"role": "user", "content": [tool_result(f"e{i}", f"error: f{i}.py is locked", is_error=True)]})
+    compact(session, summarizer=_Forgetful())
+    async with Client(build_server(store), raise_exceptions=True) as client:
+        page = await _call(client, "history", session=session.id)
+    gate = page["boundaries"][0]["facts_gate"]
+    assert gate["missing"]["paths"] == 60 and gate["missing"]["failures"] == 60
+    assert all(len(items) <= GATE_ITEMS for items in gate["missing_items"].values())
+    assert gate["missing_items"]["paths"], "the first few are still listed"

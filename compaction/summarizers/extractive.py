@@ -40,7 +40,13 @@ COMMAND_TOOLS = {
 TODO_TOOLS = {"TodoWrite": ("todos", "content"), "update_plan": ("plan", "step")}
 
 _EXIT_CODE = re.compile(r"(?:\bexit code|\bexited with code)\s*:?\s*(-?\d+)", re.IGNORECASE)
-_BARE_EXIT = re.compile(r"^\s*exit code:?\s*-?\d+\s*$", re.IGNORECASE)
+#: Lines a tool result starts with that say how the command ran, not what went wrong: a bare
+#: "Exit code N", and the headers Codex puts before a command's output.
+STATUS_LINE = re.compile(
+    r"^\s*(?:exit code:?\s*-?\d+|process exited with code:?\s*-?\d+|wall time:.*|chunk id:.*"
+    r"|original token count:.*|total output lines:.*|process running with session id.*|output:)\s*$",
+    re.IGNORECASE,
+)
 _NOT_A_REQUEST = (
     "<local-command-stdout>",
     "<local-command-stderr>",
@@ -141,12 +147,12 @@ class Outcome:
     def error_lines(self, count: int = 2) -> list[str]:
         """The first `count` informative lines of the result, each shortened.
 
-        Blank lines and a bare "Exit code N" line (already in the status) are skipped.
+        Blank lines and status lines (a bare "Exit code N", Codex's headers) are skipped.
         """
         lines = [
             line.strip()
             for line in self.text.splitlines()
-            if line.strip() and not _BARE_EXIT.match(line)
+            if line.strip() and not STATUS_LINE.match(line)
         ]
         return [first_line(line, ERROR_LINE_CHARS) for line in lines[:count]]
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from sessionstore.storage.errors import SessionStoreError
 from sessionstore.storage.history import boundaries, boundary_count
-from sessionstore.storage.recall import DEFAULT_MAX_TOKENS, recall, view_before_page
+from sessionstore.storage.recall import DEFAULT_MAX_TOKENS, MAX_CURSOR, recall, view_before_page
 from sessionstore.storage.spill import spill_original
 from sessionstore.storage.store import SessionStore
 
@@ -46,6 +46,8 @@ MAX_SEARCH_PAGE = 50
 #: Pages of search re-run the ranked query with a larger limit, so paging stops this deep.
 MAX_SEARCH_DEPTH = 500
 SUMMARY_PREVIEW_CHARS = 600
+#: Missing facts listed per kind in a boundary's gate report (the counts say how many there were).
+GATE_ITEMS = 5
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
@@ -155,8 +157,8 @@ def encode_cursor(tool: str, value: Any) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(tool: str, cursor: str | None) -> Any:
-    """The value inside a cursor from `tool`; ToolError for anything else."""
+def decode_cursor(tool: str, cursor: str | None, *, floor: int = 0) -> int | None:
+    """The position inside a cursor from `tool` (an int from `floor` up); ToolError for anything else."""
     if cursor is None:
         return None
     try:
@@ -165,7 +167,19 @@ def decode_cursor(tool: str, cursor: str | None) -> Any:
         raise ToolError(f"not a cursor of {tool}: pass the next_cursor it returned") from None
     if not isinstance(data, dict) or data.get("t") != tool:
         raise ToolError(f"not a cursor of {tool}: pass the next_cursor it returned")
-    return data.get("v")
+    value = data.get("v")
+    if isinstance(value, bool) or not isinstance(value, int) or not floor <= value < MAX_CURSOR:
+        raise ToolError(f"not a cursor of {tool}: pass the next_cursor it returned")
+    return value
+
+
+def _bounded_gate(report: Any) -> Any:
+    """A facts-gate report with at most GATE_ITEMS missing facts listed per kind (the counts stay whole)."""
+    if not isinstance(report, dict) or not isinstance(report.get("missing_items"), dict):
+        return report
+    items = {kind: list(facts[:GATE_ITEMS]) if isinstance(facts, list) else facts
+             for kind, facts in report["missing_items"].items()}
+    return {**report, "missing_items": items}
 
 
 def build_server(store: SessionStore) -> MCPServer:
@@ -207,7 +221,7 @@ def build_server(store: SessionStore) -> MCPServer:
                               pre_tokens=b.pre_tokens, post_tokens=b.post_tokens,
                               messages_summarized=b.messages_summarized, summarizer=b.summarizer,
                               summary_preview=_clip(b.summary_preview, SUMMARY_PREVIEW_CHARS),
-                              facts_gate=b.metadata.get("facts_gate")) for b in page]
+                              facts_gate=_bounded_gate(b.metadata.get("facts_gate"))) for b in page]
         more = start + limit < total
         return BoundariesPage(session=s.id, boundaries=items,
                               next_cursor=encode_cursor("history", start + limit) if more else None)
@@ -220,7 +234,7 @@ def build_server(store: SessionStore) -> MCPServer:
         limit: Annotated[int, Field(ge=1, le=MAX_VIEW_PAGE)] = 20,
     ) -> ViewPage:
         """What the model saw just before boundary K, oldest first, one page of messages at a time."""
-        after = decode_cursor("view_before", cursor)
+        after = decode_cursor("view_before", cursor, floor=1 - MAX_CURSOR)
         with reading():
             s = store.get(session)
             entries, next_key, size = view_before_page(s, boundary, after=after, limit=limit)
@@ -241,7 +255,7 @@ def build_server(store: SessionStore) -> MCPServer:
         max_tokens: Annotated[int, Field(ge=100, le=MAX_RECALL_TOKENS)] = DEFAULT_MAX_TOKENS,
     ) -> RecallResult:
         """The exact messages from before a compaction, as text within a token budget."""
-        key = decode_cursor("recall", cursor)
+        key = decode_cursor("recall", cursor, floor=1 - MAX_CURSOR)
         with reading():
             s = store.get(session)
             found = recall(s, boundary, query=query, around_uuid=around_uuid, max_tokens=max_tokens, cursor=key)

@@ -27,8 +27,18 @@ if TYPE_CHECKING:
 DEFAULT_MAX_TOKENS = 4_000
 MIN_MAX_TOKENS = 100
 MAX_MAX_TOKENS = 100_000
-#: View rows read per query while filling a page.
+#: View rows read per query while filling a page: the first query reads FIRST_ROWS, each next one
+#: twice as many up to PAGE_ROWS, so a small page of large messages holds few of them in memory.
 PAGE_ROWS = 64
+FIRST_ROWS = 4
+#: A recall's closing note repeats the query clipped to this many characters.
+NOTE_QUERY_CHARS = 80
+#: What the blank line between two recalled messages may add to the estimate of the whole text.
+SEPARATOR_TOKENS = 2
+#: The messages get at least this many tokens, whatever the note takes.
+MIN_PAGE_TOKENS = 20
+#: Cursors are view keys: integers strictly between -MAX_CURSOR and MAX_CURSOR.
+MAX_CURSOR = 2**62
 #: In query mode, a matching message longer than this is shown as an excerpt around the match.
 EXCERPT_CHARS = 1_500
 
@@ -112,9 +122,9 @@ class _Page:
     def offer(self, row: _Row, text: str, *, force: bool = False) -> bool:
         """Take `text` if it fits; when `force` and nothing fits, take it cut to the budget."""
         cost = estimate_text(text)
-        if self.spent + cost <= self.budget:
+        if self.spent + cost + SEPARATOR_TOKENS <= self.budget:
             self.shown.append((row, text, cost, False))
-            self.spent += cost
+            self.spent += cost + SEPARATOR_TOKENS
             return True
         if force and not self.shown:
             cut = _cut_to(text, self.budget - self.spent)
@@ -149,11 +159,12 @@ def recall(
         raise RecallError(f"max_tokens must be between {MIN_MAX_TOKENS} and {MAX_MAX_TOKENS}, not {max_tokens}")
     if cursor is not None and around_uuid is not None:
         raise RecallError("a cursor pages the last messages or query matches; drop around_uuid to page on")
+    check_cursor(cursor)
     index, version = _boundary_version(session, boundary)
     mode = "query" if query is not None else "around" if around_uuid is not None else "last"
     with session.db.read() as db:
         scope = _Scope(db, session.id, version)
-        page = _Page(max_tokens)
+        page = _Page(max(MIN_PAGE_TOKENS, max_tokens - _note_reserve(index, mode, query)))
         if around_uuid is not None:
             _fill_around(scope, page, around_uuid)
         else:
@@ -170,6 +181,13 @@ def recall(
     messages = [RecalledMessage(r.seq, r.uuid, r.role, cost, r.replaced, cut) for r, _, cost, cut in shown]
     return Recall(session.id, index, mode, text, messages, size, earlier, later, next_cursor,
                   estimate_text(text))
+
+
+def check_cursor(cursor: Any) -> None:
+    """RecallError unless `cursor` is None or a view key as next_cursor gives them."""
+    if cursor is not None and (isinstance(cursor, bool) or not isinstance(cursor, int)
+                               or not -MAX_CURSOR < cursor < MAX_CURSOR):
+        raise RecallError(f"{cursor!r} is not a cursor: pass the next_cursor of the previous call")
 
 
 def _boundary_version(session: "Session", boundary: int | None) -> tuple[int, int]:
@@ -199,12 +217,13 @@ class _Scope:
         return int(row[0])
 
     def rows(self, *, before: int | None = None, after: int | None = None,
-             like: str | None = None) -> Iterator[_Row]:
-        """Rows with key < before (newest first) or key > after (oldest first), page by page."""
+             like: str | None = None, first: int = FIRST_ROWS) -> Iterator[_Row]:
+        """Rows with key < before (newest first) or key > after (oldest first), in growing batches."""
         descending = after is None
         bound = before if descending else after
+        n = max(1, min(first, PAGE_ROWS))
         while True:
-            clauses, params = [], dict(self.params, n=PAGE_ROWS)
+            clauses, params = [], dict(self.params, n=n)
             if bound is not None:
                 clauses.append("AND v.key < :k" if descending else "AND v.key > :k")
                 params["k"] = bound
@@ -216,9 +235,10 @@ class _Scope:
             for r in batch:
                 kind = "compact summary" if r[8] else r[6] or r[5]
                 yield _Row(int(r[0]), bool(r[1]), int(r[2]), r[3], r[4], kind, r[7])
-            if len(batch) < PAGE_ROWS:
+            if len(batch) < n:
                 return
             bound = int(batch[-1][0])
+            n = min(n * 2, PAGE_ROWS)
 
     def key_of(self, uuid: str) -> int:
         row = self.db.one(
@@ -325,7 +345,7 @@ def _render(index: int, mode: str, query: str | None, shown: list[tuple[_Row, st
             earlier: int, later: int, next_cursor: int | None) -> str:
     """The recalled messages followed by one note: what was shown, what was left out, how to page on."""
     body = "\n\n".join(text for _, text, _, _ in shown)
-    what = {"last": "the last messages", "query": f"messages matching {query!r}", "around": "messages around one"}[mode]
+    what = {"last": "the last messages", "query": f"messages matching {_clip(query)!r}", "around": "messages around one"}[mode]
     if shown:
         note = (f"[recall: view before boundary {index}, {what}: {len(shown)} shown "
                 f"(#{shown[0][0].seq}–#{shown[-1][0].seq}) of {size} in that view")
@@ -336,10 +356,24 @@ def _render(index: int, mode: str, query: str | None, shown: list[tuple[_Row, st
     elif shown and mode != "query" and (earlier or later):
         note += f"; {earlier} earlier and {later} later left out"
     if next_cursor is not None:
-        again = f"query={query!r}, " if mode == "query" else ""
+        again = f"query={_clip(query)!r}, " if mode == "query" else ""
         note += f"; for earlier ones call recall(boundary={index}, {again}cursor={next_cursor})"
     note += "]"
     return f"{body}\n\n{note}" if body else note
+
+
+def _note_reserve(index: int, mode: str, query: str | None) -> int:
+    """Tokens the closing note can take at most: the note rendered with the largest figures it can hold."""
+    big = 10**12
+    row = _Row(big, False, big, "", "", "", "")
+    note = _render(index, mode, query, [(row, "", 0, False), (row, "", 0, False)], big, big, big, big)
+    return estimate_text(note) + 4
+
+
+def _clip(query: str | None) -> str:
+    """The query as a note repeats it: at most NOTE_QUERY_CHARS characters."""
+    text = query or ""
+    return text if len(text) <= NOTE_QUERY_CHARS else text[: NOTE_QUERY_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,11 +394,12 @@ def view_before_page(session: "Session", boundary: int, *, after: int | None = N
     """One page of the view before `boundary`, oldest first: (entries, next cursor, view size)."""
     if not 1 <= limit <= 500:
         raise RecallError(f"limit must be between 1 and 500, not {limit}")
+    check_cursor(after)
     index, version = _boundary_version(session, boundary)
     with session.db.read() as db:
         scope = _Scope(db, session.id, version)
         rows = []
-        for row in scope.rows(after=after if after is not None else -(2**62)):
+        for row in scope.rows(after=after if after is not None else -MAX_CURSOR, first=limit + 1):
             rows.append(row)
             if len(rows) > limit:
                 break
