@@ -3,9 +3,10 @@
 Subjects: a session of 100,000 recorded messages and 20 boundaries (each an
 up_to compaction keeping about 5,000 entries, as in bench/rewrite.py) and a
 session of 100 messages. "Ready" means the app was started on the session
-(`sessionstore browse SESSION`: store opened, sessions screen and session
-screen mounted) and the message list has drawn its first rows; Python and
-Textual imports are excluded (the same for both). Opening a boundary is
+(`sessionstore browse SESSION`: store opened and the session screen mounted;
+the sessions screen is built only when the user goes back to it) and the
+message list has drawn its first rows; Python and Textual imports are
+excluded (the same for both). Opening a boundary is
 from pushing its screen until the view before it has drawn its first rows.
 Runs are interleaved, headless at 120x40.
 

@@ -632,3 +632,86 @@ def test_past_views_read_by_pages_match_view_before(store_url: str) -> None:
                 paged = [r for start in range(0, len(expected) + step, step)
                          for r in paging.past_rows(s, version, start, step, floor=floor)]
                 assert [(r.position, r.uuid, r.tokens, r.replaced) for r in paged] == expected
+
+
+def test_a_search_hit_deep_in_a_view_opens_on_screen_and_q_closes_the_hits(sqlite_url: str) -> None:
+    """Enter on a hit scrolls the list to it (it sat below the first screen before); q on the hits goes back."""
+    with SessionStore.open(sqlite_url) as store:
+        s = store.create_session(title="deep hit")
+        s.append_many(list(conversation(300, seed=3)))
+        s.append({"role": "user", "content": "the zebra-quokka-17 marker sits far down the view"})
+        s.append_many(list(conversation(40, seed=4, prefix="after ")))
+        target = store.search("zebra-quokka-17", limit=5)[0]
+    seen: dict[str, Any] = {}
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await pilot.press("slash", *"zebra-quokka-17", "enter")
+        await settle(pilot)
+        await pilot.press("q")
+        await settle(pilot)
+        screen = pilot.app.screen
+        seen["after_q"] = (screen, screen.query_one("#hits", DataTable).has_class("hidden"), pilot.app.is_running)
+        await pilot.press("slash", *"zebra-quokka-17", "enter")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        listing = pilot.app.screen.query_one("#messages", ViewList)
+        top, height = listing.scroll_offset.y, listing.scrollable_content_region.height
+        seen["at"] = (listing.current, top, listing.cursor, height)
+
+    drive(make_app(sqlite_url), steps, size=(80, 24))
+    screen, hidden, running = seen["after_q"]
+    assert isinstance(screen, SessionsScreen) and hidden and running
+    row, top, cursor, height = seen["at"]
+    assert row.seq == target.seq
+    assert cursor > height, "the hit lies below the first screen"
+    assert top <= cursor < top + height, f"the hit's row {cursor} is off screen (rows {top}..{top + height - 1})"
+
+
+def test_message_detail_shows_usage_at_80_columns_and_every_spilled_original(sqlite_url: str) -> None:
+    """The usage line is not cut off at 80x24; n/p move between the originals of a message's spilled results."""
+    big = {i: f"result {i} " + "lorem ipsum " * 800 for i in range(2)}
+    with SessionStore.open(sqlite_url) as store:
+        s = store.create_session(title="two spills")
+        s.append({"role": "user", "content": "read both"})
+        s.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"toolu_{i}", "name": "Read", "input": {"file_path": f"f{i}.txt"}}
+            for i in range(2)], "usage": {"input_tokens": 1234, "output_tokens": 56,
+                                          "cache_read_input_tokens": 7890, "cache_creation_input_tokens": 12}})
+        s.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": big[i]} for i in range(2)]})
+        s.append({"role": "assistant", "content": "done"})
+        config = dataclasses.replace(store.config, tool_result_max_chars=1000, microcompact_enabled=False,
+                                     snip_enabled=False)
+        Pipeline(store, config=config).prepare(s)
+        assert len(list_spills(s)) == 2
+        session_id = s.id
+    seen: dict[str, Any] = {}
+
+    async def steps(pilot: Pilot[None]) -> None:
+        listing = pilot.app.screen.query_one("#messages", ViewList)
+        listing.move_to(1)
+        await pilot.press("enter")
+        await settle(pilot)
+        info = pilot.app.screen.query_one("#message-info", Static)
+        needed = info.get_content_height(info.container_size, pilot.app.size, info.content_region.width)
+        seen["usage"] = (str(info.visual), info.content_region.height, needed)
+        await pilot.press("q")
+        await settle(pilot)
+        listing = pilot.app.screen.query_one("#messages", ViewList)
+        listing.move_to(2)
+        await pilot.press("enter", "o")
+        await settle(pilot)
+        seen["originals"] = [pilot.app.screen.query_one("#original-text").text]
+        await pilot.press("n")
+        await settle(pilot)
+        seen["originals"].append(pilot.app.screen.query_one("#original-text").text)
+        await pilot.press("p")
+        await settle(pilot)
+        seen["originals"].append(pilot.app.screen.query_one("#original-text").text)
+
+    drive(make_app(sqlite_url, session_id=session_id), steps, size=(80, 24))
+    text, height, needed = seen["usage"]
+    assert "usage:" in text and "56" in text and "7,890" in text
+    assert height >= needed, f"the header needs {needed} lines at 80 columns but gets {height}: usage is cut off"
+    assert seen["originals"] == [big[0], big[1], big[0]]

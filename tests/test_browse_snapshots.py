@@ -140,3 +140,8 @@ def test_session_screen_light(snap_compare: Any, snapshot_url: str) -> None:
         assert snap_compare(app, terminal_size=(80, 24))
     finally:
         app.store.close()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_search_hits(snap_compare: Any, snapshot_url: str, size: tuple[int, int]) -> None:
+    check(snap_compare, snapshot_url, size, ["slash", *"test_sync", "enter", "down"])

@@ -96,7 +96,7 @@ class BoundaryScreen(Screen[None]):
         listing = self.query_one("#before-list", ViewList)
         listing.focus()
         if self.position is not None:
-            listing.move_to(self.position)
+            listing.move_to(self.position, center=True)
         self.ready = True
 
     def on_view_list_selected(self, event: ViewList.Selected) -> None:

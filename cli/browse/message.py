@@ -27,6 +27,9 @@ from .keybar import KeyBar
 
 #: Characters of one block drawn on screen; the rest is named, not drawn.
 BLOCK_CHARS = 100_000
+#: Short names of the usage fields, so the usage line fits 80 columns.
+USAGE_NAMES = {"input_tokens": "in", "output_tokens": "out", "cache_creation_input_tokens": "cache write",
+               "cache_read_input_tokens": "cache read", "service_tier": "tier"}
 #: Bytes of a spilled original loaded into the viewer.
 ORIGINAL_BYTES = 2_000_000
 
@@ -83,14 +86,16 @@ class MessageScreen(Screen[None]):
     def _info(self) -> Text:
         m = self.shown.message
         kind = m.subtype or ("summary" if m.is_compact_summary else m.type)
-        text = Text(no_wrap=False)
+        text = Text()
         text.append(f" {m.role} · {kind}", "bold")
-        text.append(f" · seq {m.seq} · {m.uuid} · {m.timestamp or 'no time'} · {m.tokens:,} tokens")
+        text.append(f" · seq {m.seq} · {m.tokens:,} tokens · {m.timestamp or 'no time'}")
         if self.shown.replaced:
             text.append(" · the view shows a replacement", "italic")
+        text.append(f"\n uuid {m.uuid}")
         if m.usage:
-            text.append("\n usage: " + ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}"
-                                                for k, v in m.usage.items() if not isinstance(v, dict)))
+            text.append("\n usage: " + " · ".join(f"{USAGE_NAMES.get(k, k)} {v:,}" if isinstance(v, int)
+                                                  else f"{USAGE_NAMES.get(k, k)} {v}"
+                                                  for k, v in m.usage.items() if not isinstance(v, dict)))
         return text
 
     def _blocks(self) -> list[Widget]:
@@ -126,7 +131,8 @@ class MessageScreen(Screen[None]):
         widgets: list[Widget] = [Static(head, classes="block-head")]
         decision = spilled.get(tool_use_id)
         if decision is not None:
-            note = (f"spilled: the view shows this preview; o opens the original "
+            others = " (n/p there for the other spilled results)" if len(spilled) > 1 else ""
+            note = (f"spilled: the view shows this preview; o opens the original{others} "
                     f"({decision.original_size or 0:,} bytes, sessionstore spill cat {self.session.id[:8]} "
                     f"{tool_use_id})")
             widgets.append(Static(Text(note, "italic"), classes="block-note"))
@@ -140,26 +146,51 @@ class MessageScreen(Screen[None]):
 
     def action_original(self) -> None:
         if self.spills:
-            self.app.push_screen(OriginalScreen(self.session, self.spills[0].tool_use_id))
+            self.app.push_screen(OriginalScreen(self.session, [s.tool_use_id for s in self.spills]))
 
 
 class OriginalScreen(Screen[None]):
-    """A spilled tool result's original content, read-only."""
+    """The originals of a message's spilled tool results, read-only, one at a time (n/p move between them)."""
 
-    BINDINGS = [Binding("q,escape", "app.back", "Back", id="back")]
+    BINDINGS = [
+        Binding("q,escape", "app.back", "Back", id="back"),
+        Binding("n", "move(1)", "Next original", id="next"),
+        Binding("p", "move(-1)", "Previous original", id="previous"),
+    ]
 
-    def __init__(self, session: Session, tool_use_id: str):
+    def __init__(self, session: Session, tool_use_ids: list[str], index: int = 0):
         super().__init__()
-        self.tool_use_id = tool_use_id
-        self.data = spill_original(session, tool_use_id)
+        self.session = session
+        self.ids = tool_use_ids
+        self.index = index
+        self.tool_use_id = tool_use_ids[index]
+        self.data = spill_original(session, self.tool_use_id)
 
     def compose(self) -> ComposeResult:
-        size = len(self.data)
-        shown = self.data[:ORIGINAL_BYTES].decode("utf-8", "replace")
-        note = "" if size <= ORIGINAL_BYTES else f" · first {ORIGINAL_BYTES:,} bytes shown"
-        yield Static(Text(f" original of {self.tool_use_id} · {size:,} bytes{note}", "bold"), id="original-info")
-        yield TextArea(shown, read_only=True, show_line_numbers=True, id="original-text")
+        yield Static(self._info(), id="original-info")
+        yield TextArea(self.data[:ORIGINAL_BYTES].decode("utf-8", "replace"), read_only=True,
+                       show_line_numbers=True, id="original-text")
         yield KeyBar()
+
+    def _info(self) -> Text:
+        size = len(self.data)
+        note = "" if size <= ORIGINAL_BYTES else f" · first {ORIGINAL_BYTES:,} bytes shown"
+        which = f" ({self.index + 1} of {len(self.ids)}; n/p for the others)" if len(self.ids) > 1 else ""
+        return Text(f" original of {self.tool_use_id}{which} · {size:,} bytes{note}", "bold",
+                    no_wrap=True, overflow="ellipsis")
 
     def on_mount(self) -> None:
         self.query_one(TextArea).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "move":
+            return len(self.ids) > 1
+        return True
+
+    def action_move(self, step: int) -> None:
+        """Show the next (or previous) spilled original of the same message."""
+        self.index = (self.index + step) % len(self.ids)
+        self.tool_use_id = self.ids[self.index]
+        self.data = spill_original(self.session, self.tool_use_id)
+        self.query_one("#original-info", Static).update(self._info())
+        self.query_one(TextArea).load_text(self.data[:ORIGINAL_BYTES].decode("utf-8", "replace"))

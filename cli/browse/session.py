@@ -81,7 +81,7 @@ class SessionScreen(Screen[None]):
         if self.seq is not None:
             position = paging.active_position(self.session, self.seq)
             if position is not None:
-                messages.move_to(position)
+                messages.move_to(position, center=True)
         self.ready = True
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

@@ -22,7 +22,7 @@ from sessionstore.storage import paging
 from sessionstore.storage.paging import SessionRow
 from sessionstore.storage.search import MARK_CLOSE, MARK_OPEN
 
-from ..tables import ellipsize, short_model, short_path, when
+from ..tables import ellipsize, short_model, short_path, short_time, when
 from .keybar import KeyBar
 from .search import SearchOutcome
 
@@ -35,7 +35,7 @@ class SessionsScreen(Screen[None]):
     """Sessions, newest first; Enter opens one."""
 
     BINDINGS = [
-        Binding("q", "app.back", "Quit", id="quit"),
+        Binding("q", "back_or_quit", "Quit", id="quit"),
         Binding("slash", "search", "Search", key_display="/", id="search"),
         Binding("f", "filter", "Filter", id="filter"),
         Binding("e", "export", "Export", id="export"),
@@ -106,7 +106,7 @@ class SessionsScreen(Screen[None]):
         source = {"claude-code": "claude", "native": "native"}.get(row.source, row.source)
         cells += [Text(ellipsize(short_model(row.model), 10)), Text(f"{row.messages:,}", justify="right"),
                   Text(f"{row.view_tokens:,}", justify="right"), Text(str(row.boundaries or ""), justify="right"),
-                  Text(when(row.last_timestamp, row.updated_at)), Text(source[:6])]
+                  Text(short_time(row.updated_at)), Text(source[:6])]
         return cells
 
     def on_resize(self) -> None:
@@ -200,7 +200,7 @@ class SessionsScreen(Screen[None]):
         hits_table.remove_class("hidden")
         hits_table.focus()
         pane.update(Text(f"{len(self.hits)} hit(s) for {query!r}; Enter opens the session at the message, "
-                         "Escape goes back to the sessions."))
+                         "Escape or q goes back to the sessions."))
         if self.hits:
             self._hit_preview(self.hits[0])
 
@@ -232,6 +232,13 @@ class SessionsScreen(Screen[None]):
         elif self.query_one("#filter", Input).value and not isinstance(self.focused, Input):
             self.query_one("#filter", Input).value = ""
         self.table.focus()
+
+    def action_back_or_quit(self) -> None:
+        """q: close the search hits when they are shown, else quit."""
+        if not self.query_one("#hits", DataTable).has_class("hidden"):
+            self.action_clear()
+        else:
+            self.app.action_back()
 
     def action_export(self) -> None:
         row = self.highlighted

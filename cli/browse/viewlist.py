@@ -181,10 +181,20 @@ class ViewList(ScrollView, can_focus=True):
         elif self.cursor >= top + height:
             self.scroll_to(y=self.cursor - height + 1, animate=False)
 
-    def move_to(self, index: int) -> None:
-        """Put the cursor on `index` (clamped) and scroll it into view."""
+    def move_to(self, index: int, *, center: bool = False) -> None:
+        """Put the cursor on `index` (clamped) and scroll it into view; `center` it for a jump from elsewhere."""
         if self.total:
             self.cursor = max(0, min(self.total - 1, index))
+            if center:
+                self.call_after_refresh(self._center_cursor)
+
+    def _center_cursor(self) -> None:
+        """Scroll so the cursor sits mid-screen (once the list knows its height)."""
+        height = max(1, self.scrollable_content_region.height)
+        self.scroll_to(y=max(0, self.cursor - height // 2), animate=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._scroll_cursor_into_view()
 
     def action_cursor(self, delta: int) -> None:
         self.move_to(self.cursor + delta)
