@@ -222,7 +222,7 @@ def missing_facts(summary: str, facts: Facts) -> dict[str, list[str]]:
 
 
 def _path_present(path: str, haystack: str) -> bool:
-    """True when `path` stands whole in the text: not inside a longer path or name (a.py in a.pyc, io.py in studio.py)."""
+    """True when `path` stands whole in the text, not inside a longer path or name (a.py in a.pyc)."""
     if not path:
         return True
     pattern = rf"(?<!{_PATH_CHAR}){re.escape(path)}(?!{_PATH_CHAR}|\.\w)"

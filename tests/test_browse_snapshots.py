@@ -73,6 +73,8 @@ def snapshot_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[st
         for n, sid in enumerate((OTHER, SESSION)):
             store.db.execute("UPDATE sessions SET created_at = :t, updated_at = :t WHERE id = :id",
                              {"t": START.timestamp() + 86400 * n, "id": sid}).close()
+            store.db.execute("UPDATE messages SET written_at = :t WHERE session_id = :id",
+                             {"t": START.timestamp() + 86400 * n, "id": sid}).close()
         store.db.execute("UPDATE compactions SET created_at = :t", {"t": START.timestamp()}).close()
     yield url
     monkeypatch.delenv("TZ")

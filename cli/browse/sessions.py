@@ -153,7 +153,8 @@ class SessionsScreen(Screen[None]):
         text = Text(no_wrap=False)
         text.append(ellipsize(row.title or "(untitled)", 300), "bold")
         text.append(f"\n{row.id} · {row.source} · {row.model or 'no model'} · {row.messages:,} messages · "
-                    f"{row.view_tokens:,} of {row.context_window:,} tokens in view · last {when(row.last_timestamp)}")
+                    f"{row.view_tokens:,} of {row.context_window:,} tokens in view · "
+                    f"last message {when(row.last_timestamp)}")
         text.append(f"\ncwd: {row.cwd or '-'}")
         text.append("\nfirst: ", "bold")
         text.append(ellipsize(first or "-", 400))

@@ -345,7 +345,8 @@ def _render(index: int, mode: str, query: str | None, shown: list[tuple[_Row, st
             earlier: int, later: int, next_cursor: int | None) -> str:
     """The recalled messages followed by one note: what was shown, what was left out, how to page on."""
     body = "\n\n".join(text for _, text, _, _ in shown)
-    what = {"last": "the last messages", "query": f"messages matching {_clip(query)!r}", "around": "messages around one"}[mode]
+    what = {"last": "the last messages", "query": f"messages matching {_clip(query)!r}",
+            "around": "messages around one"}[mode]
     if shown:
         note = (f"[recall: view before boundary {index}, {what}: {len(shown)} shown "
                 f"(#{shown[0][0].seq}–#{shown[-1][0].seq}) of {size} in that view")
