@@ -17,11 +17,16 @@ def _switches(tags: list[str]) -> int:
 
 
 def test_two_processes_append_500_each_interleaved(store_url: str) -> None:
-    """Both writers start at a barrier; their appends interleave in the transcript and none is lost."""
+    """Both writers start at a barrier and meet again every 50 appends, so they run side by side to the end.
+
+    (500 appends take a few tens of milliseconds: without the checkpoints, a loaded machine
+    sometimes ran one writer to its end before scheduling the other.) Their appends interleave
+    in the transcript, none is lost, none is duplicated, and each writer's order is kept.
+    """
     with SessionStore.open(store_url) as st:
         sid = st.create_session(title="race").id
     procs = [
-        subprocess.Popen([sys.executable, "-m", "tests.support.appender", store_url, sid, tag, "500"],
+        subprocess.Popen([sys.executable, "-m", "tests.support.appender", store_url, sid, tag, "500", "50", "2"],
                          cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for tag in ("A", "B")
     ]
@@ -42,7 +47,7 @@ def test_two_processes_append_500_each_interleaved(store_url: str) -> None:
             mine = [c for c in contents if c.startswith(tag + ":")]
             assert mine == [f"{tag}:{i}" for i in range(500)], "each process's order is kept"
         switches = _switches([c.split(":")[0] for c in contents])
-        assert switches >= 3, f"the writers ran one after the other ({switches} switch), not concurrently"
+        assert switches >= 10, f"the writers ran one after the other ({switches} switches), not side by side"
         assert [m.seq for m in s.transcript()] == list(range(1, 1001)), "seq stays dense"
         assert len(s.active_entries()) == 1000
         assert s.view_tokens == sum(m.tokens for m in s.transcript())
