@@ -58,7 +58,7 @@ def watch_cmd(
         try:
             _catch_up(watcher, show)
             if once:
-                out.summary(len(watcher.files()))
+                out.summary(len(watcher.files()), watcher.held, store.config.watch_settle_seconds)
                 return
             watcher.run(ready=lambda: out.watching(watcher.roots), caught_up=True)
         except KeyboardInterrupt:
@@ -131,14 +131,19 @@ class _Reporter:
         else:
             sys.stderr.write(f"watching {', '.join(map(str, roots))} (Ctrl-C to stop)\n")
 
-    def summary(self, files: int) -> None:
-        """The last line of `--once`: files checked, and what came in."""
+    def summary(self, files: int, held: dict[str, int], settle: float) -> None:
+        """The last line of `--once`: files checked, what came in, and what waits for the next run."""
+        lines = sum(held.values())
         if self.json_out:
             _json_line({"event": "summary", "files": files, "changed": self.changed, "lines_added": self.lines,
-                        "messages_added": self.messages, "warnings": self.warnings})
-        else:
-            sys.stderr.write(f"{files} file(s) checked, {self.changed} changed: +{self.lines} lines, "
-                             f"+{self.messages} messages, {self.warnings} warning(s)\n")
+                        "messages_added": self.messages, "warnings": self.warnings,
+                        "held_back_lines": lines, "held_back_files": len(held)})
+            return
+        if held:
+            sys.stderr.write(f"{lines} line(s) of {len(held)} file(s) written in the last {settle:g} s wait for "
+                             "their response's usage line; the next run imports them\n")
+        sys.stderr.write(f"{files} file(s) checked, {self.changed} changed: +{self.lines} lines, "
+                         f"+{self.messages} messages, {self.warnings} warning(s)\n")
 
 
 def _json_line(value: dict[str, object]) -> None:

@@ -69,6 +69,7 @@ def test_a_boundary_whose_logical_parent_is_missing(
     assert shown["summarized"], "the messages before the boundary count as summarized"
     named = [w for w in cut["warnings"] if boundary["uuid"] in w and "logical parent" in w]
     assert len(named) == 1, cut["warnings"]
+    assert f"logical parent {parent} is not in the file" in named[0] and "rebuilt" in named[0], named[0]
     with SessionStore.open(other) as store:
         assert [p.code for p in check(store).problems if "boundary" in p.code] == []
 

@@ -175,10 +175,34 @@ def test_a_rewritten_file_is_reported_once_and_its_lines_kept(
     path.write_bytes(data[: len(data) // 3].rsplit(b"\n", 1)[0] + b"\n")
     conflict = watcher.sync(path)
     assert conflict is not None and conflict.event == "conflict" and "kept" in (conflict.message or "")
+    assert conflict.session_id == imported.session_id and "truncated" in (conflict.message or "")
     assert watcher.sync(path) is None, "reported once"
     out = io.BytesIO()
     export_claude_code(store.get(imported.session_id or ""), out)
     assert out.getvalue() == data, "every imported line is still there"
+
+
+@pytest.mark.parametrize("left", [b"", b'{"type": "user", "mess'], ids=["emptied", "less-than-a-line"])
+def test_an_emptied_file_is_reported_and_its_lines_kept(
+    store: SessionStore, transcripts_dir: Path, tmp_path: Path, left: bytes
+) -> None:
+    """A file cut to nothing (or to less than one whole line) was silent: it looked like a new, empty file."""
+    data = (transcripts_dir / FASTHOOKS).read_bytes()
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    watcher = Watcher(store, [tmp_path], lambda event: None)
+    imported = watcher.sync(path)
+    assert imported is not None and imported.session_id
+    path.write_bytes(left)
+    conflict = watcher.sync(path)
+    assert conflict is not None and conflict.event == "conflict", conflict
+    assert conflict.session_id == imported.session_id
+    assert "truncated to 0 bytes" in (conflict.message or "") and "kept" in (conflict.message or "")
+    assert not (conflict.message or "").startswith(str(path)), "the path is in the event, not repeated in its message"
+    assert watcher.sync(path) is None, "reported once"
+    out = io.BytesIO()
+    export_claude_code(store.get(imported.session_id), out)
+    assert out.getvalue() == data
 
 
 def test_a_deleted_file_stays_in_the_store(store: SessionStore, transcripts_dir: Path, tmp_path: Path) -> None:
@@ -233,6 +257,26 @@ def test_once_names_a_file_that_is_no_transcript(capsys: pytest.CaptureFixture[s
     assert "no message in it" in events[0]["message"] and str(root / "data.jsonl") not in events[0]["message"]
     text = run_cli(capsys, "watch", str(root), "--once", "--db", store_url)
     assert text.code == 0 and "skipped" in text.out and "data.jsonl" in text.out
+
+
+def test_once_says_what_a_fresh_codex_file_holds_back(capsys: pytest.CaptureFixture[str], store_url: str,
+                                                      transcripts_dir: Path, tmp_path: Path) -> None:
+    """A response written seconds ago waits for its usage line; --once said nothing of it (22 of 23 messages)."""
+    rollout = transcripts_dir / ROLLOUT
+    root = tmp_path / "sessions"
+    root.mkdir()
+    (root / rollout.name).write_bytes(b"".join(rollout.read_bytes().splitlines(keepends=True)[:61]))
+    first = run_cli(capsys, "watch", str(root), "--once", "--json", "--db", store_url)
+    assert first.code == 0, first.err
+    summary = json.loads(first.out.splitlines()[-1])
+    assert summary["held_back_lines"] >= 1 and summary["held_back_files"] == 1
+    text = run_cli(capsys, "watch", str(root), "--once", "--db", store_url)
+    assert "wait for their response's usage line; the next run imports them" in text.err
+    settled = time.time() - 3600
+    os.utime(root / rollout.name, (settled, settled))
+    last = run_cli(capsys, "watch", str(root), "--once", "--json", "--db", store_url)
+    events = [json.loads(line) for line in last.out.splitlines()]
+    assert events[-1]["held_back_lines"] == 0 and events[0]["messages_added"] >= 1
 
 
 # ------------------------------------------------------------ live: a real watcher process

@@ -49,7 +49,14 @@ _VIEW_ENTRY_COLUMNS = ("session_id", "valid_from", "key", "seq", "valid_to", "to
 
 
 class ImportConflict(SessionStoreError):
-    """The file cannot be imported consistently (changed in place, or the session moved on)."""
+    """The file cannot be imported consistently (changed in place, or the session moved on).
+
+    `session_id` names the session the file was imported into, when there is one.
+    """
+
+    def __init__(self, message: str, session_id: str | None = None):
+        super().__init__(message)
+        self.session_id = session_id
 
 
 class ImportWarnings(SessionStoreError):
@@ -81,11 +88,13 @@ class ImportResult:
     messages_added: int = 0
     boundaries: int = 0
     warnings: list[str] = field(default_factory=list)
+    #: Lines a live import left for the next one (a Codex response waiting for its usage line).
+    held_back: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path, "source": self.source, "session": self.session_id, "status": self.status,
-            "lines_added": self.lines_added, "messages_added": self.messages_added,
+            "lines_added": self.lines_added, "messages_added": self.messages_added, "held_back": self.held_back,
             "boundaries": self.boundaries, "warnings": self.warnings,
         }
 
@@ -170,15 +179,19 @@ def _import_once(
     limit = whole_lines_end(resolved) if live else None
     size = limit if limit is not None else os.path.getsize(resolved)
     if live and size == 0:
+        _refuse_truncated(store.db, resolved, source)
         return ImportResult(resolved, source or "", None, "waiting")
     importer_source = source or open_import(resolved).source
     existing = _offsets(store.db, importer_source, resolved)
     if existing is not None:
         if size == int(existing[1]) and _prefix_sha(resolved, int(existing[1])) == existing[3]:
             return ImportResult(resolved, importer_source, existing[0], "unchanged")
-        if _prefix_sha(resolved, int(existing[1])) != existing[3] or size < int(existing[1]):
+        if size < int(existing[1]):
+            raise _truncated(resolved, existing, size)
+        if _prefix_sha(resolved, int(existing[1])) != existing[3]:
             raise ImportConflict(f"{resolved} changed in place since it was imported into session {existing[0]}; "
-                                 "only growth (appended lines) can be imported again")
+                                 "only growth (appended lines) can be imported again; the imported lines are kept",
+                                 existing[0])
 
     cached = _resumable(state, existing, importer_source) if live else None
     attempts: list["SourceImport"] = []
@@ -204,6 +217,24 @@ def _import_once(
     if state is not None:
         state.importer = attempts[-1] if live and attempts[-1].resumable else None
     return result
+
+
+def _truncated(path: str, existing: Any, size: int) -> ImportConflict:
+    """The conflict of a file that is now shorter than what was imported from it."""
+    return ImportConflict(f"{path} was truncated to {size:,} bytes of whole lines after {int(existing[1]):,} bytes "
+                          f"({int(existing[2]):,} lines) were imported into session {existing[0]}; "
+                          "the imported lines are kept", existing[0])
+
+
+def _refuse_truncated(db: "Database", path: str, source: str | None) -> None:
+    """ImportConflict when a file that holds no whole line yet was imported from before (it was emptied)."""
+    sql = "SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM imports WHERE path = :p"
+    params = {"p": path}
+    if source:
+        sql, params = sql + " AND source = :s", {**params, "s": source}
+    for row in db.all(sql, params):
+        if int(row[1]) > 0:
+            raise _truncated(path, row, 0)
 
 
 def _offsets(db: "Database", source: str, path: str) -> tuple[Any, ...] | None:
@@ -286,6 +317,7 @@ class _Writer:
         self._finish(plan)
         fault_in(self.db, "after_finish")
         self.result.warnings = self.warnings
+        self.result.held_back = int(getattr(importer, "held_back", 0) or 0)
         return self.result
 
     def _said_before(self, warning: str) -> bool:
@@ -318,7 +350,7 @@ class _Writer:
         if last_seq != int(meta.get("imported_last_seq", -1)):
             raise ImportConflict(
                 f"session {self.session_id} has messages of its own since {self.path} was imported; "
-                "import the grown file into a new store or session instead")
+                "import the grown file into a new store or session instead", self.session_id)
         for uuid, seq, tokens in self.db.all(
             "SELECT uuid, seq, tokens FROM messages WHERE session_id = :id", {"id": self.session_id}
         ):

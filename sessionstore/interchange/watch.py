@@ -95,6 +95,8 @@ class Watcher:
         self.warned: dict[str, set[str]] = {}
         #: Per file, the importer that read it so far (the next change reads only the new lines).
         self.states: dict[str, LiveState] = {}
+        #: Per file, the lines its last import left for the next one (a response waiting for its usage).
+        self.held: dict[str, int] = {}
 
     # ------------------------------------------------------------ one pass
 
@@ -143,13 +145,18 @@ class Watcher:
             return self._once(name, WatchEvent("duplicate", name, dup.session_id,
                                                message="a copy of a session already in the store"))
         except ImportConflict as exc:
-            return self._once(name, WatchEvent("conflict", name, message=str(exc) + "; the imported lines are kept"))
+            said = str(exc).removeprefix(f"{name}: ").removeprefix(f"{name} ")
+            return self._once(name, WatchEvent("conflict", name, exc.session_id, message=said))
         except (SessionStoreError, OSError) as exc:
             return WatchEvent("error", name, message=str(exc))
         if result.status == "waiting" and result.warnings and not hold:
             why = result.warnings[0].removeprefix(f"{name}: ")
             return self._once(name, WatchEvent("skipped", name, message=f"{why}; skipped until transcript lines follow"))
         self.conflicts.pop(name, None)
+        if result.held_back:
+            self.held[name] = result.held_back
+        else:
+            self.held.pop(name, None)
         if result.status in ("unchanged", "waiting"):
             return None
         return WatchEvent(result.status, name, result.session_id, result.source, result.lines_added,
@@ -175,6 +182,7 @@ class Watcher:
         self.unsettled.pop(name, None)
         self.conflicts.pop(name, None)
         self.states.pop(name, None)
+        self.held.pop(name, None)
         row = self.store.db.one("SELECT session_id, source FROM imports WHERE path = :p", {"p": name})
         if row is None:
             return None

@@ -649,11 +649,12 @@ class _Graph:
     def _view_before_unlinked(self, node: ChainNode) -> list[ChainNode]:
         """A boundary whose logical parent is missing: the main chain ending at the last message before it."""
         last = self._previous_main(node.line_no, conversation=True)
-        said = f"logical parent {node.logical_parent}" if node.logical_parent else "no logical parent"
+        said = (f"its logical parent {node.logical_parent} is not in the file" if node.logical_parent
+                else "it names no logical parent")
         if last is None:
-            self._warn(node.line_no, f"boundary {node.uuid} has {said} in the file and no message before it")
+            self._warn(node.line_no, f"boundary {node.uuid}: {said}, and no message comes before it")
             return []
-        self._warn(node.line_no, f"boundary {node.uuid}: {said} in the file; the view before it is rebuilt from the "
+        self._warn(node.line_no, f"boundary {node.uuid}: {said}; the view before it is rebuilt from the "
                                  f"main chain ending at line {last.line_no} ({last.uuid})")
         before, _ = self.view(last.uuid, before_line=node.line_no)
         return before
