@@ -138,3 +138,8 @@ def test_a_codex_compaction_without_replacement_history_carries_the_typed_user_m
     assert check_messages(view["messages"]) == []
     before = view_before_first_boundary(capsys, store_url, report["session"])
     assert {f"codex-{n}" for n in (5, 9)} <= {e["uuid"] for e in before["entries"]}
+    whole = f"sqlite:///{tmp_path / 'whole.db'}"
+    original = cli_json(capsys, "import", "codex", str(source), "--db", whole)["files"][0]
+    expected = view_before_first_boundary(capsys, whole, original["session"])
+    assert [e["uuid"] for e in before["entries"]] == [e["uuid"] for e in expected["entries"]], \
+        "what the model saw before the compaction does not depend on how Codex recorded the compaction"

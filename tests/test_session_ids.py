@@ -118,6 +118,14 @@ def test_the_claude_code_session_id_and_its_prefixes_name_the_imported_session(
     assert listed[sid]["source_id"] == source_id and listed[sid]["source"] == "claude-code"
     table = cli(capsys, "sessions", "--db", store_url)
     assert source_id[:8] in table.out
+    from sessionstore.cli.browse.app import make_app
+
+    for typed in (source_id, source_id[:8]):
+        app = make_app(store_url, session_id=typed)
+        try:
+            assert app.start_session == sid, "browse opens the imported session by its source id"
+        finally:
+            app.store.close()
 
 
 def test_a_claude_code_prefix_names_the_main_session_not_its_sub_agent(
