@@ -65,3 +65,23 @@ def transcripts_dir() -> Path:
     if not TRANSCRIPTS.is_dir():
         pytest.skip(f"shared transcripts not found at {TRANSCRIPTS}")
     return TRANSCRIPTS
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """After a run that killed processes at named fault points: how many points, on which engines."""
+    import sys
+
+    module = sys.modules.get("tests.test_fault_points")
+    kills = getattr(module, "KILLS", None)
+    if not kills:
+        return
+    from sessionstore.storage.faults import POINTS
+
+    engines = sorted({engine for engine, _ in kills})
+    covered = {point for _, point in kills}
+    line = (f"fault points: {len(kills)} kills = points x engines ({', '.join(engines)}); "
+            f"{len(covered)} of the {len(POINTS)} named points reached")
+    missing = [p for p in POINTS if p not in covered]
+    if missing:
+        line += f"; not run here: {len(missing)} (deselected, or their engine's tests skipped)"
+    terminalreporter.write_sep("-", line)

@@ -50,10 +50,14 @@ def _closed_port() -> int:
 def _bad_url(case: str, tmp_path: Path) -> str:
     if case == "server-down":
         return f"postgresql+psycopg://postgres:{PASSWORD}@127.0.0.1:{_closed_port()}/test"
-    if case == "missing-role":
+    if case == "password-in-query":
+        return f"postgresql+psycopg://postgres@127.0.0.1:{_closed_port()}/test?password={PASSWORD}"
+    if case in ("missing-role", "missing-database"):
         if not PG_URL:
             pytest.skip("needs a PostgreSQL server (SESSIONSTORE_TEST_PG_URL)")
         rest = PG_URL.split("@", 1)[1]
+        if case == "missing-database":
+            return f"postgresql+psycopg://postgres:{PASSWORD}@{rest.split('/', 1)[0]}/no_such_database_x"
         return f"postgresql+psycopg://no_such_role_x:{PASSWORD}@{rest}"
     not_db = tmp_path / "notes.db"
     not_db.write_text("these are my notes, not a database\n" * 200)
@@ -79,7 +83,9 @@ def _argv(name: str, command: Any, tmp_path: Path) -> list[str]:
 
 REASONS = {
     "server-down": "is the PostgreSQL server running",
+    "password-in-query": "is the PostgreSQL server running",
     "missing-role": "create that role",
+    "missing-database": "create that database",
     "not-sqlite": "file is not a database; point --db",
 }
 

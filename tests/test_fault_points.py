@@ -94,12 +94,17 @@ def _wait_for_backend(url: str, name: str, timeout: float = 5.0) -> None:
     raise AssertionError(f"the killed child's backend {name} is still there after {timeout}s")
 
 
-def _assert_killed_at(status: int, point: str) -> None:
+#: (engine, point) of every kill this run saw land; the terminal summary (tests/conftest.py) counts them.
+KILLS: set[tuple[str, str]] = set()
+
+
+def _assert_killed_at(status: int, point: str, url: str) -> None:
     if os.WIFEXITED(status):
         code = os.WEXITSTATUS(status)
         assert code != 0, f"fault point {point} was never reached: the operation finished"
         raise AssertionError(f"the operation failed before reaching {point} (exit {code}; see stderr)")
     assert os.WTERMSIG(status) == signal.SIGKILL, f"{point}: killed by signal {os.WTERMSIG(status)}"
+    KILLS.add((url.split(":", 1)[0].split("+", 1)[0], point))
 
 
 # ------------------------------------------------------------------ states
@@ -164,7 +169,7 @@ def test_every_point_of_a_session_write_leaves_the_old_or_the_new_state(store_ur
             sid = spec.setup(store)
             old = session_state(store, sid)
         assert old == old_ref, f"{case}: the setup is not deterministic: {_diff(old, old_ref)}"
-        _assert_killed_at(_fork(store_url, point, lambda st, sid=sid: spec.run(st, sid)), point)
+        _assert_killed_at(_fork(store_url, point, lambda st, sid=sid: spec.run(st, sid)), point, store_url)
         committed = point.endswith(".after_commit")
         with SessionStore.open(store_url) as store:
             after = session_state(store, sid)
@@ -204,7 +209,7 @@ def test_every_point_of_an_import_leaves_each_file_whole_or_absent(store_url: st
         folder = tmp_path / f"import-{n}"
         counts = write_import_files(folder, f"imp{n}")
         paths = list(counts)
-        _assert_killed_at(_fork(store_url, point, lambda st, f=str(folder): run_import(st, f)), point)
+        _assert_killed_at(_fork(store_url, point, lambda st, f=str(folder): run_import(st, f)), point, store_url)
         with SessionStore.open(store_url) as store:
             state = _imports_state(store, paths)
             # Files are imported in order, one transaction each: the kill after the first COMMIT leaves it whole.
@@ -236,7 +241,7 @@ def _fresh_database(engine: str, tmp_path: Path, n: int) -> Iterator[str]:
 def test_every_point_of_a_migration_leaves_no_schema_or_all_of_it(engine: str, tmp_path: Path) -> None:
     for n, point in enumerate(_points("migration")):
         with _fresh_database(engine, tmp_path, n) as url:
-            _assert_killed_at(_fork(url, point, lambda st: None), point)
+            _assert_killed_at(_fork(url, point, lambda st: None), point, url)
             from sqlalchemy import create_engine
 
             eng = create_engine(url)
@@ -275,7 +280,7 @@ def test_every_point_of_an_upgrade_of_a_filled_database_keeps_every_row(
     for n, point in enumerate(_points("migration")):
         with _fresh_database(engine, tmp_path, n) as url:
             before = _build(url, grown_head)
-            _assert_killed_at(_fork(url, point, lambda st: None), point)
+            _assert_killed_at(_fork(url, point, lambda st: None), point, url)
             with SessionStore.open(url, upgrade=False) as store:
                 revision = store.db.one("SELECT version_num FROM alembic_version")[0]
                 assert revision == (GROWN if point.endswith(".after_commit") else grown_head), point

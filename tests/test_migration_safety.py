@@ -2,8 +2,8 @@
 
 Rows are written with raw SQL against the schema of the revision under test,
 so later revisions are covered automatically. A synthetic extra revision on
-top of head exercises the pre-upgrade backup even while head is the only
-revision shipped.
+top of the shipped head exercises the pre-upgrade backup and the rollback of
+a failing upgrade on a database that is already at head.
 """
 
 from __future__ import annotations

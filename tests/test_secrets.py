@@ -25,6 +25,7 @@ from tests.support.cli import Result, run_cli, run_cli_process
 from tests.support.messages import conversation
 
 KEY = f"sk-ant-test-SENTINEL-{uuid.uuid4().hex}"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def closed_port_url() -> str:
@@ -199,3 +200,41 @@ def test_database_files_are_owner_only(sandbox: Path, capsys: pytest.CaptureFixt
         assert modes == dict.fromkeys(modes, 0o600), modes
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((folder / "sessions.db").stat().st_mode) == 0o600
+
+
+def test_the_mcp_server_writes_no_key(sandbox: Path) -> None:
+    """`sessionstore mcp` (the one command the test above leaves out), over stdio, with the key in its environment."""
+    import sys
+
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    work = sandbox / "work"
+    (work / "in.jsonl").write_text("\n".join(json.dumps(m) for m in conversation(40, seed=3)) + "\n")
+    sid = json.loads(run_cli_process("new", "--title", "mcp secrets", "--json").out)["id"]
+    assert run_cli_process("append", sid, "in.jsonl").code == 0
+    assert run_cli_process("compact", sid).code == 0
+    errfile = sandbox / "mcp-stderr.txt"
+    serve = f'exec "{sys.executable}" -m sessionstore mcp 2>"{errfile}"'
+    params = StdioServerParameters(command="sh", args=["-c", serve], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                   cwd=str(work))
+
+    async def talk() -> list[str]:
+        answers = []
+        with anyio.fail_after(60):
+            async with Client(params) as client:
+                for tool, args in (("list_sessions", {}), ("history", {"session": sid}),
+                                   ("view_before", {"session": sid, "boundary": 1}),
+                                   ("recall", {"session": sid}), ("search", {"query": "the"}),
+                                   ("history", {"session": "no-such-session"})):
+                    result = await client.call_tool(tool, args)
+                    answers.append(json.dumps(result.structured_content) + str(result.content))
+        return answers
+
+    answers = anyio.run(talk)
+    assert len(answers) == 6
+    for answer in answers:
+        assert_no_key("an MCP answer", answer)
+    assert_no_key("the MCP server's stderr", errfile.read_bytes())
+    for path in every_file(sandbox):
+        assert_no_key(str(path), path.read_bytes())

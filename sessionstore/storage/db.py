@@ -66,7 +66,7 @@ def make_engine(url: str, *, busy_timeout_ms: int = 10_000) -> Engine:
             parsed = parsed.set(drivername="postgresql+psycopg")
         return create_engine(parsed, pool_pre_ping=True)
     raise SessionStoreError(
-        f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: "
+        f"unsupported database URL {shown_url(parsed.render_as_string(hide_password=False))!r}: "
         "use sqlite:///PATH or postgresql+psycopg://..."
     )
 
@@ -89,10 +89,19 @@ _ADVICE = (
 )
 
 
+def shown_url(url: str) -> str:
+    """The URL as messages show it: the password hidden, in the user part and in query parameters alike."""
+    parsed = make_url(url)
+    secret = {k: "***" for k in parsed.query if "password" in k.lower()}
+    if secret:
+        parsed = parsed.update_query_dict(secret)
+    return parsed.render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
+
+
 def cannot_open(url: str, exc: BaseException) -> DatabaseUnavailable:
     """The typed error for a database that cannot be opened: the URL (password hidden), the cause, what to do."""
     try:
-        shown = make_url(url).render_as_string(hide_password=True)
+        shown = shown_url(url)
     except Exception:  # an unparsable URL is shown as nothing rather than risk a password
         shown = "(unparsable URL)"
     cause = " ".join(str(getattr(exc, "orig", None) or exc).split())

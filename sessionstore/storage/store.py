@@ -62,7 +62,7 @@ class SessionStore:
     @property
     def display_url(self) -> str:
         """The URL with any password hidden."""
-        return make_url(self.url).render_as_string(hide_password=True)
+        return shown_url(self.url)
 
     # --------------------------------------------------------------- sessions
 
