@@ -144,8 +144,11 @@ def _report(results: list[ImportResult], json_out: bool) -> None:
 
 def _table(results: list[ImportResult]) -> None:
     table = Table(title=f"imported {sum(r.status in ('imported', 'grown') for r in results)} of {len(results)} file(s)")
-    for col in ("status", "session", "lines", "messages", "boundaries", "warnings", "file"):
-        table.add_column(col, overflow="fold")
+    columns = (("status", 9), ("session", 8), ("lines", 6), ("msgs", 6), ("✂", 3), ("warnings", 8))
+    for col, width in columns:
+        table.add_column(col, no_wrap=True, width=width, justify="left" if col in ("status", "session") else "right")
+    rest = console.width - sum(w for _, w in columns) - 3 * (len(columns) + 1) - 1
+    table.add_column("file", no_wrap=True, overflow="ellipsis", width=max(12, rest))
     for r in results:
         table.add_row(r.status, (r.session_id or "")[:8], str(r.lines_added), str(r.messages_added), str(r.boundaries),
                       str(len(r.warnings)), Text(os.path.basename(r.path)))

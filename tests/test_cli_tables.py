@@ -75,3 +75,18 @@ def test_sessions_table_with_imported_sessions_keeps_one_line_per_row(sqlite_url
     rows = [line for line in result.out.splitlines() if line.startswith("│")]
     assert result.code == 0 and len(rows) == count and all(len(line) <= 80 for line in result.out.splitlines())
     assert "source id" in result.out
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_import_table_keeps_one_line_per_file(sqlite_url: str, transcripts_dir, width: int) -> None:
+    """File names wrapped over four lines at 80 columns; now they end in an ellipsis."""
+    env = {**os.environ, "COLUMNS": str(width), "LINES": "50"}
+    result = run_cli_process("import", "claude-code", str(transcripts_dir / "claude-code"), "--db", sqlite_url,
+                             "--no-progress", env=env)
+    assert result.code == 0, result.err
+    files = [p for p in (transcripts_dir / "claude-code").rglob("*.jsonl")]
+    lines = result.out.splitlines()
+    rows = [line for line in lines if line.startswith("│")]
+    assert len(rows) == len(files) and all(len(line) <= width for line in lines)
+    assert all(row.rstrip().endswith("│") for row in rows)
+    assert sum("sample_main_transcript.jsonl" in row for row in rows) == 1

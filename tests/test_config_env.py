@@ -62,3 +62,21 @@ def test_an_unknown_setting_is_named_in_a_warning(caplog: pytest.LogCaptureFixtu
     warned = [r.getMessage() for r in caplog.records]
     assert any("SESSIONSTORE_CONTEXT_WINDOW_TYPO is not a sessionstore setting" in w for w in warned), warned
     assert not any("DB_URL" in w for w in warned)
+
+
+@pytest.mark.parametrize("typed, meant", [("SESSIONSTORE_DB", "SESSIONSTORE_DB_URL"),
+                                          ("SESSIONSTORE_TOOL_RESULT_MAX_CHAR", "SESSIONSTORE_TOOL_RESULT_MAX_CHARS"),
+                                          ("SESSIONSTORE_XYZZY", None)])
+def test_the_warning_names_the_setting_meant(typed: str, meant: str | None, caplog: pytest.LogCaptureFixture,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new user typed SESSIONSTORE_DB and only learned that it was ignored, not what to use instead."""
+    from sessionstore.storage import config as config_module
+
+    monkeypatch.setattr(config_module, "_warned", set())
+    with caplog.at_level("WARNING", logger="sessionstore.config"):
+        Config.from_env({typed: "1"})
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    if meant:
+        assert f"did you mean {meant}?" in warned, warned
+    else:
+        assert "did you mean" not in warned and typed in warned

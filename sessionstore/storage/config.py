@@ -8,6 +8,7 @@ overridden by an environment variable `SESSIONSTORE_<FIELD NAME IN CAPITALS>`
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import math
 import os
@@ -170,8 +171,12 @@ def _warn_unknown(env: Mapping[str, str]) -> None:
     for key in env:
         if key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX):] not in known and key not in _warned:
             _warned.add(key)
+            name = key[len(ENV_PREFIX):]
+            close = ([k for k in sorted(known) if k.startswith(name + "_")][:1]
+                     or difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6))
+            hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else ""
             log.warning("%s is not a sessionstore setting and is ignored "
-                        "(the settings are the fields of sessionstore.Config)", key)
+                        "(the settings are the fields of sessionstore.Config)%s", key, hint)
 
 
 def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
