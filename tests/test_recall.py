@@ -243,3 +243,13 @@ def test_a_small_page_of_huge_messages_holds_few_of_them_in_memory(store: Sessio
     finally:
         tracemalloc.stop()
     assert peak < 16 * 300_000, f"peak {peak:,} bytes: more than a few messages were held"
+
+
+def test_the_documented_path_and_signature(store: SessionStore) -> None:
+    """`sessionstore.history.recall(session, boundary=K, query=None, around_uuid=None, max_tokens=4000)`."""
+    from sessionstore import history
+
+    session = _long_session(store, rounds=10)
+    found = history.recall(session, boundary=1, query="48213", around_uuid=None, max_tokens=4000)
+    assert SECRET_LINE in found.text and found.boundary == 1
+    assert [e.seq for e in history.view_before(session, 1)] == [e.seq for e in view_before(session, 1)]
