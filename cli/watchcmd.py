@@ -60,7 +60,9 @@ def watch_cmd(
             if once:
                 out.summary(len(watcher.files()), watcher.held, store.config.watch_settle_seconds)
                 return
-            watcher.run(ready=lambda: out.watching(watcher.roots), caught_up=True)
+            if not json_out:  # a person is told at once; scripts get the event once the watch is live
+                out.watching(watcher.roots)
+            watcher.run(ready=(lambda: out.watching(watcher.roots)) if json_out else None, caught_up=True)
         except KeyboardInterrupt:
             sys.stderr.write("stopped; every file is in the store up to its last whole line imported\n")
 
