@@ -6,10 +6,8 @@ import time
 import uuid as uuid_mod
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.engine import make_url
-
 from .config import Config, default_db_url
-from .db import Database, open_database
+from .db import Database, open_database, shown_url
 from .errors import SessionNotFound, SessionStoreError
 from .migrate import SCHEMA_HEAD, ensure_current, stored_revision
 from .resolve import resolve_session_id
