@@ -196,7 +196,8 @@ def section(size_mb: float, times: dict[str, list[float]], mem: dict[str, float]
                   "in one session."]
     small, large = mem["_views"]
     lines += ["", "Memory: tracemalloc's peak while reading one page, in the smallest and the largest sampled view "
-              "(the same page costs the same whatever the view's size: it follows the page and its messages):",
+              "(a page's cost follows its size and the size of its messages, not the size of the view or the "
+              "session; rows are read in growing batches, so a small page reads few of them):",
               "", f"| read | view of {small:,.0f} entries, peak KB | view of {large:,.0f} entries, peak KB |",
               "|---|---:|---:|"]
     lines += [f"| {label} | {kb[0]:,.0f} | {kb[1]:,.0f} |" for label, kb in mem.items() if not label.startswith("_")]
