@@ -17,8 +17,8 @@ from sessionstore import SessionStoreError
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd,
                recallcmd, searchcmd, watchcmd)
-from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, console, open_store, preview,
-                     print_json, short_ids)
+from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, console, err_console,
+                     open_store, preview, print_json, short_ids)
 from .tables import sessions_table
 
 #: Most tokens a context window can be.
@@ -94,6 +94,11 @@ def sessions_cmd(
         rows = store.list(limit=limit, offset=offset)
     if json_out:
         print_json(rows)
+        return
+    if not rows:
+        err_console.print("no sessions here yet" + (f" past the first {offset}" if offset else "")
+                          + ": `sessionstore new`, or bring in your transcripts with "
+                          "`sessionstore watch --once` (Claude Code and Codex) or `sessionstore import ...`")
         return
     console.print(sessions_table(rows, console.width, _short_source))
 

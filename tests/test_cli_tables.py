@@ -91,3 +91,14 @@ def test_the_import_table_keeps_one_line_per_file(sqlite_url: str, transcripts_d
     assert all(row.rstrip().endswith("│") for row in rows)
     assert sum("sample_main_tra" in row for row in rows) == 1
     assert ("sample_main_transcript.jsonl" in result.out) == (width >= 100), "cut only where it must be"
+
+
+def test_an_empty_store_says_how_to_fill_it(sqlite_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's first `sessions` printed an empty table with nothing else."""
+    from tests.support.cli import run_cli
+
+    SessionStore.open(sqlite_url).close()
+    result = run_cli(capsys, "sessions", "--db", sqlite_url)
+    assert result.code == 0 and result.out == ""
+    assert "no sessions here yet" in result.err and "sessionstore watch --once" in result.err
+    assert run_cli(capsys, "sessions", "--db", sqlite_url, "--json").out.strip() == "[]"
