@@ -223,13 +223,18 @@ def _with_summary(convo: Convo, summary: str, facts: dict[str, Any] | None) -> N
     convo.add("user", summary, is_compact_summary=True, metadata={"facts": facts} if facts else {})
 
 
-def test_an_imported_summary_without_gate_metadata_is_read_by_its_sections() -> None:
+def _imported_summary_facts(summary: str) -> Facts:
+    """The facts of a span holding one summary without gate metadata (as imported ones are)."""
     convo = Convo()
-    _with_summary(convo, "1. Primary Request and Intent:\nx\n\n3. Files and Code Sections:\n- /srv/app/main.py: edited\n\n"
-                         "6. All User Messages:\n- Keep the old API\n- Add a flag\n\n7. Pending Tasks:\n"
-                         "- [pending] Write docs\n", None)
+    _with_summary(convo, summary, None)
     convo.add("assistant", "ok")
-    facts = span_facts(convo.entries)
+    return span_facts(convo.entries)
+
+
+def test_an_imported_summary_without_gate_metadata_is_read_by_its_sections() -> None:
+    facts = _imported_summary_facts(
+        "1. Primary Request and Intent:\nx\n\n3. Files and Code Sections:\n- /srv/app/main.py: edited\n\n"
+        "6. All User Messages:\n- Keep the old API\n- Add a flag\n\n7. Pending Tasks:\n- [pending] Write docs\n")
     assert facts.user_messages == ("Add a flag", "Keep the old API")
     assert facts.paths == ("/srv/app/main.py",)
     assert facts.open_items == ("Write docs",)
@@ -301,11 +306,9 @@ def test_a_path_counts_only_where_it_stands_whole(summary: str, held: bool) -> N
 
 def test_an_imported_summary_carries_its_failures_and_no_empty_items() -> None:
     """Claude Code writes "No pending tasks" and "None" as bullets: those are not open items or failures."""
-    convo = Convo()
-    _with_summary(convo, "1. Primary Request and Intent:\nx\n\n4. Errors and fixes:\n"
-                         "- ImportError: no module named yaml; fixed by adding pyyaml\n- None other\n\n"
-                         "7. Pending Tasks:\n- No explicit pending tasks. The user has only asked for a review.\n", None)
-    convo.add("assistant", "ok")
-    facts = span_facts(convo.entries)
+    facts = _imported_summary_facts(
+        "1. Primary Request and Intent:\nx\n\n4. Errors and fixes:\n"
+        "- ImportError: no module named yaml; fixed by adding pyyaml\n- None other\n\n"
+        "7. Pending Tasks:\n- No explicit pending tasks. The user has only asked for a review.\n")
     assert facts.failures == ("ImportError: no module named yaml; fixed by adding pyyaml",)
     assert facts.open_items == ()
