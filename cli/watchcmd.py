@@ -58,6 +58,7 @@ def watch_cmd(
         try:
             _catch_up(watcher, show)
             if once:
+                watcher.confirm_all()
                 out.summary(len(watcher.files()), watcher.held, store.config.watch_settle_seconds)
                 return
             if not json_out:  # a person is told at once; scripts get the event once the watch is live

@@ -279,6 +279,61 @@ def test_once_says_what_a_fresh_codex_file_holds_back(capsys: pytest.CaptureFixt
     assert events[-1]["held_back_lines"] == 0 and events[0]["messages_added"] >= 1
 
 
+SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+#: SPOTTER cut after its line 643 ends amid two parallel tool calls with one result written:
+#: a file being written looks like that for a moment; a session stopped there has calls unanswered.
+CUT = 643
+CALLS = ("d5f085ed-98cc-4ad5-bc24-6d5f6c87cdd0", "c60c99c5-9778-4bb4-bcfb-91c4f989bd29")
+
+
+def _about_the_calls(warnings: list[str]) -> list[str]:
+    return [w for w in warnings if any(uuid in w for uuid in CALLS)]
+
+
+def test_a_call_waiting_for_its_result_while_the_file_is_written_is_not_warned_about(
+    store: SessionStore, transcripts_dir: Path, tmp_path: Path
+) -> None:
+    """Live capture saw tool calls before their results and warned "interrupted" (14 times on this file)."""
+    lines = (transcripts_dir / SPOTTER).read_bytes().splitlines(keepends=True)
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(b"".join(lines[:CUT]))
+    events: list[WatchEvent] = []
+    watcher = Watcher(store, [tmp_path], events.append, settle_seconds=3600)
+    first = watcher.sync(path)
+    assert first is not None and first.session_id and _about_the_calls(first.warnings) == []
+    with open(path, "ab") as f:
+        f.write(b"".join(lines[CUT:CUT + 60]))
+    assert watcher.sync(path) is not None
+    settled = time.time() - 7200
+    os.utime(path, (settled, settled))
+    watcher.settle()
+    assert _about_the_calls([w for e in events for w in e.warnings]) == []
+    in_view = {e.uuid for e in store.get(first.session_id).active_entries()}
+    assert set(CALLS) <= in_view, "both calls were answered and are in the view"
+
+
+def test_a_call_still_unanswered_when_the_file_settles_is_reported_then(
+    store: SessionStore, transcripts_dir: Path, tmp_path: Path
+) -> None:
+    """The same file, stopped for good before the second result: the warnings come once it has settled."""
+    lines = (transcripts_dir / SPOTTER).read_bytes().splitlines(keepends=True)
+    path = tmp_path / "stopped.jsonl"
+    path.write_bytes(b"".join(lines[:CUT]))
+    events: list[WatchEvent] = []
+    watcher = Watcher(store, [tmp_path], events.append, settle_seconds=3600)
+    first = watcher.sync(path)
+    assert first is not None and _about_the_calls(first.warnings) == []
+    settled = time.time() - 7200
+    os.utime(path, (settled, settled))
+    watcher.settle()
+    late = [e for e in events if e.event == "settled"]
+    assert len(late) == 1 and late[0].session_id == first.session_id
+    said = _about_the_calls(late[0].warnings)
+    assert len(said) == 2 and all("tool_use without a tool_result" in w for w in said), late[0].warnings
+    watcher.settle()
+    assert len([e for e in events if e.event == "settled"]) == 1, "reported once"
+
+
 # ------------------------------------------------------------ live: a real watcher process
 
 

@@ -10,12 +10,15 @@ appeared while it was down. File-system events come from `watchfiles`
 (inotify, FSEvents, ...): an idle watcher sleeps in the kernel.
 
 A file deleted by its tool's cleanup stays in the store; a file truncated or
-rewritten in place is reported once and its imported lines are kept.
+rewritten in place is reported once and its imported lines are kept. Warnings
+that a tool call or result is unpaired wait until the file settles: mid-write,
+a call usually comes seconds before its result.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,6 +39,10 @@ DEBOUNCE_MS = 200
 STEP_MS = 20
 #: How often an idle watcher wakes to import a settled tail and to honour a stop request.
 WAKE_MS = 5_000
+#: A warning about a tool call and its result that were not paired yet: while a file is written,
+#: the result of a call just written follows seconds later, so such a warning waits for the file
+#: to settle and is reported only if the message never entered a view ("path:line: uuid left out ...").
+_PROVISIONAL = re.compile(r":\d+: (\S+) left out of the active view: tool_(?:use without a tool_result|result without)")
 
 
 def default_roots(environ: Mapping[str, str] | None = None) -> list[Path]:
@@ -93,6 +100,8 @@ class Watcher:
         self.conflicts: dict[str, tuple[int, int]] = {}
         #: Warnings already reported per file (a growth import finds the older ones again).
         self.warned: dict[str, set[str]] = {}
+        #: Per file, warnings about a tool call not paired yet, held until the file settles (uuid -> text).
+        self.provisional: dict[str, dict[str, str]] = {}
         #: Per file, the importer that read it so far (the next change reads only the new lines).
         self.states: dict[str, LiveState] = {}
         #: Per file, the lines its last import left for the next one (a response waiting for its usage).
@@ -135,6 +144,8 @@ class Watcher:
             self.unsettled.pop(name, None)
         if event is not None:
             self.report(event)
+        if not hold:
+            self.confirm_provisional(name)
         return event
 
     def _import(self, name: str, hold: bool) -> WatchEvent | None:
@@ -157,10 +168,49 @@ class Watcher:
             self.held[name] = result.held_back
         else:
             self.held.pop(name, None)
+        warnings = result.warnings
+        if hold:
+            warnings = self._hold_provisional(name, warnings)
         if result.status in ("unchanged", "waiting"):
             return None
         return WatchEvent(result.status, name, result.session_id, result.source, result.lines_added,
-                          result.messages_added, self._new_warnings(name, result.warnings))
+                          result.messages_added, self._new_warnings(name, warnings))
+
+    def _hold_provisional(self, name: str, warnings: list[str]) -> list[str]:
+        """Keep back the warnings about calls and results a file still being written may yet pair."""
+        kept = []
+        for warning in warnings:
+            match = _PROVISIONAL.search(warning)
+            if match:
+                self.provisional.setdefault(name, {})[match.group(1)] = warning
+            else:
+                kept.append(warning)
+        return kept
+
+    def confirm_all(self) -> None:
+        """At the end of a `--once` pass: report every held warning that still holds."""
+        for name in list(self.provisional):
+            self.confirm_provisional(name)
+
+    def confirm_provisional(self, name: str) -> WatchEvent | None:
+        """Once a file settles: report the held warnings whose message never entered any view."""
+        held = self.provisional.pop(name, None)
+        if not held:
+            return None
+        row = self.store.db.one("SELECT session_id FROM imports WHERE path = :p", {"p": name})
+        if row is None:
+            return None
+        still = [text for uuid, text in held.items() if not self.store.db.one(
+            "SELECT 1 FROM messages m WHERE m.session_id = :s AND m.uuid = :u AND EXISTS "
+            "(SELECT 1 FROM view_entries v WHERE v.session_id = m.session_id AND v.seq = m.seq)",
+            {"s": row[0], "u": uuid})]
+        fresh = self._new_warnings(name, still)
+        if not fresh:
+            return None
+        event = WatchEvent("settled", name, row[0], message=f"{len(fresh)} warning(s) about calls left unanswered",
+                           warnings=fresh)
+        self.report(event)
+        return event
 
     def _new_warnings(self, name: str, warnings: list[str]) -> list[str]:
         """The warnings not reported for this file before."""
@@ -183,6 +233,7 @@ class Watcher:
         self.conflicts.pop(name, None)
         self.states.pop(name, None)
         self.held.pop(name, None)
+        self.provisional.pop(name, None)
         row = self.store.db.one("SELECT session_id, source FROM imports WHERE path = :p", {"p": name})
         if row is None:
             return None
