@@ -207,7 +207,7 @@ class Watcher:
         fresh = self._new_warnings(name, still)
         if not fresh:
             return None
-        event = WatchEvent("settled", name, row[0], message=f"{len(fresh)} warning(s) about calls left unanswered",
+        event = WatchEvent("settled", name, row[0], message=f"{len(fresh)} warning(s) about tool calls and results left unpaired",
                            warnings=fresh)
         self.report(event)
         return event
