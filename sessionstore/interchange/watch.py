@@ -207,8 +207,8 @@ class Watcher:
         fresh = self._new_warnings(name, still)
         if not fresh:
             return None
-        event = WatchEvent("settled", name, row[0], message=f"{len(fresh)} warning(s) about tool calls and results left unpaired",
-                           warnings=fresh)
+        event = WatchEvent("settled", name, row[0], warnings=fresh,
+                           message=f"{len(fresh)} warning(s) about tool calls and results left unpaired")
         self.report(event)
         return event
 
