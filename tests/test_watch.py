@@ -290,17 +290,24 @@ def _about_the_calls(warnings: list[str]) -> list[str]:
     return [w for w in warnings if any(uuid in w for uuid in CALLS)]
 
 
-def test_a_call_waiting_for_its_result_while_the_file_is_written_is_not_warned_about(
-    store: SessionStore, transcripts_dir: Path, tmp_path: Path
-) -> None:
-    """Live capture saw tool calls before their results and warned "interrupted" (14 times on this file)."""
+def _watch_the_cut(store: SessionStore, transcripts_dir: Path, tmp_path: Path
+                   ) -> tuple[list[bytes], Path, Watcher, list[WatchEvent], WatchEvent]:
+    """SPOTTER's lines, the file cut at CUT, its watcher (long settle time) and the first import's event."""
     lines = (transcripts_dir / SPOTTER).read_bytes().splitlines(keepends=True)
-    path = tmp_path / "live.jsonl"
+    path = tmp_path / "spotter.jsonl"
     path.write_bytes(b"".join(lines[:CUT]))
     events: list[WatchEvent] = []
     watcher = Watcher(store, [tmp_path], events.append, settle_seconds=3600)
     first = watcher.sync(path)
     assert first is not None and first.session_id and _about_the_calls(first.warnings) == []
+    return lines, path, watcher, events, first
+
+
+def test_a_call_waiting_for_its_result_while_the_file_is_written_is_not_warned_about(
+    store: SessionStore, transcripts_dir: Path, tmp_path: Path
+) -> None:
+    """Live capture saw tool calls before their results and warned "interrupted" (14 times on this file)."""
+    lines, path, watcher, events, first = _watch_the_cut(store, transcripts_dir, tmp_path)
     with open(path, "ab") as f:
         f.write(b"".join(lines[CUT:CUT + 60]))
     assert watcher.sync(path) is not None
@@ -316,13 +323,7 @@ def test_a_call_still_unanswered_when_the_file_settles_is_reported_then(
     store: SessionStore, transcripts_dir: Path, tmp_path: Path
 ) -> None:
     """The same file, stopped for good before the second result: the warnings come once it has settled."""
-    lines = (transcripts_dir / SPOTTER).read_bytes().splitlines(keepends=True)
-    path = tmp_path / "stopped.jsonl"
-    path.write_bytes(b"".join(lines[:CUT]))
-    events: list[WatchEvent] = []
-    watcher = Watcher(store, [tmp_path], events.append, settle_seconds=3600)
-    first = watcher.sync(path)
-    assert first is not None and _about_the_calls(first.warnings) == []
+    _, path, watcher, events, first = _watch_the_cut(store, transcripts_dir, tmp_path)
     settled = time.time() - 7200
     os.utime(path, (settled, settled))
     watcher.settle()
