@@ -179,10 +179,15 @@ def _import_once(
     limit = whole_lines_end(resolved) if live else None
     size = limit if limit is not None else os.path.getsize(resolved)
     if live and size == 0:
-        _refuse_truncated(store.db, resolved, source)
-        return ImportResult(resolved, source or "", None, "waiting")
+        # No whole line to tell the format by: a file imported before keeps its source (and is
+        # then reported as truncated below); any other file waits for its first line.
+        source = source or _imported_source(store.db, resolved)
+        if source is None:
+            return ImportResult(resolved, "", None, "waiting")
     importer_source = source or open_import(resolved).source
     existing = _offsets(store.db, importer_source, resolved)
+    if existing is None and live and size == 0:
+        return ImportResult(resolved, importer_source, None, "waiting")
     if existing is not None:
         if size == int(existing[1]) and _prefix_sha(resolved, int(existing[1])) == existing[3]:
             return ImportResult(resolved, importer_source, existing[0], "unchanged")
@@ -226,15 +231,10 @@ def _truncated(path: str, existing: Any, size: int) -> ImportConflict:
                           "the imported lines are kept", existing[0])
 
 
-def _refuse_truncated(db: "Database", path: str, source: str | None) -> None:
-    """ImportConflict when a file that holds no whole line yet was imported from before (it was emptied)."""
-    sql = "SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM imports WHERE path = :p"
-    params = {"p": path}
-    if source:
-        sql, params = sql + " AND source = :s", {**params, "s": source}
-    for row in db.all(sql, params):
-        if int(row[1]) > 0:
-            raise _truncated(path, row, 0)
+def _imported_source(db: "Database", path: str) -> str | None:
+    """The source a file was imported from before (the one with the most imported), else None."""
+    row = db.one("SELECT source FROM imports WHERE path = :p ORDER BY bytes_done DESC LIMIT 1", {"p": path})
+    return None if row is None else str(row[0])
 
 
 def _offsets(db: "Database", source: str, path: str) -> tuple[Any, ...] | None:

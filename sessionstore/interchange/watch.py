@@ -200,10 +200,13 @@ class Watcher:
         row = self.store.db.one("SELECT session_id FROM imports WHERE path = :p", {"p": name})
         if row is None:
             return None
-        still = [text for uuid, text in held.items() if not self.store.db.one(
-            "SELECT 1 FROM messages m WHERE m.session_id = :s AND m.uuid = :u AND EXISTS "
+        uuids = list(held)
+        marks = ", ".join(f":u{i}" for i in range(len(uuids)))
+        seen = {r[0] for r in self.store.db.all(
+            f"SELECT m.uuid FROM messages m WHERE m.session_id = :s AND m.uuid IN ({marks}) AND EXISTS "
             "(SELECT 1 FROM view_entries v WHERE v.session_id = m.session_id AND v.seq = m.seq)",
-            {"s": row[0], "u": uuid})]
+            {"s": row[0], **{f"u{i}": u for i, u in enumerate(uuids)}})}
+        still = [text for uuid, text in held.items() if uuid not in seen]
         fresh = self._new_warnings(name, still)
         if not fresh:
             return None
