@@ -5,8 +5,10 @@ before boundary K, paged), recall (exact earlier messages within a token
 budget), spill_cat (a spilled tool result, chunk by chunk) and search (full
 text over every message ever recorded). Every result is bounded in size and
 pages with an opaque cursor (`next_cursor`, None when done). Nothing recorded
-is written: reads run in read-only snapshot transactions; only search's
-derived index catches up at query time, as the store's search always does. Stdout is the JSON-RPC wire, so
+is written: the server's store is opened read-only (a SQLite `query_only`
+connection, PostgreSQL transactions that are all READ ONLY), so a write fails
+by construction; only search's derived index catches up at query time, through
+a second connection that may write the index tables and nothing else. Stdout is the JSON-RPC wire, so
 nothing else is printed there.
 """
 
@@ -333,7 +335,7 @@ def _clip(text: str | None, limit: int) -> str | None:
 
 def serve(url: str | None) -> None:
     """Run the server on stdio until the client disconnects."""
-    store = SessionStore.open(url)
+    store = SessionStore.open(url, read_only=True)
     try:
         build_server(store).run()
     finally:

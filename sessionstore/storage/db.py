@@ -22,7 +22,7 @@ import sqlalchemy.dialects.sqlite  # noqa: F401  (imported here, not inside the 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 
-from .errors import DatabaseUnavailable, SessionStoreError, StoreBusy
+from .errors import DatabaseUnavailable, ReadOnlyStore, SessionStoreError, StoreBusy
 from . import faults
 from .faults import fault_in
 
@@ -49,8 +49,8 @@ def _expand_home(parsed: URL) -> URL:
     return parsed
 
 
-def make_engine(url: str, *, busy_timeout_ms: int = 10_000) -> Engine:
-    """An engine with the pragmas and transaction behaviour the design asks for."""
+def make_engine(url: str, *, busy_timeout_ms: int = 10_000, read_only: bool = False) -> Engine:
+    """An engine with the pragmas and transaction behaviour the design asks for (`read_only`: no write can pass)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         parsed = _expand_home(parsed)
@@ -59,7 +59,7 @@ def make_engine(url: str, *, busy_timeout_ms: int = 10_000) -> Engine:
             parsed,
             connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
         )
-        _configure_sqlite(engine, busy_timeout_ms)
+        _configure_sqlite(engine, busy_timeout_ms, read_only=read_only)
         return engine
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
@@ -113,12 +113,17 @@ def cannot_open(url: str, exc: BaseException) -> DatabaseUnavailable:
     return DatabaseUnavailable(f"cannot open database {shown}: {cause}; {advice}")
 
 
-def open_database(url: str, *, busy_timeout_ms: int = 10_000, write_retries: int = 8) -> "Database":
-    """An engine and its first connection, or DatabaseUnavailable saying why and what to do."""
+def open_database(url: str, *, busy_timeout_ms: int = 10_000, write_retries: int = 8,
+                  read_only: bool = False) -> "Database":
+    """An engine and its first connection, or DatabaseUnavailable saying why and what to do.
+
+    `read_only`: the connection refuses every write by construction (SQLite `query_only`, a
+    PostgreSQL session whose transactions are all READ ONLY), whatever the code above it does.
+    """
     engine = None
     try:
-        engine = make_engine(url, busy_timeout_ms=busy_timeout_ms)
-        return Database(engine, write_retries=write_retries)
+        engine = make_engine(url, busy_timeout_ms=busy_timeout_ms, read_only=read_only)
+        return Database(engine, write_retries=write_retries, read_only=read_only)
     except SessionStoreError:
         raise
     except Exception as exc:
@@ -154,8 +159,8 @@ def enable_wal(cur: Any, busy_timeout_ms: int) -> None:
         delay = min(delay * 2, 0.1)
 
 
-def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
-    """WAL, busy timeout, foreign keys; SQLAlchemy transactions start IMMEDIATE."""
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int, *, read_only: bool = False) -> None:
+    """WAL, busy timeout, foreign keys; SQLAlchemy transactions start IMMEDIATE; `query_only` when read-only."""
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -165,6 +170,8 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         enable_wal(cur, busy_timeout_ms)
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
+        if read_only:
+            cur.execute("PRAGMA query_only = ON")
         cur.close()
 
     @event.listens_for(engine, "begin")
@@ -175,8 +182,9 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
 class Database:
     """One DBAPI connection with dialect-neutral SQL and retried write transactions."""
 
-    def __init__(self, engine: Engine, *, write_retries: int = 8):
+    def __init__(self, engine: Engine, *, write_retries: int = 8, read_only: bool = False):
         self.engine = engine
+        self.read_only = read_only
         self.dialect = engine.dialect.name
         self.is_sqlite = self.dialect == "sqlite"
         self.write_retries = write_retries
@@ -184,6 +192,8 @@ class Database:
         self.conn: Any = self._proxy.driver_connection
         if not self.is_sqlite:
             self.conn.autocommit = True
+            if read_only:
+                self.conn.execute("SET default_transaction_read_only = on")
         self._lock = threading.RLock()
         self._sql_cache: dict[str, str] = {}
         self._in_write = False
@@ -274,6 +284,8 @@ class Database:
         `single_statement`: the body runs one statement, which is its own transaction (autocommit),
         so no BEGIN/COMMIT round trips are spent on it (unless a fault point is armed, which needs them).
         """
+        if self.read_only:
+            raise ReadOnlyStore("this store was opened read-only: nothing can be written through it")
         delay = 0.005
         for attempt in range(self.write_retries + 1):
             try:

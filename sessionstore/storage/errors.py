@@ -51,6 +51,10 @@ class StoreBusy(SessionStoreError):
     """The database stayed locked past the bounded retries."""
 
 
+class ReadOnlyStore(SessionStoreError):
+    """A write was asked of a store opened read-only (the MCP server's, for one)."""
+
+
 class MigrationError(SessionStoreError):
     """The schema could not be brought to the current revision."""
 

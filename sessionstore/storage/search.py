@@ -418,7 +418,7 @@ def search(store: "SessionStore", query: str, filters: Filters) -> list[Hit]:
     check_filters(filters)
     since = parse_since(filters.since)
     session_id = store.get(filters.session).id if filters.session else None
-    catch_up(store.db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
+    catch_up(store.index_db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
     with store.db.read() as db:
         rows = _matches(db, terms, filters, session_id, since)
         bodies = _bodies(db, [r[0] for r in rows])

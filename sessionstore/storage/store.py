@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import Config, default_db_url
 from .db import Database, open_database, shown_url
-from .errors import SessionNotFound, SessionStoreError
+from .errors import MigrationError, SessionNotFound, SessionStoreError
 from .migrate import SCHEMA_HEAD, ensure_current, stored_revision
 from .resolve import resolve_session_id
 from .session import Session
@@ -28,17 +28,30 @@ class SessionStore:
         self.url = url
         self.db = db
         self.config = config
+        self._index_db: Database | None = None
 
     @classmethod
-    def open(cls, url: str | None = None, *, config: Config | None = None, upgrade: bool = True) -> "SessionStore":
-        """Open (creating if needed) the store at `url`, default `SESSIONSTORE_DB_URL` or XDG."""
+    def open(cls, url: str | None = None, *, config: Config | None = None, upgrade: bool = True,
+             read_only: bool = False) -> "SessionStore":
+        """Open (creating if needed) the store at `url`, default `SESSIONSTORE_DB_URL` or XDG.
+
+        `read_only`: the store's connection refuses every write (see `open_database`), the schema
+        is never upgraded (a store not at this version's revision is refused, naming
+        `sessionstore db upgrade`), and only the derived search index is written, through a
+        second connection that may write nothing else (`index_db`).
+        """
         config = config or Config.from_env()
         url = url or default_db_url()
-        db = open_database(url, busy_timeout_ms=config.busy_timeout_ms, write_retries=config.write_retries)
-        if upgrade:
+        db = open_database(url, busy_timeout_ms=config.busy_timeout_ms, write_retries=config.write_retries,
+                           read_only=read_only)
+        if read_only or upgrade:
             current = stored_revision(db.conn)
             if current != SCHEMA_HEAD:
                 try:
+                    if read_only:
+                        raise MigrationError(
+                            f"the database {shown_url(url)} is at schema revision {current or 'none'}, and this "
+                            f"version reads {SCHEMA_HEAD}: run `sessionstore db upgrade` first")
                     ensure_current(db.engine, current, known=True)
                 except BaseException:
                     db.close()
@@ -46,10 +59,30 @@ class SessionStore:
                     raise
         return cls(url, db, config)
 
+    @property
+    def read_only(self) -> bool:
+        """True when this store's connection refuses writes."""
+        return self.db.read_only
+
+    @property
+    def index_db(self) -> Database:
+        """The connection that writes the search index: the store's own, or a second, index-only one when read-only."""
+        if not self.db.read_only:
+            return self.db
+        if self._index_db is None:
+            self._index_db = open_database(self.url, busy_timeout_ms=self.config.busy_timeout_ms,
+                                           write_retries=self.config.write_retries)
+            if self._index_db.is_sqlite:
+                self._index_db.conn.set_authorizer(_index_only)
+        return self._index_db
+
     def close(self) -> None:
-        """Release the connection and the engine."""
-        self.db.close()
-        self.db.engine.dispose()
+        """Release the connection(s) and the engine(s)."""
+        for db in (self.db, self._index_db):
+            if db is not None:
+                db.close()
+                db.engine.dispose()
+        self._index_db = None
 
     def __enter__(self) -> "SessionStore":
         return self
@@ -180,3 +213,26 @@ def _session_dict(row: Any) -> dict[str, Any]:
         "parent_id": row[7],
         "metadata": json.loads(row[8] or "{}"),
     }
+
+
+#: SQLite authorizer actions that change a table's rows.
+_ROW_WRITES = {9, 18, 23}  # SQLITE_DELETE, SQLITE_INSERT, SQLITE_UPDATE
+#: Reads, transactions and functions an index catch-up needs; anything else (DDL, ATTACH...) is refused.
+_INDEX_ALLOWED = {20, 21, 22, 31, 32, 33}  # READ, SELECT, TRANSACTION, FUNCTION, SAVEPOINT, RECURSIVE
+_PRAGMA = 19
+
+
+def _index_only(action: int, table: str | None, arg2: str | None, _db: str | None, _source: str | None) -> int:
+    """SQLite authorizer of a read-only store's index connection: rows of `search_*` tables only.
+
+    FTS5 prepares an UPDATE of `sqlite_master` when it opens its table; that statement cannot
+    change the schema while `writable_schema` is off, and pragmas that set a value are refused.
+    """
+    import sqlite3
+
+    if action in _ROW_WRITES:
+        allowed = (table or "").startswith("search_") or (table == "sqlite_master" and action == 23)
+        return sqlite3.SQLITE_OK if allowed else sqlite3.SQLITE_DENY
+    if action == _PRAGMA:
+        return sqlite3.SQLITE_OK if arg2 is None else sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK if action in _INDEX_ALLOWED else sqlite3.SQLITE_DENY
