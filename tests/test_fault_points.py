@@ -43,6 +43,7 @@ from tests.support.faultcases import (
 )
 from tests.support.revisions import use_test_revisions
 from tests.support.validity import check_messages
+from tests.support.wholestate import session_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = [ROOT / "sessionstore", ROOT / "compaction"]
@@ -133,6 +134,7 @@ def session_state(store: SessionStore, sid: str) -> dict[str, Any]:
             "summarized_seqs_json FROM compactions WHERE session_id = :id ORDER BY boundary_seq", {"id": sid})],
         "decisions": [tuple(r) for r in decisions],
         "blobs": blobs,
+        "rows": session_rows(store, sid),
     }
 
 
@@ -141,7 +143,10 @@ def _problems(store: SessionStore, sid: str) -> list[str]:
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return [key for key in a if a[key] != b[key]]
+    keys = [key for key in a if a[key] != b[key]]
+    if "rows" in keys:
+        keys += [f"rows.{table}" for table in a["rows"] if a["rows"][table] != b["rows"].get(table)]
+    return keys
 
 
 # ------------------------------------------------------------------ session cases
@@ -184,8 +189,13 @@ def test_every_point_of_a_session_write_leaves_the_old_or_the_new_state(store_ur
 # ------------------------------------------------------------------ import
 
 
-def _imports_state(store: SessionStore, paths: list[str]) -> dict[str, tuple[int, int, int]]:
-    """path -> (lines recorded, messages stored, view entries) for each imported file among `paths`."""
+def _imports_state(store: SessionStore, paths: list[str],
+                   rows: dict[str, Any] | None = None) -> dict[str, tuple[int, int, int]]:
+    """path -> (lines recorded, messages stored, view entries) for each imported file among `paths`.
+
+    Each imported file's source lines must be the file's lines, byte for byte; with `rows`, every
+    row of its session is also collected there (path -> whole rows) for comparison.
+    """
     out = {}
     for path in paths:
         row = store.db.one("SELECT session_id, lines_done FROM imports WHERE path = :p", {"p": path})
@@ -195,6 +205,11 @@ def _imports_state(store: SessionStore, paths: list[str]) -> dict[str, tuple[int
         out[path] = (int(row[1]), s.last_seq, len(s.active_entries()))
         assert doctor.check(store, s.id).problems == []
         assert check_messages(s.active_view()) == []
+        recorded = [bytes(r[0]) if isinstance(r[0], (bytes, memoryview)) else r[0].encode() for r in store.db.all(
+            "SELECT raw FROM source_lines WHERE session_id = :id ORDER BY line_no", {"id": s.id})]
+        assert recorded == Path(path).read_bytes().splitlines(keepends=True)[:int(row[1])], f"{path}: source lines"
+        if rows is not None:
+            rows[path] = session_rows(store, s.id)
     return out
 
 
@@ -210,8 +225,9 @@ def test_every_point_of_an_import_leaves_each_file_whole_or_absent(store_url: st
         counts = write_import_files(folder, f"imp{n}")
         paths = list(counts)
         _assert_killed_at(_fork(store_url, point, lambda st, f=str(folder): run_import(st, f)), point, store_url)
+        killed_rows: dict[str, Any] = {}
         with SessionStore.open(store_url) as store:
-            state = _imports_state(store, paths)
+            state = _imports_state(store, paths, killed_rows)
             # Files are imported in order, one transaction each: the kill after the first COMMIT leaves it whole.
             expected = {paths[0]: (counts[paths[0]],) * 3} if point.endswith(".after_commit") else {}
             assert state == expected, f"{point}: {state}"
@@ -221,7 +237,10 @@ def test_every_point_of_an_import_leaves_each_file_whole_or_absent(store_url: st
             assert doctor.check_database(store) == []
         with SessionStore.open(store_url) as store:  # and the same files import completely afterwards
             run_import(store, str(folder))
-            assert _imports_state(store, paths) == {p: (c, c, c) for p, c in counts.items()}
+            done_rows: dict[str, Any] = {}
+            assert _imports_state(store, paths, done_rows) == {p: (c, c, c) for p, c in counts.items()}
+            for path, whole in killed_rows.items():  # a file kept whole by the kill is exactly a full import
+                assert whole == done_rows[path], f"{point}: {path} differs from its complete import"
 
 
 # ------------------------------------------------------------------ migration
