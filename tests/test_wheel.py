@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -121,3 +123,66 @@ def test_installed_wheel_starts_the_browser(installed: Path, tmp_path: Path) -> 
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "SessionsScreen"
+
+
+MCP_CLIENT = (
+    "import json, sys, anyio\n"
+    "from mcp import Client, StdioServerParameters\n"
+    "async def main():\n"
+    "    params = StdioServerParameters(command=sys.argv[1], args=['mcp', '--db', sys.argv[2]])\n"
+    "    async with Client(params) as client:\n"
+    "        answer = await client.call_tool('list_sessions', {})\n"
+    "        print(json.dumps(answer.structured_content))\n"
+    "anyio.run(main)\n"
+)
+
+
+def _clean_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "SESSIONSTORE_DB_URL", "VIRTUAL_ENV"}}
+    env["HOME"] = str(home)
+    env["XDG_DATA_HOME"] = str(home / "data")
+    return env
+
+
+def test_installed_wheel_serves_mcp_and_watches_live(installed: Path, tmp_path: Path) -> None:
+    """The lazily imported parts (mcp, watchfiles) are dependencies of the wheel: run both from it."""
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    new = run(installed, "new", "--title", "served", "--db", db, cwd=tmp_path)
+    assert new.returncode == 0, new.stderr
+    sid = new.stdout.strip()
+    assert run(installed, "append", sid, str(FIXTURE), "--db", db, cwd=tmp_path).returncode == 0
+    source = tmp_path / "exported.jsonl"
+    assert run(installed, "export", sid, "-f", "claude-code", "-o", str(source), "--db", db, cwd=tmp_path).returncode == 0
+    served = subprocess.run([str(installed.parent / "python"), "-c", MCP_CLIENT, str(installed), db], cwd=tmp_path,
+                            env=_clean_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert served.returncode == 0, served.stderr[-2000:]
+    assert [s["title"] for s in json.loads(served.stdout)["sessions"]] == ["served"]
+
+    watched = tmp_path / "projects"
+    watched.mkdir()
+    watch = subprocess.Popen([str(installed), "watch", str(watched), "--db", db], cwd=tmp_path,
+                             env=_clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1)
+        (watched / "live.jsonl").write_bytes(source.read_bytes())
+        found = []
+        for _ in range(120):
+            listed = run(installed, "sessions", "--json", "--db", db, cwd=tmp_path)
+            found = [s for s in json.loads(listed.stdout or "[]") if s.get("title") != "served"]
+            if found or watch.poll() is not None:
+                break
+            time.sleep(0.5)
+        assert watch.poll() is None, f"watch stopped: {watch.communicate()[1][-2000:]}"
+        assert len(found) == 1, "the live watch did not capture the new file"
+        served_row = [s for s in json.loads(listed.stdout) if s.get("title") == "served"][0]
+        for _ in range(60):
+            if found[0]["messages"] == served_row["messages"]:
+                break
+            time.sleep(0.5)
+            found = [s for s in json.loads(run(installed, "sessions", "--json", "--db", db, cwd=tmp_path).stdout)
+                     if s.get("title") != "served"]
+        assert found[0]["messages"] == served_row["messages"], (found, served_row)
+    finally:
+        watch.send_signal(signal.SIGINT)
+        _, err = watch.communicate(timeout=30)
+    assert "Traceback" not in err, err[-2000:]
