@@ -67,12 +67,29 @@ def transcripts_dir() -> Path:
     return TRANSCRIPTS
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """After a run that killed processes at named fault points: how many points, on which engines."""
+def _kills() -> list[tuple[str, str]]:
     import sys
 
-    module = sys.modules.get("tests.test_fault_points")
-    kills = getattr(module, "KILLS", None)
+    return list(getattr(sys.modules.get("tests.test_fault_points"), "KILLS", None) or [])
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under `.ci/run` (SESSIONSTORE_REQUIRE_PG=1) a run in which PostgreSQL did not run fails."""
+    if not os.environ.get("SESSIONSTORE_REQUIRE_PG") or exitstatus not in (0, pytest.ExitCode.OK):
+        return
+    kills = _kills()
+    missing = not PG_URL or (kills and "postgresql" not in {engine for engine, _ in kills})
+    if missing:
+        session.config.pg_missing = True  # type: ignore[attr-defined]  # read by the terminal summary
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """After a run that killed processes at named fault points: how many points, on which engines."""
+    if getattr(terminalreporter.config, "pg_missing", False):
+        terminalreporter.write_sep("!", "PostgreSQL did not run (SESSIONSTORE_REQUIRE_PG is set): the run fails, "
+                                   "since a green run must mean both engines ran", red=True)
+    kills = _kills()
     if not kills:
         return
     from sessionstore.storage.faults import POINTS
