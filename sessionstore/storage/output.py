@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import tempfile
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import IO, BinaryIO, Iterator, Literal, TextIO, overload
@@ -124,14 +125,15 @@ def _stream(name: str, binary: bool) -> Iterator[IO]:
 def _replace(name: str, target: Path, binary: bool) -> Iterator[IO]:
     """A temporary file beside `target`, renamed over it once complete (keeping an existing file's mode, owner).
 
-    A new file gets NEW_FILE_MODE; the temporary name is created exclusively and never through a symlink.
+    A new file gets NEW_FILE_MODE. The temporary file has a random name, created exclusively and never
+    through a symlink (mkstemp), so nothing planted beside the target is written through or blocks it.
     """
     existing = _existing(target)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, NEW_FILE_MODE)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
     except OSError as exc:
         raise OutputError(f"cannot write to {name}: {exc.strerror} ({target.parent})") from exc
+    tmp = Path(tmp_name)
     try:
         if existing is not None:
             _keep_owner_and_mode(fd, existing)
