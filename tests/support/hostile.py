@@ -54,8 +54,9 @@ def unsafe_bytes(output: str | bytes) -> list[str]:
     return sorted({repr(ch) for ch in _UNSAFE.findall(text)})
 
 
-def hostile_text(tag: str) -> str:
-    return f"{NEEDLE} {tag} {WITH_NUL} end"
+def hostile_text(tag: str, nul: bool = False) -> str:
+    """A message text holding every payload (and NUL when asked: see append_hostile)."""
+    return f"{NEEDLE} {tag} {WITH_NUL if nul else HOSTILE} end"
 
 
 def append_hostile(store: SessionStore) -> str:
@@ -80,7 +81,12 @@ def append_hostile(store: SessionStore) -> str:
                                  snip_enabled=False)
     Pipeline(store, config=config).prepare(s)
     compact(s, summarizer=make_summarizer("extractive"), custom_instructions=HOSTILE)
-    s.append({"role": "user", "content": hostile_text("after"), "uuid": next(uid)})
+    # NUL last, after the pipeline: on PostgreSQL the text it derives (spill previews, notes, summaries)
+    # cannot hold NUL yet, a limit of its own outside what is tested here.
+    s.append({"role": "user", "content": hostile_text("after", nul=True), "uuid": next(uid)})
+    s.append({"role": "assistant", "content": [{"type": "text", "text": hostile_text("nul text", nul=True)},
+                                                {"type": "thinking", "thinking": WITH_NUL, "signature": "s"}],
+              "uuid": next(uid)})
     return s.id
 
 
@@ -104,11 +110,11 @@ def claude_code_lines(session_id: str = "hostile-session") -> list[dict[str, Any
     add({"type": "assistant", "message": {
         "id": "msg_1", "type": "message", "role": "assistant", "model": MEDIUM, "content": [
             {"type": "thinking", "thinking": hostile_text("imported thinking"), "signature": "s"},
-            {"type": "text", "text": hostile_text("imported text")},
+            {"type": "text", "text": hostile_text("imported text", nul=True)},
             {"type": "tool_use", "id": tool_id, "name": HOSTILE, "input": {"x": hostile_text("imported input")}}],
         "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}}})
     add({"type": "user", "message": {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": tool_id, "content": hostile_text("imported result")}]}})
+        {"type": "tool_result", "tool_use_id": tool_id, "content": hostile_text("imported result", nul=True)}]}})
     add({"type": "system", "subtype": SHORT, "content": hostile_text("imported system"), "level": "info"})
     add({"type": "assistant", "message": {
         "id": "msg_2", "type": "message", "role": "assistant", "model": MEDIUM,
