@@ -60,6 +60,14 @@ def test_html_in_text_renders_as_text(text: str) -> None:
     assert_inert(page)
 
 
+def test_a_code_span_split_by_a_table_cell_is_no_shelter() -> None:
+    """GFM tables cut a row at `|` before code spans are read: `<` in a span holding `|` is escaped too."""
+    text = f"| h | i |\n|---|---|\n| `a | {IMG} b` | c |"
+    page = MarkdownIt("commonmark").enable("table").render(markdown_body(text))
+    assert "<table>" in page
+    assert_inert(page)
+
+
 def test_code_fences_and_spans_keep_their_text_exactly() -> None:
     text = f"Run:\n```html\n{IMG}\n```\nand `{LINK}` is inline."
     page = rendered(markdown_body(text))
