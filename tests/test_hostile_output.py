@@ -157,6 +157,8 @@ def test_rich_markup_in_a_stored_value_is_printed_as_written(store_url: str, cap
         assert "Traceback" not in result.err and "MarkupError" not in result.err
         printed[command[0]] = result.out
     assert MARKUP in printed["sessions"]
-    where = {"subtype": "view", "uuid": "view", "tool_use_id": "spill"}[field]
-    shown = printed[where] if field != "uuid" else run_cli(capsys, "history", sid, "--db", store_url).out
-    assert MARKUP in printed[where] or field == "uuid", printed[where]
+    if field == "uuid":  # `view` shows the shortest unique prefix; the JSON has the whole uuid
+        assert "u-" + MARKUP in run_cli(capsys, "view", sid, "--json", "--db", store_url).out
+    else:
+        shown = printed["view" if field == "subtype" else "spill"]
+        assert MARKUP in shown, shown
