@@ -38,7 +38,6 @@ DbOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-
 class _Sanitized:
     """A renderable drawn as its inner renderable is, with every text segment passed through `visible`."""
 
