@@ -17,8 +17,8 @@ from sessionstore import SessionStoreError
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd,
                recallcmd, searchcmd, watchcmd)
-from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, console, err_console,
-                     open_store, preview, print_json, short_ids)
+from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, cell, console, err_console,
+                     one_line, open_store, preview, print_json, short_ids)
 from .tables import sessions_table
 
 #: Most tokens a context window can be.
@@ -61,10 +61,22 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning expected errors into one line and exit code 2."""
     _warnings_to_stderr()
     try:
+        refuse_undecodable(sys.argv[1:] if argv is None else argv)
         app(args=argv, prog_name="sessionstore")
     except (SessionStoreError, UsageError) as exc:
-        sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
+        sys.stderr.write(f"error: {one_line(' '.join(str(exc).split()))}\n")
         sys.exit(2)
+
+
+def refuse_undecodable(args: list[str]) -> None:
+    """UsageError for an argument that was not valid UTF-8 (Python carries its bytes as lone surrogates)."""
+    for number, arg in enumerate(args, 1):
+        if any("\ud800" <= ch <= "\udfff" for ch in arg):
+            try:
+                shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            except UnicodeEncodeError:
+                shown = arg.encode("utf-8", "backslashreplace").decode("utf-8")
+            raise UsageError(f"argument {number} is not valid UTF-8: {shown}")
 
 
 def _warnings_to_stderr() -> None:
@@ -72,9 +84,16 @@ def _warnings_to_stderr() -> None:
     logger = logging.getLogger("sessionstore")
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("warning: %(message)s"))
+        handler.setFormatter(_OneLineFormatter("warning: %(message)s"))
         handler.setLevel(logging.WARNING)
         logger.addHandler(handler)
+
+
+class _OneLineFormatter(logging.Formatter):
+    """A warning as one line of visible text: warnings quote stored ids and file names."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return one_line(super().format(record))
 
 
 @app.command("sessions")
@@ -251,15 +270,15 @@ def view_cmd(
     if json_out:
         print_json(payload)
         return
-    table = Table(title=f"view of {payload['session']} · version {payload['view_version']} · "
-                        f"{payload['tokens']:,} tokens")
+    table = Table(title=cell(f"view of {payload['session']} · version {payload['view_version']} · "
+                             f"{payload['tokens']:,} tokens"))
     for col in ("#", "role", "type", "tokens", "uuid", "content"):
         table.add_column(col, overflow="fold")
     shown = short_ids([e["uuid"] for e in payload["entries"]])
     for e in payload["entries"]:
         kind = e["subtype"] or e["type"]
-        table.add_row(str(e["position"]), e["role"], kind, str(e["tokens"]), shown[e["uuid"]],
-                      Text(preview(e["content"])))
+        table.add_row(str(e["position"]), cell(e["role"]), cell(kind), str(e["tokens"]), cell(shown[e["uuid"]]),
+                      cell(preview(e["content"])))
     console.print(table)
 
 
@@ -280,14 +299,14 @@ def stats_cmd(
     if json_out:
         print_json(stats)
         return
-    title = f"stats of {stats['session']}"
-    table = Table(title=title, min_width=len(title))
+    title = one_line(f"stats of {stats['session']}")
+    table = Table(title=Text(title), min_width=len(title))
     table.add_column("what")
     table.add_column("value", justify="right")
     for key, value in stats.items():
         if key != "session":
             label = STAT_LABELS.get(key, key.replace("_", " "))
-            table.add_row(label, f"{value:,}" if isinstance(value, int) else str(value))
+            table.add_row(cell(label), cell(f"{value:,}" if isinstance(value, int) else value))
     console.print(table)
 
 

@@ -6,12 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import typer
-
 from sessionstore.storage import history as hist
 from sessionstore.storage.errors import SessionStoreError
 
-from .common import UsageError, fmt_time, preview
+from .common import UsageError, echo, fmt_time, one_line, preview
 
 #: Rows of a past view shown before asking whether to go on.
 PAGE_ROWS = 20
@@ -44,19 +42,19 @@ def run_slash(ctx: SlashContext, line: str) -> None:
     name, _, arg = line.strip().partition(" ")
     handler = HANDLERS.get(name)
     if handler is None:
-        typer.echo(f"unknown command {name}; the commands are:")
+        echo(f"unknown command {name}; the commands are:")
         _help(ctx, "")
         return
     try:
         handler(ctx, arg.strip())
     except (SessionStoreError, UsageError, OSError, ValueError) as exc:
-        typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
+        echo(f"error: {one_line(' '.join(str(exc).split()))}", err=True)
 
 
 def _help(ctx: SlashContext, arg: str) -> None:
     for usage, what in HELP.items():
-        typer.echo(f"  {usage:<26} {what}")
-    typer.echo("  (anything else is sent to the model; an empty line or Ctrl-D quits)")
+        echo(f"  {usage:<26} {what}")
+    echo("  (anything else is sent to the model; an empty line or Ctrl-D quits)")
 
 
 def _history(ctx: SlashContext, arg: str) -> None:
@@ -73,25 +71,25 @@ def _history(ctx: SlashContext, arg: str) -> None:
 def _boundaries(ctx: SlashContext) -> None:
     found = hist.boundaries(ctx.session)
     if not found:
-        typer.echo("no compaction yet: the active view is the whole conversation")
+        echo("no compaction yet: the active view is the whole conversation")
         return
     for b in found:
-        typer.echo(f"  {b.index:>3}  {fmt_time(b.created_at)}  {b.kind:<14} {b.trigger:<8} "
-                   f"{b.pre_tokens:,} -> {b.post_tokens:,} tokens, {b.messages_summarized} summarized  "
-                   f"{preview(b.summary or '', 50)}")
-    typer.echo("  /history K shows the view before boundary K")
+        echo(f"  {b.index:>3}  {fmt_time(b.created_at)}  {b.kind:<14} {b.trigger:<8} "
+             f"{b.pre_tokens:,} -> {b.post_tokens:,} tokens, {b.messages_summarized} summarized  "
+             f"{preview(b.summary or '', 50)}")
+    echo("  /history K shows the view before boundary K")
 
 
 def _page_view(ctx: SlashContext, index: int) -> None:
     b = hist.boundary(ctx.session, index)
     entries = hist.view_at(ctx.session, b.replaced_version)
     summarized = {m.seq for m in hist.summarized_messages(ctx.session, index)}
-    typer.echo(f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
-               f"{b.pre_tokens:,} tokens; ✂ = summarized by it")
+    echo(f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
+         f"{b.pre_tokens:,} tokens; ✂ = summarized by it")
     for start in range(0, len(entries), PAGE_ROWS):
         for e in entries[start:start + PAGE_ROWS]:
             mark = "✂" if e.seq in summarized else " "
-            typer.echo(f"  {mark} {e.position:>4} {e.role:<9} {e.tokens:>6}  {preview(e.content, 90)}")
+            echo(f"  {mark} {e.position:>4} {e.role:<9} {e.tokens:>6}  {preview(e.content, 90)}")
         shown = min(start + PAGE_ROWS, len(entries))
         if shown < len(entries):
             answer = ctx.read_line(f"-- {shown} of {len(entries)}: Enter for more, q to stop -- ")
@@ -112,8 +110,8 @@ def _compact(ctx: SlashContext, arg: str) -> None:
     from sessionstore.compaction.engine import compact
 
     outcome = compact(ctx.session, summarizer=ctx.summarizer, custom_instructions=arg or None, config=ctx.config)
-    typer.echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
-               f"{outcome.messages_summarized} messages summarized; /history lists the boundaries")
+    echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
+         f"{outcome.messages_summarized} messages summarized; /history lists the boundaries")
 
 
 def _export(ctx: SlashContext, arg: str) -> None:
@@ -131,15 +129,15 @@ def _export(ctx: SlashContext, arg: str) -> None:
     else:
         with open_output(path) as text:
             count = writers[fmt](ctx.session, text)
-    typer.echo(f"wrote {count} messages to {path}")
+    echo(f"wrote {count} messages to {path}")
 
 
 def _stats(ctx: SlashContext, arg: str) -> None:
     from sessionstore.storage.stats import session_stats
 
     for key, value in session_stats(ctx.session).items():
-        typer.echo(f"  {key.replace('_', ' '):<16} {value:,}" if isinstance(value, int) else
-                   f"  {key.replace('_', ' '):<16} {value}")
+        echo(f"  {key.replace('_', ' '):<16} {value:,}" if isinstance(value, int) else
+             f"  {key.replace('_', ' '):<16} {value}")
 
 
 HANDLERS: dict[str, Callable[[SlashContext, str], None]] = {

@@ -1,4 +1,8 @@
-"""Shared pieces of the CLI: the `--db` option, opening the store, errors, JSON output."""
+"""Shared pieces of the CLI: the `--db` option, opening the store, errors, JSON output, safe printing.
+
+Stored text is untrusted: everything printed goes through `sessionstore.sanitize` (see `echo`, `cell`,
+`print_json` and the consoles below, which never parse markup and sanitize whatever they render).
+"""
 
 from __future__ import annotations
 
@@ -11,10 +15,14 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType, RenderHook, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
+from rich.text import Text
 from sqlalchemy.engine import make_url
 
 from sessionstore import SessionStore
+from sessionstore.sanitize import json_visible, one_line, visible
 from sessionstore.storage.config import Config
 
 DbOption = Annotated[
@@ -29,8 +37,47 @@ DbOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
-console = Console()
-err_console = Console(stderr=True)
+
+class _Sanitized:
+    """A renderable drawn as its inner renderable is, with every text segment passed through `visible`."""
+
+    def __init__(self, inner: RenderableType) -> None:
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for segment in console.render(self.inner, options):
+            yield segment if segment.control else Segment(visible(segment.text), segment.style, segment.control)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.inner)
+
+
+class _SanitizeHook(RenderHook):
+    """The last line of defence: whatever a console prints is sanitized, even text a caller forgot to."""
+
+    def process_renderables(self, renderables: list[RenderableType]) -> list[RenderableType]:
+        return [_Sanitized(r) for r in renderables]
+
+
+def safe_console(**options: Any) -> Console:
+    """A Rich console that never parses markup and sanitizes every text segment it prints."""
+    made = Console(markup=False, **options)
+    made.push_render_hook(_SanitizeHook())
+    return made
+
+
+console = safe_console()
+err_console = safe_console(stderr=True)
+
+
+def echo(text: str, *, err: bool = False) -> None:
+    """One message line (or block) on stdout or stderr, controls shown as text (see `sessionstore.sanitize`)."""
+    typer.echo(visible(text), err=err)
+
+
+def cell(value: Any) -> Text:
+    """A table cell holding `value` as plain text on one line: never markup, never a control character."""
+    return Text(one_line("" if value is None else str(value)))
 
 
 class UsageError(Exception):
@@ -72,8 +119,8 @@ def open_store(url: str | None, *, create: bool = False) -> Iterator[SessionStor
 
 
 def print_json(value: Any) -> None:
-    """JSON on stdout, UTF-8, one document."""
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+    """JSON on stdout, UTF-8, one document; controls json.dumps leaves raw (DEL, C1, bidi) written as \\u escapes."""
+    sys.stdout.write(json_visible(json.dumps(value, ensure_ascii=False, indent=2, default=str)))
     sys.stdout.write("\n")
 
 

@@ -10,8 +10,8 @@ from sessionstore.storage import history as hist
 from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
 from sessionstore.storage.output import STDIO, open_output
 
-from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, fmt_time, open_store, preview,
-                     print_json, short_ids)
+from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, echo, fmt_time, one_line,
+                     open_store, preview, print_json, short_ids)
 
 
 #: `history --json` shows this much of each summary unless --full.
@@ -65,10 +65,10 @@ def compact_cmd(
     if json_out:
         print_json(outcome.to_dict())
     else:
-        typer.echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
-                   f"{outcome.messages_summarized} messages summarized, {outcome.kept} kept verbatim")
+        echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
+             f"{outcome.messages_summarized} messages summarized, {outcome.kept} kept verbatim")
         if outcome.pivot_note:
-            typer.echo(f"note: {outcome.pivot_note}")
+            echo(f"note: {outcome.pivot_note}")
 
 
 #: Boundaries `history` lists per page unless --limit says otherwise.
@@ -142,7 +142,7 @@ def history_cmd(
             if json_out:
                 print_json({"index": b.index, "summary": b.summary})
             else:
-                typer.echo(b.summary or "")
+                echo(b.summary or "")
         else:
             _show_boundary(s, boundary, json_out)
 
@@ -160,12 +160,13 @@ def _list_boundaries(s, json_out: bool, limit: int, offset: int, full: bool = Fa
         title += f" (showing {found[0].index}-{found[-1].index}; --offset/--limit page on)"
     rows = [(str(b.index), fmt_time(b.created_at), b.kind, b.trigger, f"{b.pre_tokens:,} → {b.post_tokens:,}",
              str(b.messages_summarized), preview(b.summary_line, 60)) for b in found]
-    typer.echo(title)
-    typer.echo(_plain_table(("#", "time", "kind", "trigger", "tokens", "summarized", "summary"), rows))
+    echo(one_line(title))
+    echo(_plain_table(("#", "time", "kind", "trigger", "tokens", "summarized", "summary"), rows))
 
 
 def _plain_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     """Aligned columns as plain text: a page of history prints in a millisecond (a Rich table takes ~3 ms a row)."""
+    rows = [tuple(map(one_line, r)) for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
              "  ".join("-" * w for w in widths)]
@@ -190,13 +191,13 @@ def _show_boundary(s, index: int, json_out: bool) -> None:  # type: ignore[no-un
             "summarized": [m.to_dict() for m in summarized],
         })
         return
-    typer.echo(f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
-               f"{b.pre_tokens:,} tokens; {len(summarized)} summarized")
+    echo(f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
+         f"{b.pre_tokens:,} tokens; {len(summarized)} summarized")
     summarized_seqs = {m.seq for m in summarized}
     shown = short_ids([e.uuid for e in entries])
     rows = [(str(e.position), e.role, e.subtype or e.type, str(e.tokens), shown[e.uuid],
              ("✂ " if e.seq in summarized_seqs else "") + preview(e.content)) for e in entries]
-    typer.echo(_plain_table(("#", "role", "type", "tokens", "uuid", "content"), rows))
+    echo(_plain_table(("#", "role", "type", "tokens", "uuid", "content"), rows))
 
 
 def export_cmd(
@@ -225,4 +226,4 @@ def export_cmd(
             with open_output(output) as out:
                 count = text_formats[format](s, out)
     if output not in (None, STDIO):
-        typer.echo(f"wrote {count} messages to {output}", err=True)
+        echo(f"wrote {count} messages to {output}", err=True)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .common import DbOption, JsonOption, open_store, print_json
+from .common import DbOption, JsonOption, one_line, open_store, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -34,7 +34,7 @@ def delete_cmd(
     with open_store(db) as store:
         s = store.get(session)
         state = s.refresh_state()
-        what = f"session {s.id} ({s.title or 'untitled'}, {state.last_seq:,} messages)"
+        what = one_line(f"session {s.id} ({s.title or 'untitled'}, {state.last_seq:,} messages)")
         if not yes and not _confirmed(what):
             raise typer.Exit(1)
         store.delete(s.id)

@@ -8,7 +8,7 @@ import typer
 
 from sessionstore.storage.doctor import Report, check, repair
 
-from .common import DbOption, JsonOption, open_store, print_json
+from .common import DbOption, JsonOption, echo, one_line, open_store, print_json
 
 
 def doctor_cmd(
@@ -38,9 +38,9 @@ def doctor_cmd(
 def _print_report(report: Report) -> None:
     """Repairs, then problems, then a one-line verdict."""
     for line in report.repairs:
-        typer.echo(f"repaired: {line}")
+        echo(f"repaired: {one_line(line)}")
     for problem in report.problems:
-        typer.echo(f"problem [{problem.code}]: {problem}")
+        echo(f"problem [{problem.code}]: {one_line(str(problem))}")
     scope = "database and " if report.database_checked else ""
     verdict = "no problems" if report.ok else f"{len(report.problems)} problem(s)"
     typer.echo(f"checked {scope}{report.sessions_checked} session(s): {verdict}")

@@ -12,14 +12,14 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
-from rich.text import Text
 
 from sessionstore.interchange.importing import ImportResult, import_paths, transcript_files
 
 from sessionstore import SessionStoreError
 from sessionstore.storage.output import STDIO
 
-from .common import DbOption, JsonOption, UsageError, console, open_store, print_json
+from .common import (DbOption, JsonOption, UsageError, cell, console, echo, err_console, one_line, open_store,
+                     print_json)
 
 app = typer.Typer(help="Import transcripts you already have (Claude Code JSONL, Codex rollouts, our jsonl export).",
                   no_args_is_help=True)
@@ -113,7 +113,7 @@ def _import(source: str, paths: list[str], db: str | None, strict: bool, show: b
     with open_store(db, create=True) as store:
         if show:
             with Progress(TextColumn("importing"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                          TimeRemainingColumn(), console=console.__class__(stderr=True)) as bar:
+                          TimeRemainingColumn(), console=err_console) as bar:
                 task = bar.add_task("import", total=total)
                 results = import_paths(store, files, source=source, strict=strict,
                                        progress=lambda n: bar.advance(task, n))
@@ -134,7 +134,7 @@ def _report(results: list[ImportResult], json_out: bool) -> None:
         _table(results)
         for r in results:
             for w in r.warnings:
-                sys.stderr.write(f"warning: {w}\n")
+                echo(f"warning: {one_line(w)}", err=True)
         if warnings and not nothing:
             sys.stderr.write(f"{warnings} warning(s); everything else was imported\n")
     if nothing:
@@ -151,5 +151,5 @@ def _table(results: list[ImportResult]) -> None:
     table.add_column("file", no_wrap=True, overflow="ellipsis", width=max(12, rest))
     for r in results:
         table.add_row(r.status, (r.session_id or "")[:8], str(r.lines_added), str(r.messages_added), str(r.boundaries),
-                      str(len(r.warnings)), Text(os.path.basename(r.path)))
+                      str(len(r.warnings)), cell(os.path.basename(r.path)))
     console.print(table)

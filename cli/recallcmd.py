@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import DbOption, JsonOption, open_store, print_json
+from .common import DbOption, JsonOption, echo, open_store, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -40,4 +40,4 @@ def recall_cmd(
     if json_out:
         print_json(found.to_dict())
     else:
-        typer.echo(found.text)
+        echo(found.text)

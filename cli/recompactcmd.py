@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import typer
-
-from .common import UsageError, open_store, print_json
+from .common import UsageError, echo, open_store, print_json
 
 
 def show_recompaction(db: Optional[str], session: str, boundary: int, strategy: str, json_out: bool) -> None:
@@ -29,7 +27,7 @@ def show_recompaction(db: Optional[str], session: str, boundary: int, strategy: 
         return
     gate = result.gate
     added = ", ".join(f"{n} {kind}" for kind, n in gate["missing"].items() if n) or "nothing"
-    typer.echo(f"# boundary {boundary} summarized again with {strategy}; the facts gate added {added}\n")
-    typer.echo(result.summary)
-    typer.echo("\n# diff against the recorded summary\n")
-    typer.echo(result.diff or "(identical)")
+    echo(f"# boundary {boundary} summarized again with {strategy}; the facts gate added {added}\n")
+    echo(result.summary)
+    echo("\n# diff against the recorded summary\n")
+    echo(result.diff or "(identical)")

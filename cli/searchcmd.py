@@ -10,7 +10,8 @@ from rich.text import Text
 
 from sessionstore.storage.search import MARK_CLOSE, MARK_OPEN, Hit
 
-from .common import MAX_LIMIT, DbOption, JsonOption, bounded, console, err_console, open_store, print_json
+from .common import (MAX_LIMIT, DbOption, JsonOption, bounded, cell, console, err_console, one_line, open_store,
+                     print_json)
 
 #: Messages waiting to be indexed from which the first search shows a progress bar.
 PROGRESS_FROM = 5_000
@@ -95,35 +96,35 @@ def _expand(path: Optional[str]) -> Optional[str]:
 def print_hits(query: str, hits: list[Hit]) -> None:
     """Hits grouped by session (sessions in the order of their best hit), each with where it lives now."""
     if not hits:
-        console.print(Text(f"no message matches {query!r}"))
+        console.print(cell(f"no message matches {query!r}"))
         return
     groups: dict[str, list[Hit]] = {}
     for hit in hits:
         groups.setdefault(hit.session, []).append(hit)
     for sid, group in groups.items():
         head = group[0]
-        table = Table(title=Text(f"{sid} · {head.title or '(untitled)'} · {head.cwd or ''}"), title_justify="left")
+        table = Table(title=cell(f"{sid} · {head.title or '(untitled)'} · {head.cwd or ''}"), title_justify="left")
         for col in ("seq", "role", "when", "where", "snippet"):
             table.add_column(col, overflow="fold")
         for hit in group:
             where = "active view" if hit.boundary is None else f"boundary {hit.boundary}"
-            table.add_row(str(hit.seq), hit.role, (hit.timestamp or "")[:16], where, marked(hit.snippet))
+            table.add_row(str(hit.seq), cell(hit.role), cell((hit.timestamp or "")[:16]), where, marked(hit.snippet))
         console.print(table)
         for command in dict.fromkeys(h.open for h in group):
-            console.print(Text(f"  open: {command}"))
+            console.print(cell(f"  open: {command}"))
     console.print(Text(f"{len(hits)} hit(s) in {len(groups)} session(s)"))
 
 
 def marked(snippet: str) -> Text:
     """The snippet as Rich text, matches in reverse on a terminal, «marked» elsewhere (never parsed as markup)."""
     if not console.is_terminal:
-        return Text(snippet)
+        return cell(snippet)
     text = Text()
     rest = snippet
     while MARK_OPEN in rest:
         before, _, after = rest.partition(MARK_OPEN)
         inside, _, rest = after.partition(MARK_CLOSE)
-        text.append(before)
-        text.append(inside, style="bold reverse")
-    text.append(rest)
+        text.append(one_line(before))
+        text.append(one_line(inside), style="bold reverse")
+    text.append(one_line(rest))
     return text

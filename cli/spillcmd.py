@@ -11,7 +11,7 @@ from rich.table import Table
 from sessionstore.storage.output import STDIO
 from sessionstore.storage.spill import list_spills, materialize_spill, spill_original
 
-from .common import DbOption, JsonOption, console, fmt_time, open_store, print_json
+from .common import DbOption, JsonOption, cell, console, echo, fmt_time, open_store, print_json
 
 app = typer.Typer(help="Spilled tool results: print, list, write to a file.", no_args_is_help=True)
 
@@ -47,7 +47,8 @@ def list_cmd(session: SessionArg, db: DbOption = None, json_out: JsonOption = Fa
     for col in ("tool_use_id", "now shown", "bytes", "sha256", "spilled"):
         table.add_column(col, overflow="fold")
     for s in spills:
-        table.add_row(s.tool_use_id, s.kind, f"{s.original_size:,}", s.blob_sha256[:12], fmt_time(s.created_at))
+        table.add_row(cell(s.tool_use_id), cell(s.kind), f"{s.original_size:,}", cell(s.blob_sha256[:12]),
+                      fmt_time(s.created_at))
     console.print(table)
 
 
@@ -67,4 +68,4 @@ def materialize_cmd(
         return
     with open_store(db) as store:
         path = materialize_spill(store.get(session), tool_use_id, directory)
-    typer.echo(str(path))
+    echo(str(path))

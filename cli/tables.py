@@ -13,6 +13,8 @@ from typing import Any, Callable
 from rich.table import Table
 from rich.text import Text
 
+from sessionstore.sanitize import one_line
+
 _CLAUDE = re.compile(r"^(?:anthropic[./])?claude-(?P<rest>.+?)(?:-(?:20\d{6}|latest))?(?:-v\d+(?::\d+)?)?$")
 _FAMILIES = ("opus", "sonnet", "haiku")
 
@@ -23,7 +25,7 @@ def short_model(name: str | None) -> str:
         return ""
     found = _CLAUDE.match(name.strip())
     if not found:
-        return name.strip()
+        return one_line(name.strip())
     parts = found.group("rest").split("-")
     family = next((p for p in parts if p in _FAMILIES), None)
     numbers = [p for p in parts if p.isdigit() and len(p) <= 2]
@@ -33,8 +35,9 @@ def short_model(name: str | None) -> str:
 
 
 def ellipsize(text: str | None, width: int) -> str:
-    """`text` on one line, cut to `width` characters with a trailing ellipsis when longer."""
-    flat = " ".join((text or "").split())
+    """`text` on one line (controls shown, see `sessionstore.sanitize`), cut to `width` characters with a trailing
+    ellipsis when longer."""
+    flat = one_line(" ".join((text or "").split()))
     if width <= 0:
         return ""
     return flat if len(flat) <= width else flat[: width - 1] + "…"
@@ -42,7 +45,7 @@ def ellipsize(text: str | None, width: int) -> str:
 
 def short_path(path: str | None, width: int) -> str:
     """A path cut from the left (the end says the most), with a leading ellipsis when longer."""
-    flat = path or ""
+    flat = one_line(path or "")
     if width <= 0:
         return ""
     return flat if len(flat) <= width else "…" + flat[len(flat) - width + 1:]
@@ -75,8 +78,9 @@ def sessions_table(rows: list[dict[str, Any]], width: int,
     `source_id` gives an imported session's id in its source tool; the column shows when any row has one.
     """
     ids = [source_id(r) if source_id else "" for r in rows]
-    cells = [(r["id"][:8], ids[i], " ".join((r["title"] or "").split()), short_model(r["model"]),
-              f"{r['messages']:,}", f"{r['view_tokens']:,}", short_time(r["updated_at"])) for i, r in enumerate(rows)]
+    cells = [tuple(map(one_line, (r["id"][:8], ids[i], " ".join((r["title"] or "").split()), short_model(r["model"]),
+                                  f"{r['messages']:,}", f"{r['view_tokens']:,}", short_time(r["updated_at"]))))
+             for i, r in enumerate(rows)]
     heads = ("id", "source id", "title", "model", "msgs", "tokens", "updated")
     shown = [i for i in range(len(heads)) if i != 1 or any(ids)]
     widths = {i: max([len(heads[i])] + [len(c[i]) for c in cells]) for i in shown}

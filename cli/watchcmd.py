@@ -14,7 +14,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
 from sessionstore.interchange.watch import Watcher, WatchEvent, default_roots
 
-from .common import DbOption, UsageError, open_store
+from .common import DbOption, UsageError, json_visible, one_line, open_store
 
 ProgressOption = Annotated[Optional[bool], typer.Option(
     "--progress/--no-progress", help="Progress bar for the catch-up (default: on a terminal).")]
@@ -119,20 +119,21 @@ class _Reporter:
             return
         session = (event.session_id or "")[:8]
         if event.event in ("imported", "grown"):
-            sys.stdout.write(f"{event.event:<8} {session}  +{event.lines_added} lines  "
-                             f"+{event.messages_added} messages  {len(event.warnings)} warning(s)  {event.path}\n")
+            sys.stdout.write(one_line(f"{event.event:<8} {session}  +{event.lines_added} lines  "
+                                      f"+{event.messages_added} messages  {len(event.warnings)} warning(s)  "
+                                      f"{event.path}") + "\n")
         else:
-            sys.stdout.write(f"{event.event:<8} {session}  {event.path}: {event.message}\n")
+            sys.stdout.write(one_line(f"{event.event:<8} {session}  {event.path}: {event.message}") + "\n")
         sys.stdout.flush()
         for warning in event.warnings:
-            sys.stderr.write(f"warning: {warning}\n")
+            sys.stderr.write(f"warning: {one_line(warning)}\n")
 
     def watching(self, roots: list[Path]) -> None:
         """Said once the watcher follows changes."""
         if self.json_out:
             _json_line({"event": "watching", "roots": [str(r) for r in roots]})
         else:
-            sys.stderr.write(f"watching {', '.join(map(str, roots))} (Ctrl-C to stop)\n")
+            sys.stderr.write(one_line(f"watching {', '.join(map(str, roots))} (Ctrl-C to stop)") + "\n")
 
     def summary(self, files: int, held: dict[str, int], settle: float) -> None:
         """The last line of `--once`: files checked, what came in, and what waits for the next run."""
@@ -150,7 +151,7 @@ class _Reporter:
 
 
 def _json_line(value: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_visible(json.dumps(value, ensure_ascii=False)) + "\n")
     sys.stdout.flush()
 
 

@@ -52,6 +52,19 @@ def one_line(text: str) -> str:
     return _UNSAFE_LINE.sub(_escape, text)
 
 
+#: What `json.dumps(..., ensure_ascii=False)` leaves raw that a terminal acts on: DEL, C1, bidi, separators.
+_JSON_RAW = re.compile("[\x7f-\x9f" + _BIDI + "\u2028\u2029]")
+
+
+def json_visible(document: str) -> str:
+    """A JSON document (as json.dumps writes it) with DEL, C1 and bidi controls as `\\uXXXX` escapes: same value.
+
+    Outside strings a JSON document is ASCII, so every such character sits in a string, where the
+    escape decodes to the very same character; json.dumps already escapes C0 controls.
+    """
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
+
+
 def is_clean(text: str) -> bool:
     """True when `text` holds nothing `visible` would change (no control other than newline and tab)."""
     return _UNSAFE.search(text) is None and "\x1b" not in text

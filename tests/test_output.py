@@ -68,15 +68,17 @@ def test_a_replaced_file_keeps_its_owner(capsys: pytest.CaptureFixture[str], sql
     assert b"hello" in target.read_bytes()
 
 
-def test_a_new_file_gets_the_umask_mode(capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str,
-                                        tmp_path: Path) -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_new_file_gets_mode_0600(capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str,
+                                   tmp_path: Path, fmt: str) -> None:
+    """Transcripts hold secrets: a new export is the owner's only, like the database, whatever the umask."""
     old = os.umask(0o022)
     try:
-        result = export(capsys, sqlite_url, session_id, "jsonl", str(tmp_path / "new.jsonl"))
+        result = export(capsys, sqlite_url, session_id, fmt, str(tmp_path / "new.out"))
     finally:
         os.umask(old)
     assert result.code == 0
-    assert stat.S_IMODE((tmp_path / "new.jsonl").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "new.out").stat().st_mode) == 0o600
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

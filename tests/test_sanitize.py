@@ -5,7 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionstore.sanitize import is_clean, one_line, visible
+import json
+
+from sessionstore.sanitize import is_clean, json_visible, one_line, visible
 
 
 def _safe(text: str, *, newlines: bool) -> bool:
@@ -38,3 +40,33 @@ def test_any_text_comes_out_safe(text: str) -> None:
     assert _safe(visible(text), newlines=True)
     assert _safe(one_line(text), newlines=False)
     assert is_clean(visible(text))
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+                    max_leaves=20))
+def test_json_visible_keeps_the_value_and_shows_every_control(value: object) -> None:
+    """`--json` output: the same document once decoded, and nothing raw a terminal would act on."""
+    document = json_visible(json.dumps(value, ensure_ascii=False))
+    assert json.loads(document) == value
+    assert _safe(document, newlines=False)
+
+
+def test_the_cli_consoles_sanitize_what_a_caller_forgot_to() -> None:
+    """The render hook is the last line of defence: a raw stored string in a table cell or a title, printed
+    as is, comes out visible, and markup in it is not parsed."""
+    from rich.table import Table
+
+    from sessionstore.cli.common import safe_console
+
+    console = safe_console(record=True, width=200, force_terminal=False)
+    table = Table(title="\x1b]0;PWN\x07[/]")
+    table.add_column("cell")
+    table.add_row("\x1b[2J\x9b[link=https://evil.example]x[/link]\u202e")
+    with console.capture() as captured:
+        console.print(table)
+        console.print("[bold]loud[/bold] \x1b]52;c;eA==\x07")
+    out = captured.get()
+    assert _safe(out, newlines=True)
+    assert "\\x1b]0;PWN" in out and "[/]" in out and "[link=https://evil.example]x[/link]" in out
+    assert "[bold]loud[/bold] \\x1b]52;c;eA==" in out

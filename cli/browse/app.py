@@ -14,6 +14,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from sessionstore import SessionStore
+from sessionstore.sanitize import one_line
 from sessionstore.storage.config import default_db_url
 
 from .exporting import export_to_file
@@ -100,7 +101,7 @@ class BrowseApp(App[None]):
         """Copy the resume command to the terminal's clipboard and show it."""
         command = self.resume_command(session_id)
         self.copy_to_clipboard(command)
-        self.notify(command, title="copied")
+        self.notify(one_line(command), title="copied", markup=False)
 
     def ask_export(self, session_id: str) -> None:
         """Pick a format and a file, then export the whole session in the background."""
@@ -118,9 +119,10 @@ class BrowseApp(App[None]):
         try:
             count = export_to_file(self.store.url, session_id, fmt, path)
         except Exception as exc:  # shown to the person, never raised into the UI
-            self.call_from_thread(self.notify, f"export failed: {exc}", severity="error")
+            self.call_from_thread(self.notify, one_line(f"export failed: {exc}"), severity="error", markup=False)
             return
-        self.call_from_thread(self.notify, f"wrote {count:,} messages to {path}", title="exported")
+        self.call_from_thread(self.notify, one_line(f"wrote {count:,} messages to {path}"), title="exported",
+                              markup=False)
 
     @work(thread=True, exclusive=True, group="search")
     def search(self, query: str) -> None:

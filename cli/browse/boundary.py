@@ -16,6 +16,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Static
 
+from sessionstore.sanitize import one_line, visible
 from sessionstore.storage import history, paging
 from sessionstore.storage.session import Session
 
@@ -86,10 +87,10 @@ class BoundaryScreen(Screen[None]):
         b = self.boundary
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f" boundary {b.index} of {self.total}", "bold")
-        text.append(f" · {b.kind} · {b.trigger} · {b.pre_tokens:,} → {b.post_tokens:,} tokens · "
-                    f"{b.messages_summarized:,} messages summarized · {when(b.timestamp, b.created_at)}")
+        text.append(one_line(f" · {b.kind} · {b.trigger} · {b.pre_tokens:,} → {b.post_tokens:,} tokens · "
+                             f"{b.messages_summarized:,} messages summarized · {when(b.timestamp, b.created_at)}"))
         if b.summarizer:
-            text.append(f" · {b.summarizer}")
+            text.append(one_line(f" · {b.summarizer}"))
         return text
 
     def on_mount(self) -> None:
@@ -124,7 +125,8 @@ class BoundaryScreen(Screen[None]):
 
     def _pane(self, name: str) -> VerticalScroll | ViewList:
         if name == "summary":
-            return VerticalScroll(Static(Text(self.boundary.summary or "(no summary recorded)"), id="summary-text"),
+            return VerticalScroll(Static(Text(visible(self.boundary.summary or "(no summary recorded)")),
+                                         id="summary-text"),
                                   id="summary-scroll")
         kept = ViewList(self._kept(), id="kept-list",
                         empty="(nothing kept verbatim: every message before the boundary was summarized)")

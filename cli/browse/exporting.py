@@ -1,6 +1,7 @@
 """Exports started from the browser: the same writers as `sessionstore export`, to a file.
 
-The file appears only when complete (written beside it, then renamed), and
+The file is written through `open_output`, like the CLI's: it appears only when complete (an
+exclusive, no-follow temporary file beside it, then renamed; a new file gets mode 0600), and
 the export runs on a connection of its own so the screens stay responsive.
 """
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
+from sessionstore.storage.output import open_output
 
 #: Format -> file extension, in the order the picker offers them.
 FORMATS = {"jsonl": "jsonl", "markdown": "md", "html": "html", "claude-code": "jsonl"}
@@ -27,17 +29,10 @@ def export_to_file(url: str, session_id: str, fmt: str, path: Path) -> int:
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}")
     path = path.expanduser()
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        with SessionStore.open(url) as store:
-            session = store.get(session_id)
-            if fmt == "claude-code":
-                with open(tmp, "wb") as raw:
-                    count = export_claude_code(session, raw)
-            else:
-                with open(tmp, "w", encoding="utf-8", newline="\n") as text:
-                    count = TEXT_WRITERS[fmt](session, text)
-        tmp.replace(path)
-        return count
-    finally:
-        tmp.unlink(missing_ok=True)
+    with SessionStore.open(url) as store:
+        session = store.get(session_id)
+        if fmt == "claude-code":
+            with open_output(path, binary=True) as raw:
+                return export_claude_code(session, raw)
+        with open_output(path) as text:
+            return TEXT_WRITERS[fmt](session, text)

@@ -8,6 +8,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 
+from sessionstore.sanitize import one_line
+
 from .exporting import FORMATS, default_path
 
 
@@ -23,7 +25,8 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box"):
-            yield Label(f"Export session {self.session_id[:8]}: pick a format, then the file", id="export-title")
+            yield Label(one_line(f"Export session {self.session_id[:8]}: pick a format, then the file"),
+                        id="export-title", markup=False)
             yield OptionList(*FORMATS, id="export-formats")
             yield Input(str(default_path(self.session_id, self.fmt)), id="export-path")
 

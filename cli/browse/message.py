@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static, TextArea
 
+from sessionstore.sanitize import one_line, visible
 from sessionstore.storage.paging import message_at
 from sessionstore.storage.replacements import Replacement, get_replacement
 from sessionstore.storage.session import Session
@@ -87,21 +88,21 @@ class MessageScreen(Screen[None]):
         m = self.shown.message
         kind = m.subtype or ("summary" if m.is_compact_summary else m.type)
         text = Text()
-        text.append(f" {m.role} · {kind}", "bold")
-        text.append(f" · seq {m.seq} · {m.tokens:,} tokens · {m.timestamp or 'no time'}")
+        text.append(one_line(f" {m.role} · {kind}"), "bold")
+        text.append(one_line(f" · seq {m.seq} · {m.tokens:,} tokens · {m.timestamp or 'no time'}"))
         if self.shown.replaced:
             text.append(" · the view shows a replacement", "italic")
-        text.append(f"\n uuid {m.uuid}")
+        text.append(f"\n uuid {one_line(m.uuid)}")
         if m.usage:
-            text.append("\n usage: " + " · ".join(f"{USAGE_NAMES.get(k, k)} {v:,}" if isinstance(v, int)
+            text.append("\n usage: " + one_line(" · ".join(f"{USAGE_NAMES.get(k, k)} {v:,}" if isinstance(v, int)
                                                   else f"{USAGE_NAMES.get(k, k)} {v}"
-                                                  for k, v in m.usage.items() if not isinstance(v, dict)))
+                                                           for k, v in m.usage.items() if not isinstance(v, dict))))
         return text
 
     def _blocks(self) -> list[Widget]:
         content = self.shown.content
         if isinstance(content, str):
-            return [Static(Text(clipped(content)), classes="block text")]
+            return [Static(Text(visible(clipped(content))), classes="block text")]
         spilled = {s.tool_use_id: s for s in self.spills}
         out: list[Widget] = []
         for block in content:
@@ -111,23 +112,24 @@ class MessageScreen(Screen[None]):
     def _block(self, block: dict[str, Any], spilled: dict[str, Replacement]) -> list[Widget]:
         kind = block.get("type")
         if kind == "text":
-            return [Static(Text(clipped(str(block.get("text", "")))), classes="block text")]
+            return [Static(Text(visible(clipped(str(block.get("text", ""))))), classes="block text")]
         if kind in ("thinking", "redacted_thinking"):
             body = str(block.get("thinking") or "(redacted)")
-            return [Collapsible(Static(Text(clipped(body)), classes="block"), title="thinking", collapsed=True)]
+            shown = Static(Text(visible(clipped(body))), classes="block")
+            return [Collapsible(shown, title="thinking", collapsed=True)]
         if kind == "tool_use":
-            head = Text(f"⚙ tool_use {block.get('name')} · {block.get('id')}", "bold")
+            head = Text(one_line(f"⚙ tool_use {block.get('name')} · {block.get('id')}"), "bold")
             body = json.dumps(block.get("input"), ensure_ascii=False, indent=2)
-            return [Static(head, classes="block-head"), Static(Text(clipped(body)), classes="block code")]
+            return [Static(head, classes="block-head"), Static(Text(visible(clipped(body))), classes="block code")]
         if kind == "tool_result":
             return self._result(block, spilled)
         if kind in ("image", "document"):
             return [Static(Text(f"[{kind}]"), classes="block-head")]
-        return [Static(Text(f"[{kind}] " + clipped(json.dumps(block, ensure_ascii=False))), classes="block")]
+        return [Static(Text(visible(f"[{kind}] " + clipped(json.dumps(block, ensure_ascii=False)))), classes="block")]
 
     def _result(self, block: dict[str, Any], spilled: dict[str, Replacement]) -> list[Widget]:
         tool_use_id = str(block.get("tool_use_id"))
-        head = Text(f"⤶ tool_result · {tool_use_id}" + (" · error" if block.get("is_error") else ""), "bold")
+        head = Text(one_line(f"⤶ tool_result · {tool_use_id}" + (" · error" if block.get("is_error") else "")), "bold")
         widgets: list[Widget] = [Static(head, classes="block-head")]
         decision = spilled.get(tool_use_id)
         if decision is not None:
@@ -135,8 +137,8 @@ class MessageScreen(Screen[None]):
             note = (f"spilled: the view shows this preview; o opens the original{others} "
                     f"({decision.original_size or 0:,} bytes, sessionstore spill cat {self.session.id[:8]} "
                     f"{tool_use_id})")
-            widgets.append(Static(Text(note, "italic"), classes="block-note"))
-        widgets.append(Static(Text(clipped(result_text(block.get("content")))), classes="block code"))
+            widgets.append(Static(Text(one_line(note), "italic"), classes="block-note"))
+        widgets.append(Static(Text(visible(clipped(result_text(block.get("content"))))), classes="block code"))
         return widgets
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -168,7 +170,7 @@ class OriginalScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(self._info(), id="original-info")
-        yield TextArea(self.data[:ORIGINAL_BYTES].decode("utf-8", "replace"), read_only=True,
+        yield TextArea(self._text(), read_only=True,
                        show_line_numbers=True, id="original-text")
         yield KeyBar()
 
@@ -176,7 +178,7 @@ class OriginalScreen(Screen[None]):
         size = len(self.data)
         note = "" if size <= ORIGINAL_BYTES else f" · first {ORIGINAL_BYTES:,} bytes shown"
         which = f" ({self.index + 1} of {len(self.ids)}; n/p for the others)" if len(self.ids) > 1 else ""
-        return Text(f" original of {self.tool_use_id}{which} · {size:,} bytes{note}", "bold",
+        return Text(one_line(f" original of {self.tool_use_id}{which} · {size:,} bytes{note}"), "bold",
                     no_wrap=True, overflow="ellipsis")
 
     def on_mount(self) -> None:
@@ -193,4 +195,8 @@ class OriginalScreen(Screen[None]):
         self.tool_use_id = self.ids[self.index]
         self.data = spill_original(self.session, self.tool_use_id)
         self.query_one("#original-info", Static).update(self._info())
-        self.query_one(TextArea).load_text(self.data[:ORIGINAL_BYTES].decode("utf-8", "replace"))
+        self.query_one(TextArea).load_text(self._text())
+
+    def _text(self) -> str:
+        """The original's first ORIGINAL_BYTES as text, controls shown (see `sessionstore.sanitize`)."""
+        return visible(self.data[:ORIGINAL_BYTES].decode("utf-8", "replace"))

@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from sessionstore.sanitize import one_line
 from sessionstore.storage import history, paging
 from sessionstore.storage.session import Session
 
@@ -61,8 +62,8 @@ class SessionScreen(Screen[None]):
         r = self.row
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f" {ellipsize(r.title or '(untitled)', 60)}", "bold")
-        text.append(f" · {r.id[:8]} · {short_model(r.model) or 'no model'} · {r.source} · {r.messages:,} msgs · "
-                    f"{r.view_tokens:,} tokens · {len(self.found)} ✂")
+        text.append(one_line(f" · {r.id[:8]} · {short_model(r.model) or 'no model'} · {r.source} · "
+                             f"{r.messages:,} msgs · {r.view_tokens:,} tokens · {len(self.found)} ✂"))
         return text
 
     def on_mount(self) -> None:
@@ -72,7 +73,7 @@ class SessionScreen(Screen[None]):
                              ("replaced", 8), ("time", 11)):
             table.add_column(label, width=width)
         for b in self.found:
-            table.add_row(Text(str(b.index), justify="right"), Text(b.kind), Text(b.trigger),
+            table.add_row(Text(str(b.index), justify="right"), Text(one_line(b.kind)), Text(one_line(b.trigger)),
                           Text(f"{b.pre_tokens:,} → {b.post_tokens:,}"),
                           Text(f"{b.messages_summarized:,}", justify="right"), Text(when(b.timestamp, b.created_at)),
                           key=str(b.index))

@@ -18,6 +18,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
+from sessionstore.sanitize import one_line
 from sessionstore.storage import paging
 from sessionstore.storage.paging import SessionRow
 from sessionstore.storage.search import MARK_CLOSE, MARK_OPEN
@@ -106,7 +107,7 @@ class SessionsScreen(Screen[None]):
         source = {"claude-code": "claude", "native": "native"}.get(row.source, row.source)
         cells += [Text(ellipsize(short_model(row.model), 10)), Text(f"{row.messages:,}", justify="right"),
                   Text(f"{row.view_tokens:,}", justify="right"), Text(str(row.boundaries or ""), justify="right"),
-                  Text(short_time(row.updated_at)), Text(source[:6])]
+                  Text(short_time(row.updated_at)), Text(one_line(source[:6]))]
         return cells
 
     def on_resize(self) -> None:
@@ -152,17 +153,17 @@ class SessionsScreen(Screen[None]):
         recent = paging.recent_boundaries(self.app.store.db, row.id)
         text = Text(no_wrap=False)
         text.append(ellipsize(row.title or "(untitled)", 300), "bold")
-        text.append(f"\n{row.id} · {row.source} · {row.model or 'no model'} · {row.messages:,} messages · "
-                    f"{row.view_tokens:,} of {row.context_window:,} tokens in view · "
-                    f"last message {when(row.last_timestamp)}")
-        text.append(f"\ncwd: {row.cwd or '-'}")
+        text.append("\n" + one_line(f"{row.id} · {row.source} · {row.model or 'no model'} · {row.messages:,} "
+                                     f"messages · {row.view_tokens:,} of {row.context_window:,} tokens in view · "
+                                     f"last message {when(row.last_timestamp)}"))
+        text.append("\ncwd: " + one_line(row.cwd or "-"))
         text.append("\nfirst: ", "bold")
         text.append(ellipsize(first or "-", 400))
         text.append("\nlatest: ", "bold")
         text.append(ellipsize(latest or "-", 400))
         text.append(f"\nboundaries: {row.boundaries}", "bold")
         for b in recent:
-            text.append(f"  ✂ {b.kind}/{b.trigger} {b.pre_tokens:,} → {b.post_tokens:,}")
+            text.append(one_line(f"  ✂ {b.kind}/{b.trigger} {b.pre_tokens:,} → {b.post_tokens:,}"))
         pane.update(text)
 
     # ----------------------------------------------------------------- the boxes
@@ -173,7 +174,7 @@ class SessionsScreen(Screen[None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "search":
-            self.query_one("#preview", Static).update(Text(f"searching for {event.value!r}…"))
+            self.query_one("#preview", Static).update(Text(one_line(f"searching for {event.value!r}…")))
             self.app.search(event.value)
         else:
             self.table.focus()
@@ -185,8 +186,8 @@ class SessionsScreen(Screen[None]):
         hits_table.clear(columns=True)
         pane = self.query_one("#preview", Static)
         if outcome.error:
-            pane.update(Text(outcome.error))
-            self.notify(outcome.error, severity="warning")
+            pane.update(Text(one_line(outcome.error)))
+            self.notify(one_line(outcome.error), severity="warning", markup=False)
             return
         width = self.app.size.width
         hits_table.add_column("session", width=14)
@@ -195,21 +196,21 @@ class SessionsScreen(Screen[None]):
         hits_table.add_column("snippet", width=max(10, width - 14 - 9 - 8 - 8 - 4))
         for hit in self.hits:
             where = "view" if getattr(hit, "boundary", None) in (None, 0) else f"✂{hit.boundary}"
-            hits_table.add_row(Text(ellipsize(hit.title or hit.session, 14)), Text(str(hit.role)), Text(where),
-                               marked_snippet(hit.snippet))
+            hits_table.add_row(Text(ellipsize(hit.title or hit.session, 14)), Text(one_line(str(hit.role))),
+                               Text(where), marked_snippet(hit.snippet))
         self.table.add_class("hidden")
         hits_table.remove_class("hidden")
         hits_table.focus()
-        pane.update(Text(f"{len(self.hits)} hit(s) for {query!r}; Enter opens the session at the message, "
-                         "Escape or q goes back to the sessions."))
+        pane.update(Text(one_line(f"{len(self.hits)} hit(s) for {query!r}; Enter opens the session at the message, "
+                                  "Escape or q goes back to the sessions.")))
         if self.hits:
             self._hit_preview(self.hits[0])
 
     def _hit_preview(self, hit: Any) -> None:
         text = Text()
-        text.append(f"{hit.title or hit.session}", "bold")
-        text.append(f"\n{hit.session} · seq {hit.seq} · {hit.role} · {hit.timestamp or ''}")
-        text.append(f"\ncwd: {hit.cwd or '-'}")
+        text.append(one_line(f"{hit.title or hit.session}"), "bold")
+        text.append("\n" + one_line(f"{hit.session} · seq {hit.seq} · {hit.role} · {hit.timestamp or ''}"))
+        text.append("\ncwd: " + one_line(hit.cwd or "-"))
         text.append("\n")
         text.append_text(marked_snippet(hit.snippet))
         self.query_one("#preview", Static).update(text)
@@ -254,7 +255,7 @@ class SessionsScreen(Screen[None]):
 
 def marked_snippet(snippet: Any) -> Text:
     """A hit's snippet on one line, the matches (between « and ») in bold; never read as markup."""
-    flat = " ".join(str(snippet or "").split())
+    flat = one_line(" ".join(str(snippet or "").split()))
     text = Text(no_wrap=True, overflow="ellipsis")
     for i, part in enumerate(re.split(f"[{re.escape(MARK_OPEN + MARK_CLOSE)}]", flat)):
         text.append(part, "bold reverse" if i % 2 else None)

@@ -22,6 +22,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from sessionstore.sanitize import one_line
 from sessionstore.storage.paging import ViewRow
 
 from ..tables import ellipsize
@@ -155,7 +156,7 @@ class ViewList(ScrollView, can_focus=True):
         room = max(0, width - len(head) - 10 - len(tail))
         text = Text(no_wrap=True, overflow="ellipsis", end="")
         text.append(head, self.get_component_rich_style("viewlist--marked") if row.seq in self.marked else None)
-        text.append(f" {kind:<9}", style)
+        text.append(f" {one_line(kind):<9}", style)
         text.append(tail, self.get_component_rich_style("viewlist--dim"))
         text.append(ellipsize(row.preview, room))
         return text

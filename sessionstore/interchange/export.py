@@ -3,7 +3,8 @@
 `jsonl`: one line per transcript message (envelope + message), every message
 ever recorded, boundaries and summaries included — the shape `import jsonl`
 reads back. `markdown`: a readable transcript where each boundary is a visible
-divider carrying its summary.
+divider carrying its summary; stored text is untrusted, so controls are shown as
+text and raw HTML is escaped (see markdown_text.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import re
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, TextIO
 
 from sessionstore.interchange.links import Link, linked_transcript
+from sessionstore.interchange.markdown_text import code_span, markdown_body, markdown_inline
+from sessionstore.sanitize import visible
 from sessionstore.storage.history import Boundary, boundaries
 from sessionstore.storage.rows import dumps, iter_message_rows
 
@@ -54,7 +57,7 @@ def export_markdown(session: "Session", out: TextIO) -> int:
     """Write a readable transcript; boundaries become dividers with their summaries."""
     by_seq = {b.boundary_seq: b for b in boundaries(session)}
     summary_seqs = {b.summary_seq for b in by_seq.values() if b.summary_seq is not None}
-    out.write(f"# {session.title or 'Session'} ({session.id})\n\n")
+    out.write(f"# {markdown_inline(session.title or 'Session')} ({markdown_inline(session.id)})\n\n")
     count = 0
     for message in session.transcript():
         count += 1
@@ -70,24 +73,25 @@ def export_markdown(session: "Session", out: TextIO) -> int:
 
 def _divider(b: Any) -> str:
     """The horizontal rule a boundary becomes, its summary quoted below."""
-    head = (f"\n---\n\n## ✂ Compaction {b.index} — {b.kind}, {b.trigger}: "
+    head = (f"\n---\n\n## ✂ Compaction {b.index} — {markdown_inline(b.kind)}, {markdown_inline(b.trigger)}: "
             f"{b.pre_tokens:,} → {b.post_tokens:,} tokens, {b.messages_summarized} messages summarized\n\n")
-    summary = b.summary or "(no summary)"
+    summary = markdown_body(closed_fences(b.summary or "(no summary)"))
     quoted = "\n".join("> " + line if line else ">" for line in summary.splitlines())
     return head + "<details><summary>Summary</summary>\n\n" + quoted + "\n\n</details>\n\n---\n\n"
 
 
 def _message_markdown(m: "StoredMessage") -> str:
-    """One message as a heading plus its blocks."""
+    """One message as a heading plus its blocks, a blank line between blocks so each is read on its own."""
     label = m.subtype or m.type
-    parts = [f"### {label} · {m.timestamp or ''}\n"]
+    parts = [f"### {markdown_inline(label)} · {markdown_inline(m.timestamp or '')}\n"]
     for chunk in _blocks_markdown(m.content):
-        parts.append(chunk)
+        parts.append(chunk.rstrip("\n") + "\n")
     return "\n".join(parts) + "\n"
 
 
 def _fence(text: str, lang: str = "") -> str:
-    """A code fence long enough not to be closed by the text inside."""
+    """A code fence long enough not to be closed by the text inside (controls shown as text)."""
+    text = visible(text)
     ticks = "```"
     while ticks in text:
         ticks += "`"
@@ -120,25 +124,26 @@ def closed_fences(text: str) -> str:
 
 def _blocks_markdown(content: Any) -> Iterator[str]:
     if isinstance(content, str):
-        yield closed_fences(content)
+        yield markdown_body(closed_fences(content))
         return
     for block in content:
         kind = block.get("type")
         if kind == "text":
-            yield closed_fences(block.get("text", ""))
+            yield markdown_body(closed_fences(block.get("text", "")))
         elif kind == "thinking":
             yield "<details><summary>thinking</summary>\n\n" + _fence(block.get("thinking", "")) + "\n\n</details>"
         elif kind == "tool_use":
-            yield f"**tool_use** `{block.get('name')}` ({block.get('id')})\n\n" + _fence(
-                json.dumps(block.get("input"), ensure_ascii=False, indent=2), "json")
+            head = f"**tool_use** {code_span(str(block.get('name')))} ({markdown_inline(str(block.get('id')))})"
+            yield head + "\n\n" + _fence(json.dumps(block.get("input"), ensure_ascii=False, indent=2), "json")
         elif kind == "tool_result":
             inner = block.get("content")
             text = inner if isinstance(inner, str) else "\n".join(
                 b.get("text", f"[{b.get('type')}]") for b in (inner or []) if isinstance(b, dict))
             status = " (error)" if block.get("is_error") else ""
-            yield f"**tool_result**{status} for {block.get('tool_use_id')}\n\n" + _fence(text or "")
+            target = markdown_inline(str(block.get("tool_use_id")))
+            yield f"**tool_result**{status} for {target}\n\n" + _fence(text or "")
         else:
-            yield f"[{kind}]"
+            yield f"[{markdown_inline(str(kind))}]"
 
 
 def export_claude_code(session: "Session", out: BinaryIO) -> int:

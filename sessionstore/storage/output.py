@@ -6,8 +6,10 @@ Every writer (exports, `spill materialize`) goes through `open_output`:
 - a FIFO, a character device or a socket (`/dev/null`, `>(gzip)`, a named
   pipe) is written in place, streaming, as a shell redirection would;
 - a regular file, or a name not yet taken, gets a temporary file beside it
-  that replaces it only once complete (an existing file keeps its mode and
-  owner); a symlink is followed, so its target is what gets replaced;
+  (created exclusively, never through a symlink planted under its name) that
+  replaces it only once complete: an existing file keeps its mode and owner, a
+  new one gets mode 0600 like the database (transcripts hold secrets); a
+  symlink the user named is followed, so its target is what gets replaced;
 - anything else (a directory, a missing parent folder, a closed /dev/fd/N)
   is an `OutputError`: one line saying what and where, nothing written.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import tempfile
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import IO, BinaryIO, Iterator, Literal, TextIO, overload
@@ -24,6 +27,8 @@ from typing import IO, BinaryIO, Iterator, Literal, TextIO, overload
 from .errors import SessionStoreError
 
 STDIO = "-"
+#: The mode of a file an export creates: the owner's only, like the database it comes from.
+NEW_FILE_MODE = 0o600
 
 
 class OutputError(SessionStoreError, OSError):
@@ -118,16 +123,22 @@ def _stream(name: str, binary: bool) -> Iterator[IO]:
 
 
 def _replace(name: str, target: Path, binary: bool) -> Iterator[IO]:
-    """A temporary file beside `target`, renamed over it once complete (keeping an existing file's mode, owner)."""
+    """A temporary file beside `target`, renamed over it once complete (keeping an existing file's mode, owner).
+
+    A new file gets NEW_FILE_MODE. The temporary file has a random name, created exclusively and never
+    through a symlink (mkstemp), so nothing planted beside the target is written through or blocks it.
+    """
     existing = _existing(target)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
     except OSError as exc:
         raise OutputError(f"cannot write to {name}: {exc.strerror} ({target.parent})") from exc
+    tmp = Path(tmp_name)
     try:
         if existing is not None:
             _keep_owner_and_mode(fd, existing)
+        else:
+            os.fchmod(fd, NEW_FILE_MODE)
         handle = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="\n")
         with handle:
             yield handle

@@ -41,6 +41,10 @@ MIN_PAGE_TOKENS = 20
 MAX_CURSOR = 2**62
 #: In query mode, a matching message longer than this is shown as an excerpt around the match.
 EXCERPT_CHARS = 1_500
+#: The longest query, in characters; and the longest LIKE pattern it may become once JSON-escaped
+#: (SQLite refuses longer patterns as "too complex"), so both engines refuse the same queries.
+MAX_QUERY_CHARS = 20_000
+MAX_PATTERN_BYTES = 50_000
 
 _ROW_SQL = (
     "SELECT v.key, v.content_json IS NOT NULL, m.seq, m.uuid, m.role, m.type, m.subtype, m.content_json, "
@@ -155,6 +159,10 @@ def recall(
         raise RecallError("give a query or an around_uuid, not both")
     if query is not None and not query.strip():
         raise RecallError("the query is empty")
+    if query is not None and (len(query) > MAX_QUERY_CHARS or len(_like_pattern(query).encode()) > MAX_PATTERN_BYTES):
+        raise RecallError(f"the query is too long ({len(query):,} characters): at most {MAX_QUERY_CHARS:,} are "
+                          "matched, fewer when it holds quotes, backslashes or control characters; give the part that tells "
+                          "the message apart")
     if not MIN_MAX_TOKENS <= max_tokens <= MAX_MAX_TOKENS:
         raise RecallError(f"max_tokens must be between {MIN_MAX_TOKENS} and {MAX_MAX_TOKENS}, not {max_tokens}")
     if cursor is not None and around_uuid is not None:

@@ -50,6 +50,8 @@ SNIPPET_CONTEXT = 70
 RANK_WINDOW = 2000
 #: Most hits one search returns (a LIMIT either database takes).
 LIMIT_MAX = 1_000_000
+#: Most distinct terms a query may hold: each is a clause of its own, and databases cap expression depth.
+MAX_TERMS = 256
 _FETCH_ROWS = 500
 _TERMS = re.compile(r'"([^"]*)(?:"|$)|([^\s"]+)')
 _SINCE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
@@ -170,6 +172,9 @@ def parse_query(query: str) -> list[str]:
         raise SearchQueryError("the search query is empty: give a word, a \"phrase\" or a path")
     if not any(ch.isalnum() for term in terms for ch in term):
         raise SearchQueryError(f"the search query {query!r} has no letter or digit to search for")
+    if len(terms) > MAX_TERMS:
+        raise SearchQueryError(f"the search query holds {len(terms):,} words or phrases; at most {MAX_TERMS} "
+                               "are searched together: keep the ones that tell the message apart")
     return terms
 
 
