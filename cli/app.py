@@ -90,7 +90,7 @@ def sessions_cmd(
 
     Example: sessionstore sessions --limit 10 --json
     """
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         rows = store.list(limit=limit, offset=offset)
     if json_out:
         print_json(rows)
@@ -246,7 +246,7 @@ def view_cmd(
 
     Example: sessionstore view SESSION --json | jq '.messages | length'
     """
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         payload = view_payload(store.get(session))
     if json_out:
         print_json(payload)
@@ -275,7 +275,7 @@ def stats_cmd(
     """
     from sessionstore.storage.stats import STAT_LABELS, session_stats
 
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         stats = session_stats(store.get(session))
     if json_out:
         print_json(stats)

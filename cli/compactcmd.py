@@ -133,7 +133,7 @@ def history_cmd(
             raise UsageError("--recompact needs --boundary K")
         show_recompaction(db, session, boundary, recompact, json_out)
         return
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         s = store.get(session)
         if boundary is None:
             _list_boundaries(s, json_out, limit, offset, full)
@@ -216,7 +216,7 @@ def export_cmd(
     text_formats = {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html}
     if format not in (*text_formats, "claude-code"):
         raise UsageError(f"unknown format {format!r}: use jsonl, markdown, html or claude-code")
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         s = store.get(session)
         if format == "claude-code":
             with open_output(output, binary=True) as raw:

@@ -333,7 +333,7 @@ def _clip(text: str | None, limit: int) -> str | None:
 
 def serve(url: str | None) -> None:
     """Run the server on stdio until the client disconnects."""
-    store = SessionStore.open(url)
+    store = SessionStore.open(url, read_only=True)
     try:
         build_server(store).run()
     finally:

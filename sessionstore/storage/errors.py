@@ -64,6 +64,10 @@ class MigrationError(SessionStoreError):
     """The schema could not be brought to the current revision."""
 
 
+class SchemaOutdated(MigrationError):
+    """A read-only open found the database at an older schema revision; only a writer or `db upgrade` upgrades."""
+
+
 class DatabaseUnavailable(SessionStoreError):
     """The database could not be opened: server down or unreachable, login refused, not a database file."""
 

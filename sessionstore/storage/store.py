@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .config import Config, default_db_url
 from .db import Database, open_database, shown_url
 from .errors import SessionNotFound, SessionStoreError
-from .migrate import SCHEMA_HEAD, ensure_current, stored_revision
+from .migrate import SCHEMA_HEAD, ensure_current, require_current, stored_revision
 from .resolve import resolve_session_id
 from .session import Session
 
@@ -30,8 +30,13 @@ class SessionStore:
         self.config = config
 
     @classmethod
-    def open(cls, url: str | None = None, *, config: Config | None = None, upgrade: bool = True) -> "SessionStore":
-        """Open (creating if needed) the store at `url`, default `SESSIONSTORE_DB_URL` or XDG."""
+    def open(cls, url: str | None = None, *, config: Config | None = None, upgrade: bool = True,
+             read_only: bool = False) -> "SessionStore":
+        """Open (creating if needed) the store at `url`, default `SESSIONSTORE_DB_URL` or XDG.
+
+        With `read_only`, a database at an older schema revision is not upgraded: SchemaOutdated
+        names `sessionstore db upgrade` instead (an empty database still gets its schema).
+        """
         config = config or Config.from_env()
         url = url or default_db_url()
         db = open_database(url, busy_timeout_ms=config.busy_timeout_ms, write_retries=config.write_retries)
@@ -39,7 +44,10 @@ class SessionStore:
             current = stored_revision(db.conn)
             if current != SCHEMA_HEAD:
                 try:
-                    ensure_current(db.engine, current, known=True)
+                    if read_only and current is not None:
+                        require_current(current, shown_url(url))
+                    else:
+                        ensure_current(db.engine, current, known=True)
                 except BaseException:
                     db.close()
                     db.engine.dispose()
