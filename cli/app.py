@@ -17,6 +17,7 @@ from sessionstore import SessionStoreError
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd,
                recallcmd, searchcmd, watchcmd)
+from . import secretscmd
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, console, err_console,
                      open_store, preview, print_json, short_ids)
 from .tables import sessions_table
@@ -294,3 +295,4 @@ def stats_cmd(
 for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
                 mcpcmd, evalcmd, recallcmd):
     _module.register(app)
+secretscmd.register(app)

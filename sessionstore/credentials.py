@@ -14,8 +14,11 @@ from typing import Iterable
 HIDDEN = "[redacted]"
 
 #: `scheme://user:password@host`: the password runs to the LAST `@` before the host, so an
-#: unencoded `@` in it is hidden too; the user name is kept (it tells which account failed).
-_URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/?#@:]*):(?P<password>[^\s/?#]*)@")
+#: unencoded `@` in it is hidden too; the user name is kept (it tells which account failed). Quotes,
+#: angle brackets and backslashes end it: they cannot stand unencoded in a URL, and they end a
+#: JSON or HTML string around one.
+URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/?#@:\"'<>\\]*)"
+                          r":(?P<password>[^\s/?#\"'<>\\]*)@")
 #: Anthropic keys and tokens (sk-ant-api03-..., sk-ant-oat01-...).
 _KEY_SHAPE = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
 #: `Authorization: Bearer TOKEN` as servers echo it.
@@ -24,7 +27,7 @@ _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{8,}")
 
 def hide_url_credentials(text: str) -> str:
     """`text` with the password of every `scheme://user:password@` shown as `***`."""
-    return _URL_USERINFO.sub(lambda m: f"{m.group('head')}:***@", text)
+    return URL_USERINFO.sub(lambda m: f"{m.group('head')}:***@", text)
 
 
 def hide_credentials(text: str, known: Iterable[str | None] = ()) -> str:
