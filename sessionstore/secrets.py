@@ -296,7 +296,7 @@ class SecretFilter:
         text = self._pending
         cut = text.rfind("\n") + 1
         opened = text.rfind("-----BEGIN ", 0, cut)
-        if opened != -1 and "PRIVATE KEY" in text[opened:opened + 80] and text.find("-----END ", opened) == -1 \
+        if opened != -1 and "PRIVATE KEY" in text[opened:opened + 80] and text.find("-----END ", opened, cut) == -1 \
                 and len(text) - opened < HOLD_CHARS:
             cut = opened
         return cut
