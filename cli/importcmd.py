@@ -113,10 +113,10 @@ def _relabel(results: list[ImportResult], spooled: str) -> None:
 
 def _import(source: str, paths: list[str], db: str | None, strict: bool, show: bool | None,
             follow_symlinks: bool = False) -> list[ImportResult]:
-    outside: list[str] = []
+    outside: list[tuple[Path, str]] = []
     files = transcript_files(paths, follow_symlinks=follow_symlinks, outside=outside)
-    for note in outside:
-        sys.stderr.write(f"warning: {one_line(note)}\n")
+    for path, note in outside:
+        sys.stderr.write(f"warning: {one_line(f'{path} {note}')}\n")
     if not files:
         raise UsageError(f"nothing to import: no *.jsonl file in {', '.join(paths)}")
     total = sum(os.path.getsize(f) for f in files)

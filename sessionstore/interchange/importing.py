@@ -101,11 +101,11 @@ class ImportResult:
 
 
 def transcript_files(paths: Iterable[str | os.PathLike[str]], *, follow_symlinks: bool = False,
-                     outside: list[str] | None = None) -> list[Path]:
+                     outside: list[tuple[Path, str]] | None = None) -> list[Path]:
     """Files to import: each file given, and every *.jsonl under each directory (main files first).
 
     A file under a directory that resolves outside it (a planted symlink) is left out unless
-    `follow_symlinks`; what was left out is said in `outside` (one note per file) when given.
+    `follow_symlinks`; what was left out is said in `outside` (the file and a note) when given.
     """
     found: list[Path] = []
     for p in paths:
@@ -117,7 +117,7 @@ def transcript_files(paths: Iterable[str | os.PathLike[str]], *, follow_symlinks
                 if follow_symlinks or inside_root(file, path):
                     found.append(file)
                 elif outside is not None:
-                    outside.append(f"{file} {escape_note(file, path)}")
+                    outside.append((file, escape_note(file, path)))
         elif path.exists():
             found.append(path)
         else:
@@ -612,13 +612,13 @@ def import_paths(
     written; a file that yields no message is reported as skipped, and so is a file
     under a folder that leads out of it (unless `follow_symlinks`).
     """
-    outside: list[str] = []
+    outside: list[tuple[Path, str]] = []
     files = transcript_files(paths, follow_symlinks=follow_symlinks, outside=outside)
     if source is not None:
         for path in files:
             check_format(path, source)
-    results = [ImportResult(note.split(" leads to ", 1)[0], source or "", None, "skipped", warnings=[note])
-               for note in outside]
+    results = [ImportResult(str(path), source or "", None, "skipped", warnings=[f"{path} {note}"])
+               for path, note in outside]
     for path in files:
         try:
             results.append(import_file(store, path, source=source, strict=strict, progress=progress))
