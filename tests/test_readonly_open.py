@@ -32,7 +32,7 @@ OLD = _previous_revision()
 
 READERS = [
     ["sessions"], ["sessions", "--json"], ["view", A], ["history", A], ["stats", A], ["search", "hello"],
-    ["recall", A], ["export", A, "--format", "jsonl"], ["spill", "list", A], ["doctor"],
+    ["recall", A], ["export", A, "--format", "jsonl"], ["spill", "list", A], ["doctor"], ["secrets"],
 ]
 
 
