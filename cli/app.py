@@ -17,6 +17,7 @@ from sessionstore import SessionStoreError
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd,
                recallcmd, searchcmd, watchcmd)
+from . import secretscmd
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, cell, console, err_console,
                      one_line, open_store, preview, print_json, short_ids)
 from .tables import sessions_table
@@ -109,7 +110,7 @@ def sessions_cmd(
 
     Example: sessionstore sessions --limit 10 --json
     """
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         rows = store.list(limit=limit, offset=offset)
     if json_out:
         print_json(rows)
@@ -265,7 +266,7 @@ def view_cmd(
 
     Example: sessionstore view SESSION --json | jq '.messages | length'
     """
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         payload = view_payload(store.get(session))
     if json_out:
         print_json(payload)
@@ -294,7 +295,7 @@ def stats_cmd(
     """
     from sessionstore.storage.stats import STAT_LABELS, session_stats
 
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         stats = session_stats(store.get(session))
     if json_out:
         print_json(stats)
@@ -313,3 +314,4 @@ def stats_cmd(
 for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
                 mcpcmd, evalcmd, recallcmd):
     _module.register(app)
+secretscmd.register(app)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, Iterable, Optional
 
 import typer
+
+from sessionstore.credentials import hide_credentials
+from sessionstore.sanitize import one_line
 
 from .common import DbOption, UsageError, open_store
 
@@ -96,16 +99,27 @@ def _answer(turn: Callable[[], str], client: Any) -> None:
     try:
         typer.echo(turn())
     except (anthropic.APIError, SessionStoreError, SummarizerError) as exc:
-        typer.echo(f"error: {explain_failure(exc, str(client.base_url))}", err=True)
+        known = (getattr(client, "api_key", None), getattr(client, "auth_token", None))
+        typer.echo(f"error: {one_line(explain_failure(exc, str(client.base_url), known))}", err=True)
 
 
-def explain_failure(exc: BaseException, base_url: str) -> str:
-    """One line: what went wrong with the model call and what to do about it."""
+def explain_failure(exc: BaseException, base_url: str, known: Iterable[str | None] = ()) -> str:
+    """One line: what went wrong with the model call and what to do about it, credentials hidden.
+
+    Every quoted text (the URL, the API's message, the cause) has its credentials hidden before it
+    is cut to length, so a cut never leaves half a password behind.
+    """
     import anthropic
 
+    known = tuple(known)
+
+    def quoted(text: object, limit: int) -> str:
+        return " ".join(hide_credentials(str(text), known).split())[:limit]
+
+    base_url = quoted(base_url, 300)
     if isinstance(exc, anthropic.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
-        reason = f" ({' '.join(str(cause).split())[:120]})" if cause else ""
+        reason = f" ({quoted(cause, 120)})" if cause else ""
         return (f"cannot reach the API at {base_url}{reason}: check the network or ANTHROPIC_BASE_URL; {KEPT}")
     if isinstance(exc, (anthropic.AuthenticationError, anthropic.PermissionDeniedError)):
         return (f"the API refused the key ({exc.status_code}): check ANTHROPIC_API_KEY, then resume this session "
@@ -117,5 +131,5 @@ def explain_failure(exc: BaseException, base_url: str) -> str:
         return ("the conversation is still too long for the model after compacting it: try /compact with "
                 f"instructions or a model with a larger window; {KEPT}")
     if isinstance(exc, anthropic.APIStatusError):
-        return f"the API answered {exc.status_code}: {' '.join(str(exc.message).split())[:200]}; {KEPT}"
-    return f"{' '.join(str(exc).split())[:300]}; {KEPT}"
+        return f"the API answered {exc.status_code}: {quoted(exc.message, 200)}; {KEPT}"
+    return f"{quoted(exc, 300)}; {KEPT}"

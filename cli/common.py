@@ -102,16 +102,17 @@ def bounded(option: str, low: int, high: int) -> Callable[[Optional[int]], Optio
 
 
 @contextmanager
-def open_store(url: str | None, *, create: bool = False) -> Iterator[SessionStore]:
+def open_store(url: str | None, *, create: bool = False, read_only: bool = False) -> Iterator[SessionStore]:
     """Open the store for one command and close it afterwards.
 
     Only commands that record something (`create`) may make a new SQLite file at a path the
     user gave; a read at a mistyped path says so instead of leaving an empty database there.
+    A `read_only` command never upgrades an older database: it names `sessionstore db upgrade`.
     """
     config = Config.from_env()  # a bad setting is reported before a missing file
     if not create:
         refuse_missing_sqlite(url)
-    store = SessionStore.open(url, config=config)
+    store = SessionStore.open(url, config=config, read_only=read_only)
     try:
         yield store
     finally:

@@ -8,6 +8,7 @@ import typer
 
 from sessionstore.storage import history as hist
 from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
+from sessionstore.secrets import SecretFilter
 from sessionstore.storage.output import STDIO, open_output
 
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, echo, fmt_time, one_line,
@@ -133,7 +134,7 @@ def history_cmd(
             raise UsageError("--recompact needs --boundary K")
         show_recompaction(db, session, boundary, recompact, json_out)
         return
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         s = store.get(session)
         if boundary is None:
             _list_boundaries(s, json_out, limit, offset, full)
@@ -204,26 +205,49 @@ def export_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
     format: Annotated[str, typer.Option("--format", "-f", help="jsonl, markdown, html or claude-code.")] = "jsonl",
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write here instead of stdout ('-').")] = None,
+    redact_secrets: Annotated[bool, typer.Option(
+        "--redact", help="Replace each credential found (keys, tokens, URL passwords) by [REDACTED:<kind>].")] = False,
     db: DbOption = None,
 ) -> None:
     """Export every message ever recorded, whatever was compacted.
 
+    With --redact, each credential `sessionstore secrets` would list is replaced by a
+    typed placeholder and stderr says how many; a markdown or HTML export without it
+    says so when it holds any.
+
     Examples:
 
       sessionstore export SESSION -f markdown -o session.md
+
+      sessionstore export SESSION -f html --redact -o share.html
 
       sessionstore export SESSION -f jsonl > session.jsonl
     """
     text_formats = {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html}
     if format not in (*text_formats, "claude-code"):
         raise UsageError(f"unknown format {format!r}: use jsonl, markdown, html or claude-code")
-    with open_store(db) as store:
+    binary = format == "claude-code"
+    checked = redact_secrets or format in SHARED_FORMATS
+    with open_store(db, read_only=True) as store:
         s = store.get(session)
-        if format == "claude-code":
-            with open_output(output, binary=True) as raw:
-                count = export_claude_code(s, raw)
-        else:
-            with open_output(output) as out:
-                count = text_formats[format](s, out)
+        with open_output(output, binary=binary) as out:
+            stream = SecretFilter(out, redact=redact_secrets, binary=binary) if checked else out
+            count = export_claude_code(s, stream) if binary else text_formats[format](s, stream)
+            stream.flush()
     if output not in (None, STDIO):
         echo(f"wrote {count} messages to {output}", err=True)
+    if isinstance(stream, SecretFilter):
+        _say_secrets(stream, s.id)
+
+
+#: Formats people read and share: exporting one without --redact says when it holds credentials.
+SHARED_FORMATS = ("markdown", "html")
+
+
+def _say_secrets(stream: SecretFilter, session_id: str) -> None:
+    """One stderr line: how many secrets were redacted, or that some were left in a shareable export."""
+    if stream.redact:
+        echo(f"redacted {stream.found} secret(s)", err=True)
+    elif stream.found:
+        echo(f"hint: this export holds {stream.found} secret(s) (keys, tokens, passwords); before sharing "
+                   f"it, export again with --redact (`sessionstore secrets {session_id}` lists them)", err=True)

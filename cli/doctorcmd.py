@@ -25,7 +25,7 @@ def doctor_cmd(
 
     Example: sessionstore doctor --repair --json
     """
-    with open_store(db) as store:
+    with open_store(db, read_only=not fix) as store:
         report = repair(store, session) if fix else check(store, session)
     if json_out:
         print_json(report.to_dict())

@@ -16,6 +16,7 @@ from rich.table import Table
 from sessionstore.interchange.importing import ImportResult, import_paths, transcript_files
 
 from sessionstore import SessionStoreError
+from sessionstore.sanitize import one_line
 from sessionstore.storage.output import STDIO
 
 from .common import (DbOption, JsonOption, UsageError, cell, console, echo, err_console, one_line, open_store,
@@ -29,6 +30,8 @@ PathsArg = Annotated[list[str], typer.Argument(help="Files, or directories searc
 StrictOption = Annotated[bool, typer.Option("--strict", help="Import nothing from a file with warnings; exit 2.")]
 ProgressOption = Annotated[Optional[bool], typer.Option("--progress/--no-progress",
                                                          help="Progress bar (default: on a terminal).")]
+FollowOption = Annotated[bool, typer.Option(
+    "--follow-symlinks", help="Also import files under a folder whose link leads out of it (skipped by default).")]
 
 
 def register(root: typer.Typer) -> None:
@@ -38,29 +41,32 @@ def register(root: typer.Typer) -> None:
 
 @app.command("claude-code")
 def claude_code_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False,
-                    json_out: JsonOption = False, progress: ProgressOption = None) -> None:
+                    json_out: JsonOption = False, progress: ProgressOption = None,
+                    follow_symlinks: FollowOption = False) -> None:
     """Import Claude Code transcripts (~/.claude/projects/<project>/*.jsonl).
 
     Re-importing adds nothing; a file that has grown adds only its new lines.
 
     Example: sessionstore import claude-code ~/.claude/projects/my-project
     """
-    _run("claude-code", paths, db, strict, json_out, progress)
+    _run("claude-code", paths, db, strict, json_out, progress, follow_symlinks)
 
 
 @app.command("codex")
 def codex_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False,
-              json_out: JsonOption = False, progress: ProgressOption = None) -> None:
+              json_out: JsonOption = False, progress: ProgressOption = None,
+              follow_symlinks: FollowOption = False) -> None:
     """Import Codex CLI rollout files (~/.codex/sessions/**/rollout-*.jsonl).
 
     Example: sessionstore import codex ~/.codex/sessions
     """
-    _run("codex", paths, db, strict, json_out, progress)
+    _run("codex", paths, db, strict, json_out, progress, follow_symlinks)
 
 
 @app.command("jsonl")
 def jsonl_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False,
-              json_out: JsonOption = False, progress: ProgressOption = None) -> None:
+              json_out: JsonOption = False, progress: ProgressOption = None,
+              follow_symlinks: FollowOption = False) -> None:
     """Import sessions written by `sessionstore export --format jsonl` (into another store, say).
 
     The transcript comes back exactly (exporting it again gives the same
@@ -68,17 +74,18 @@ def jsonl_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False
 
     Example: sessionstore export SESSION -f jsonl -o s.jsonl && sessionstore import jsonl s.jsonl --db sqlite:///other.db
     """
-    _run("jsonl", paths, db, strict, json_out, progress)
+    _run("jsonl", paths, db, strict, json_out, progress, follow_symlinks)
 
 
-def _run(source: str, paths: list[str], db: str | None, strict: bool, json_out: bool, show: bool | None) -> None:
+def _run(source: str, paths: list[str], db: str | None, strict: bool, json_out: bool, show: bool | None,
+         follow_symlinks: bool = False) -> None:
     if paths.count(STDIO) > 1:
         raise UsageError("'-' (stdin) can be given only once")
     with tempfile.TemporaryDirectory(prefix="sessionstore-stdin-") as spool:
         stdin_file = _spool_stdin(Path(spool)) if STDIO in paths else None
         named = [str(stdin_file) if p == STDIO else p for p in paths]
         try:
-            results = _import(source, named, db, strict, show)
+            results = _import(source, named, db, strict, show, follow_symlinks)
         except SessionStoreError as exc:
             if stdin_file is None:
                 raise
@@ -104,8 +111,12 @@ def _relabel(results: list[ImportResult], spooled: str) -> None:
             r.warnings = [w.replace(spooled, STDIO) for w in r.warnings]
 
 
-def _import(source: str, paths: list[str], db: str | None, strict: bool, show: bool | None) -> list[ImportResult]:
-    files = transcript_files(paths)
+def _import(source: str, paths: list[str], db: str | None, strict: bool, show: bool | None,
+            follow_symlinks: bool = False) -> list[ImportResult]:
+    outside: list[tuple[Path, str]] = []
+    files = transcript_files(paths, follow_symlinks=follow_symlinks, outside=outside)
+    for path, note in outside:
+        sys.stderr.write(f"warning: {one_line(f'{path} {note}')}\n")
     if not files:
         raise UsageError(f"nothing to import: no *.jsonl file in {', '.join(paths)}")
     total = sum(os.path.getsize(f) for f in files)

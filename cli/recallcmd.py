@@ -34,7 +34,7 @@ def recall_cmd(
     """
     from sessionstore.storage.recall import recall
 
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         found = recall(store.get(session), boundary, query=query, around_uuid=around, max_tokens=max_tokens,
                        cursor=cursor)
     if json_out:

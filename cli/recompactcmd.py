@@ -16,7 +16,7 @@ def show_recompaction(db: Optional[str], session: str, boundary: int, strategy: 
     if strategy not in RECOMPACT_STRATEGIES:
         raise UsageError(f"cannot recompact with {strategy!r}: use {', '.join(RECOMPACT_STRATEGIES)}")
     summarizer = make_summarizer(strategy) if strategy in ("extractive", "anthropic") else None
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         try:
             result = recompact(store.get(session), boundary, strategy, summarizer=summarizer,
                                budget=store.config.user_messages_budget_tokens)

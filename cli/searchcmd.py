@@ -62,7 +62,7 @@ def search_cmd(
     from sessionstore.storage.search import parse_query
 
     parse_query(query)
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         _catch_up_with_progress(store)
         hits = store.search(query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_, limit=limit)
     if json_out:

@@ -25,7 +25,7 @@ def cat_cmd(session: SessionArg, tool_use_id: ToolUseArg, db: DbOption = None) -
 
     Example: sessionstore spill cat SESSION toolu_01ABC > output.txt
     """
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         data = spill_original(store.get(session), tool_use_id)
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
@@ -38,7 +38,7 @@ def list_cmd(session: SessionArg, db: DbOption = None, json_out: JsonOption = Fa
 
     Example: sessionstore spill list SESSION --json
     """
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         spills = list_spills(store.get(session))
     if json_out:
         print_json([s.to_dict() for s in spills])

@@ -32,6 +32,8 @@ def watch_cmd(
     once: Annotated[bool, typer.Option("--once", help="Import everything new, then exit (for cron).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per line per file event.")] = False,
     progress: ProgressOption = None,
+    follow_symlinks: Annotated[bool, typer.Option(
+        "--follow-symlinks", help="Also take files whose link leads out of the watched folder.")] = False,
     db: DbOption = None,
 ) -> None:
     """Import every transcript file's new lines as they are written, and keep following them.
@@ -39,7 +41,9 @@ def watch_cmd(
     Offsets live in the store, so a restart (after a crash or a reboot) resumes
     without gaps or duplicates and first catches up on files that grew or
     appeared meanwhile. A half-written last line waits for the next write. A
-    deleted file stays in the store; a file rewritten in place is reported.
+    deleted file stays in the store; a file rewritten in place is reported. A
+    file under a watched folder whose link leads out of it is skipped (said
+    once) unless --follow-symlinks is given.
 
     Examples:
 
@@ -54,7 +58,7 @@ def watch_cmd(
     out = _Reporter(json_out)
     with open_store(db, create=True) as store:
         watcher = Watcher(store, roots, out.event, settle_seconds=store.config.watch_settle_seconds,
-                          debounce_ms=store.config.watch_debounce_ms)
+                          debounce_ms=store.config.watch_debounce_ms, follow_symlinks=follow_symlinks)
         try:
             _catch_up(watcher, show)
             if once:

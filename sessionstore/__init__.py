@@ -9,6 +9,7 @@
 
 from .storage.config import Config
 from .storage.errors import (
+    AmbiguousSession,
     ConfigError,
     DatabaseUnavailable,
     DuplicateUuid,
@@ -32,6 +33,7 @@ from .storage.store import SessionStore
 from .storage.types import StoredMessage, ViewEntry
 
 __all__ = [
+    "AmbiguousSession",
     "Config",
     "ConfigError",
     "DatabaseUnavailable",

@@ -148,7 +148,7 @@ class BrowseApp(App[None]):
 
 def make_app(url: str | None = None, *, session_id: str | None = None, light: bool = False) -> BrowseApp:
     """The app on the store at `url` (the default store when None), opened on a session when given."""
-    store = SessionStore.open(url)
+    store = SessionStore.open(url, read_only=True)
     if session_id:
         session_id = store.get(session_id).id
     return BrowseApp(store, session_id=session_id, light=light)

@@ -19,6 +19,7 @@ import anthropic
 
 from sessionstore.compaction.prompt import compact_prompt, strip_analysis
 from sessionstore.compaction.summarizers.base import PromptTooLong, SummarizerError, SummaryResult
+from sessionstore.credentials import hide_credentials
 from sessionstore.storage.types import Content, ViewEntry
 from sessionstore.storage.view import as_blocks, to_api_messages
 
@@ -35,7 +36,6 @@ _PLACEHOLDERS = {"image": "[image]", "document": "[document]"}
 
 _TOO_LONG = "prompt is too long"
 _COUNTS = re.compile(r"(\d[\d,]*)\s*tokens?\s*>\s*(\d[\d,]*)")
-_KEY_SHAPE = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
 
 
 class AnthropicSummarizer:
@@ -154,10 +154,7 @@ class AnthropicSummarizer:
         secrets = [self._api_key]
         if self._client is not None:
             secrets += [self._client.api_key, self._client.auth_token]
-        for secret in secrets:
-            if secret:
-                text = text.replace(secret, "[redacted]")
-        return _KEY_SHAPE.sub("[redacted]", text)
+        return hide_credentials(text, secrets)
 
 
 def parse_token_counts(message: str) -> tuple[int | None, int | None]:

@@ -13,7 +13,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from sessionstore.storage.errors import SessionStoreError
 
@@ -42,6 +42,14 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 MAX_OUTPUT_CHARS = 100_000
+#: Variables the Bash tool passes on: what a shell needs to find programs (PATH) and files (HOME,
+#: TMPDIR; PWD is set to the working directory), to read and write text (LANG, LANGUAGE, LC_*, TZ)
+#: and to know who it runs as and where (USER, LOGNAME, SHELL, TERM).
+#: Everything else (tokens, passwords, database URLs) stays out: tool output is stored, sent to
+#: the model and indexed for search.
+TOOL_ENV_NAMES = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ", "USER", "LOGNAME",
+                            "SHELL"})
+TOOL_ENV_PREFIXES = ("LC_",)
 #: The tool that reads back what a compaction summarized (sessionstore.storage.recall).
 RECALL_TOOL: dict[str, Any] = {
     "name": "recall",
@@ -88,12 +96,17 @@ def read_file(workdir: Path, args: dict[str, Any]) -> str:
         raise ToolError(f"cannot read {path}: {exc.strerror}") from exc
 
 
+def tool_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The allow-listed part of `environ` that the Bash tool runs with (see TOOL_ENV_NAMES)."""
+    return {k: v for k, v in environ.items() if k in TOOL_ENV_NAMES or k.startswith(TOOL_ENV_PREFIXES)}
+
+
 def run_command(workdir: Path, args: dict[str, Any]) -> str:
     """The Bash tool: a shell in the working directory, output and exit code returned."""
     command = args.get("command")
     if not isinstance(command, str) or not command.strip():
         raise ToolError("Bash needs a 'command'")
-    env = {k: v for k, v in os.environ.items() if "API_KEY" not in k}
+    env = {**tool_environment(os.environ), "PWD": str(workdir.resolve())}
     try:
         proc = subprocess.run(command, shell=True, cwd=workdir, capture_output=True, text=True, timeout=30, env=env)
     except subprocess.TimeoutExpired as exc:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from sessionstore.compaction.microcompact import CLEARED_TEXT
+from sessionstore.interchange.confine import escape_note, inside_root
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
 from sessionstore.storage.faults import fault_in
 from sessionstore.storage.gcpause import gc_paused
@@ -99,15 +100,24 @@ class ImportResult:
         }
 
 
-def transcript_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Files to import: each file given, and every *.jsonl under each directory (main files first)."""
+def transcript_files(paths: Iterable[str | os.PathLike[str]], *, follow_symlinks: bool = False,
+                     outside: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Files to import: each file given, and every *.jsonl under each directory (main files first).
+
+    A file under a directory that resolves outside it (a planted symlink) is left out unless
+    `follow_symlinks`; what was left out is said in `outside` (the file and a note) when given.
+    """
     found: list[Path] = []
     for p in paths:
         if not os.fspath(p):
             raise SessionStoreError("an empty path names no file: give a file or a folder ('.' for this one)")
         path = Path(p)
         if path.is_dir():
-            found.extend(sorted(path.rglob("*.jsonl")))
+            for file in sorted(path.rglob("*.jsonl")):
+                if follow_symlinks or inside_root(file, path):
+                    found.append(file)
+                elif outside is not None:
+                    outside.append((file, escape_note(file, path)))
         elif path.exists():
             found.append(path)
         else:
@@ -594,18 +604,21 @@ class DuplicateImport(SessionStoreError):
 
 def import_paths(
     store: "SessionStore", paths: Iterable[str | os.PathLike[str]], *, source: str | None = None,
-    strict: bool = False, progress: Progress | None = None,
+    strict: bool = False, progress: Progress | None = None, follow_symlinks: bool = False,
 ) -> list[ImportResult]:
     """Import every transcript under `paths`; a copy of an imported session is reported, not re-added.
 
     With `source` given, a file of another format is refused before anything is
-    written; a file that yields no message is reported as skipped.
+    written; a file that yields no message is reported as skipped, and so is a file
+    under a folder that leads out of it (unless `follow_symlinks`).
     """
-    files = transcript_files(paths)
+    outside: list[tuple[Path, str]] = []
+    files = transcript_files(paths, follow_symlinks=follow_symlinks, outside=outside)
     if source is not None:
         for path in files:
             check_format(path, source)
-    results = []
+    results = [ImportResult(str(path), source or "", None, "skipped", warnings=[f"{path} {note}"])
+               for path, note in outside]
     for path in files:
         try:
             results.append(import_file(store, path, source=source, strict=strict, progress=progress))

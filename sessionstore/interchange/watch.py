@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from sessionstore.storage.errors import SessionStoreError
+from .confine import escape_note, inside_root
 from .importing import DuplicateImport, ImportConflict, LiveState, import_file
 
 if TYPE_CHECKING:
@@ -88,9 +89,14 @@ class Watcher:
     """Imports the transcript files under some roots, once or as they change."""
 
     def __init__(self, store: "SessionStore", roots: Iterable[str | os.PathLike[str]], report: Report, *,
-                 settle_seconds: float = SETTLE_SECONDS, debounce_ms: int = DEBOUNCE_MS):
+                 settle_seconds: float = SETTLE_SECONDS, debounce_ms: int = DEBOUNCE_MS,
+                 follow_symlinks: bool = False):
         self.store = store
         self.roots = [Path(r).expanduser().resolve() for r in roots]
+        #: Take files whose resolved path leaves their watched folder (a symlink to elsewhere).
+        self.follow_symlinks = follow_symlinks
+        #: Files already reported as leading out of their folder (said once each).
+        self.outside: set[str] = set()
         self.report = report
         self.settle_seconds = settle_seconds
         self.debounce_ms = debounce_ms
@@ -114,11 +120,23 @@ class Watcher:
         found: list[Path] = []
         for root in self.roots:
             if root.is_dir():
-                found.extend(p for p in root.rglob("*.jsonl") if p.is_file())
+                found.extend(p for p in root.rglob("*.jsonl") if p.is_file() and self._confined(p))
             elif root.is_file():
                 found.append(root)
         unique = dict.fromkeys(p.resolve() for p in found)
         return sorted(unique, key=lambda p: ("subagents" in p.parts, str(p)))
+
+    def _confined(self, path: Path) -> bool:
+        """True unless `path`, under a watched folder, resolves outside it (said once, then skipped)."""
+        if self.follow_symlinks:
+            return True
+        root = next((r for r in self.roots if r.is_dir() and r in path.parents), None)
+        if root is None or inside_root(path, root):
+            return True
+        if str(path) not in self.outside:
+            self.outside.add(str(path))
+            self.report(WatchEvent("skipped", str(path), message=escape_note(path, root)))
+        return False
 
     def sync_all(self, progress: Callable[[int], None] | None = None) -> list[WatchEvent]:
         """Import what is new in every file (the catch-up after a start or a restart)."""
@@ -286,8 +304,8 @@ class Watcher:
         for _change, raw in changes:
             path = Path(raw)
             if path.is_dir():
-                paths.update(p for p in path.rglob("*.jsonl") if p.is_file())
-            elif transcript_file(path):
+                paths.update(p for p in path.rglob("*.jsonl") if p.is_file() and self._confined(p))
+            elif transcript_file(path) and self._confined(path):
                 paths.add(path)
         for path in sorted(paths, key=lambda p: ("subagents" in p.parts, str(p))):
             self.sync(path)

@@ -22,6 +22,8 @@ import sqlalchemy.dialects.sqlite  # noqa: F401  (imported here, not inside the 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 
+from sessionstore.credentials import hide_url_credentials
+
 from .errors import DatabaseUnavailable, ReadOnlyStore, SessionStoreError, StoreBusy
 from . import faults
 from .faults import fault_in
@@ -90,12 +92,16 @@ _ADVICE = (
 
 
 def shown_url(url: str) -> str:
-    """The URL as messages show it: the password hidden, in the user part and in query parameters alike."""
+    """The URL as messages show it: the password hidden, in the user part and in query parameters alike.
+
+    A password with an unencoded `@` parses as part of the host, so the rendered URL goes through
+    the shared URL hiding as well.
+    """
     parsed = make_url(url)
     secret = {k: "***" for k in parsed.query if "password" in k.lower()}
     if secret:
         parsed = parsed.update_query_dict(secret)
-    return parsed.render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
+    return hide_url_credentials(parsed.render_as_string(hide_password=True).replace("%2A%2A%2A", "***"))
 
 
 def cannot_open(url: str, exc: BaseException) -> DatabaseUnavailable:

@@ -11,6 +11,15 @@ class SessionNotFound(SessionStoreError, LookupError):
     """No session with that id (or unique id prefix)."""
 
 
+class AmbiguousSession(SessionNotFound):
+    """A session reference names more than one session (a source id of one, a prefix of another's id)."""
+
+    def __init__(self, message: str, reference: str, candidates: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.reference = reference
+        self.candidates = candidates
+
+
 class MessageNotFound(SessionStoreError, LookupError):
     """No message with that uuid in the session."""
 
@@ -57,6 +66,10 @@ class ReadOnlyStore(SessionStoreError):
 
 class MigrationError(SessionStoreError):
     """The schema could not be brought to the current revision."""
+
+
+class SchemaOutdated(MigrationError):
+    """A read-only open found the database at an older schema revision; only a writer or `db upgrade` upgrades."""
 
 
 class DatabaseUnavailable(SessionStoreError):

@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection, Engine
 
-from .errors import MigrationError
+from .errors import MigrationError, SchemaOutdated
 from .faults import fault
 
 MIGRATION_LOCK = 735501
@@ -162,6 +162,28 @@ def ensure_current(engine: Engine, current: str | None = None, *, known: bool = 
         )
     backup_before_upgrade(engine)
     return _run_upgrade(engine, "head", recheck=True)
+
+
+def require_current(current: str | None, shown_url: str) -> None:
+    """For a read-only open: nothing when the database is empty or at head, else a typed refusal.
+
+    A reader never upgrades (that writes, and takes a backup): it names the command that does.
+    """
+    if current is None or current == SCHEMA_HEAD:
+        return
+    head = head_revision()
+    if current == head:
+        return
+    if current not in _known_revisions():
+        raise MigrationError(
+            f"the database is at revision {current}, which this sessionstore does not know "
+            "(was it written by a newer version?)"
+        )
+    raise SchemaOutdated(
+        f"the database {shown_url} is at schema revision {current}, older than this sessionstore's {head}; "
+        f"read-only commands do not upgrade it: run `sessionstore db upgrade --db {shown_url}` "
+        "(it backs the database up first), then try again"
+    )
 
 
 def _known_revisions() -> set[str]:

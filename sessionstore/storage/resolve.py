@@ -2,7 +2,9 @@
 
 Accepted, in this order: a session id; the id the source tool knows for an
 imported session (the Claude Code session id `claude --resume` takes, the
-Codex session id); a unique prefix of either, of any length. A sub-agent's
+Codex session id); a unique prefix of either, of any length. A source id that
+is also a prefix of another session's id or source id is ambiguous
+(`AmbiguousSession`, naming both): an imported file picks its own source id. A sub-agent's
 source id (`<session>/agent-<id>`) is matched by a prefix only when the
 prefix reaches into it (holds the `/`), so a Claude Code id prefix names the
 main session, not its sub-agents. Prefixes are matched literally: `%`, `_`
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import SessionNotFound
+from .errors import AmbiguousSession, SessionNotFound
 
 if TYPE_CHECKING:
     from .db import Database
@@ -37,17 +39,32 @@ def resolve_session_id(db: "Database", reference: str) -> str:
     if exact is not None:
         return str(exact[0])
     by_source = {str(r[0]) for r in db.all("SELECT session_id FROM imports WHERE source_key = :r", {"r": reference})}
-    if len(by_source) == 1:
-        return by_source.pop()
     if len(by_source) > 1:
-        raise SessionNotFound(f"source id {reference!r} names {len(by_source)} imported sessions; use a session id")
+        raise AmbiguousSession(f"source id {reference!r} names {len(by_source)} imported sessions; use a session id",
+                               reference, tuple(sorted(by_source)))
     found = _prefix_matches(db, reference)
+    if len(by_source) == 1:
+        return _source_unless_shadowing(reference, by_source.pop(), found)
     if len(found) > 1:
-        raise SessionNotFound(f"session id prefix {reference!r} is ambiguous (it starts {len(found)} or more "
-                              "session or source ids); type more of it")
+        raise AmbiguousSession(f"session id prefix {reference!r} is ambiguous (it starts {len(found)} or more "
+                               "session or source ids); type more of it", reference, tuple(sorted(found)))
     if not found:
         raise SessionNotFound(f"no session {reference!r} (by id, source id, or a prefix of either)")
     return found.pop()
+
+
+def _source_unless_shadowing(reference: str, source_session: str, prefixed: set[str]) -> str:
+    """The session whose source id `reference` is, unless it also starts another session's id.
+
+    An imported file chooses its own source id: one equal to the prefix `sessions` shows for
+    another session would otherwise silently take that session's place.
+    """
+    others = sorted(prefixed - {source_session})
+    if not others:
+        return source_session
+    raise AmbiguousSession(f"session reference {reference!r} is ambiguous: it is the source id of session "
+                           f"{source_session} and starts the id of session {others[0]}; use a full session id",
+                           reference, (source_session, *others))
 
 
 def _check(reference: str) -> None:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from .config import Config, default_db_url
 from .db import Database, open_database, shown_url
-from .errors import MigrationError, SessionNotFound, SessionStoreError
-from .migrate import SCHEMA_HEAD, ensure_current, stored_revision
+from .errors import SessionNotFound, SessionStoreError
+from .migrate import SCHEMA_HEAD, ensure_current, require_current, stored_revision
 from .resolve import resolve_session_id
 from .session import Session
 
@@ -35,10 +35,11 @@ class SessionStore:
              read_only: bool = False) -> "SessionStore":
         """Open (creating if needed) the store at `url`, default `SESSIONSTORE_DB_URL` or XDG.
 
-        `read_only`: the store's connection refuses every write (see `open_database`), the schema
-        is never upgraded (a store not at this version's revision is refused, naming
-        `sessionstore db upgrade`), and only the derived search index is written, through a
-        second connection that may write nothing else (`index_db`).
+        `read_only` (every reader: the MCP server, view, search, export...): the store's connection
+        refuses every write (see `open_database`); a database at an older schema revision is not
+        upgraded, SchemaOutdated names `sessionstore db upgrade` instead (an empty database still
+        gets its schema, through a short-lived writable connection); and only the derived search
+        index is written, through a second connection that may write nothing else (`index_db`).
         """
         config = config or Config.from_env()
         url = url or default_db_url()
@@ -48,11 +49,12 @@ class SessionStore:
             current = stored_revision(db.conn)
             if current != SCHEMA_HEAD:
                 try:
-                    if read_only:
-                        raise MigrationError(
-                            f"the database {shown_url(url)} is at schema revision {current or 'none'}, and this "
-                            f"version reads {SCHEMA_HEAD}: run `sessionstore db upgrade` first")
-                    ensure_current(db.engine, current, known=True)
+                    if read_only and current is not None:
+                        require_current(current, shown_url(url))
+                    elif read_only:
+                        _create_schema(url, config)
+                    else:
+                        ensure_current(db.engine, current, known=True)
                 except BaseException:
                     db.close()
                     db.engine.dispose()
@@ -213,6 +215,16 @@ def _session_dict(row: Any) -> dict[str, Any]:
         "parent_id": row[7],
         "metadata": json.loads(row[8] or "{}"),
     }
+
+
+def _create_schema(url: str, config: Config) -> None:
+    """Give an empty database its schema through a writable connection of its own (for a read-only open)."""
+    writer = open_database(url, busy_timeout_ms=config.busy_timeout_ms, write_retries=config.write_retries)
+    try:
+        ensure_current(writer.engine, stored_revision(writer.conn), known=True)
+    finally:
+        writer.close()
+        writer.engine.dispose()
 
 
 #: SQLite authorizer actions that change a table's rows.
