@@ -182,7 +182,8 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, *, read_only: bool =
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # A read-only connection takes no write lock (SQLite refuses IMMEDIATE under query_only).
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 class Database:

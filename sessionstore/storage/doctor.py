@@ -116,7 +116,7 @@ def check(store: "SessionStore", session_id: str | None = None) -> Report:
 
 def search_problems(store: "SessionStore", session_id: str | None = None) -> list[Problem]:
     """The search index against the transcript: every message up to each mark indexed once, as it reads now."""
-    found = index_problems(store.db, session_id, store.config.search_max_chars)
+    found = index_problems(store.index_db, session_id, store.config.search_max_chars)
     return [Problem(code, message, sid, repairable=True) for code, message, sid in found]
 
 
