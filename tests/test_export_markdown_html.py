@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import io
+from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
@@ -111,7 +112,7 @@ def test_the_whole_export_renders_every_payload_as_text(store: SessionStore) -> 
     assert "&lt;img" in page and "&lt;script" in page and "&lt;a href" in page
 
 
-def test_an_imported_tool_name_cannot_break_out_of_its_code_span(store: SessionStore, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_an_imported_tool_name_cannot_break_out_of_its_code_span(store: SessionStore, tmp_path: Path) -> None:
     from sessionstore.interchange.importing import import_paths
     from tests.support.hostile import write_claude_code
 

@@ -98,9 +98,15 @@ def test_the_payloads_are_shown_as_text_not_dropped(hostile: Hostile, capsys: py
     assert "[link=https://evil.example]x[/link]" in shown and "[/]" in shown
 
 
-def test_colour_codes_are_dropped_and_their_text_kept(hostile: Hostile, capsys: pytest.CaptureFixture[str]) -> None:
-    shown = run_cli(capsys, "recall", hostile.native, "-q", NEEDLE, "--db", hostile.url).out
-    assert "red" in shown and "\\x1b[31m" not in shown
+def test_colour_codes_are_dropped_and_their_text_kept(hostile: Hostile, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`...\\x07\x1b[31mred\x1b[0m` in a search snippet prints as `...\\x07red`: the colour code is dropped."""
+    from sessionstore.cli import common
+
+    monkeypatch.setattr(common.console, "_width", 400)
+    shown = run_cli(capsys, "search", "alert(3)", "--db", hostile.url).out
+    assert "\\x07red" in shown
+    assert "\x1b[31m" not in shown and "\\x1b[31m" not in shown, "dropped, neither sent nor shown"
 
 
 def test_markdown_export_to_stdout_is_clean(hostile: Hostile, capsys: pytest.CaptureFixture[str]) -> None:
