@@ -100,6 +100,25 @@ def _shell_quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'" if re.search(r"[^\w@%+=:,./-]", text) else text
 
 
+def resume_command(session: "Session", *, db_option: str = "") -> str:
+    """The command that continues the session where it came from.
+
+    An imported Claude Code or Codex session whose transcript the store has not grown
+    past the import resumes in its tool, by its own id, from its working directory;
+    anything else (native sessions, forks, sub-agents, sessions continued here)
+    resumes in `sessionstore chat`.
+    """
+    row = session.db.one("SELECT source, source_key FROM imports WHERE session_id = :id", {"id": session.id})
+    grown = session.last_seq > int(session.metadata.get("imported_last_seq") or 0)
+    if row is not None and not grown and "/" not in row[1]:
+        where = f"cd {_shell_quote(session.cwd)} && " if session.cwd and os.path.isabs(session.cwd) else ""
+        if row[0] == "claude-code":
+            return f"{where}claude --resume {row[1]}"
+        if row[0] == "codex":
+            return f"{where}codex resume {row[1]}"
+    return f"sessionstore chat {session.id}{db_option}"
+
+
 # ----------------------------------------------------------------- Claude Code
 
 
