@@ -14,6 +14,7 @@ from sessionstore.interchange.importing import import_file
 from sessionstore.storage import history as hist
 from sessionstore.storage.doctor import check
 from sessionstore.storage.fork import InvalidForkPoint, ancestry, forks_of, lineage
+from sessionstore.storage.replacements import load_replacements
 from sessionstore.storage.session import Session
 from sessionstore.storage.view import to_api_messages
 from tests.support.messages import conversation
@@ -87,6 +88,7 @@ def test_fork_at_each_message_is_the_view_as_it_stood_right_after_it(store: Sess
     s, recorded = recorded_session(store)
     assert any(e[-1] for _, view, _ in recorded for e in view), "the pipeline cleared some results"
     before = parent_state(s)
+    parent_decisions = load_replacements(store.db, s.id)
     forked = refused = 0
     for uuid, view, inside_round in recorded:
         if inside_round:
@@ -97,6 +99,11 @@ def test_fork_at_each_message_is_the_view_as_it_stood_right_after_it(store: Sess
             continue
         f = s.fork(at=uuid)
         assert shown(f.active_entries()) == view, uuid
+        replaced = {b["tool_use_id"] for e in f.active_entries() if e.replaced for b in e.content
+                    if b.get("type") == "tool_result" and b not in e.message.content}
+        decisions = load_replacements(store.db, f.id)
+        assert set(decisions) == replaced, uuid
+        assert all(decisions[t] == parent_decisions[t] for t in replaced)
         assert f.active_view() == to_api_messages(f.active_entries())
         info = lineage(store.db, f.id)
         assert info is not None and (info.kind, info.message_uuid, info.parent_id) == ("message", uuid, s.id)

@@ -300,7 +300,7 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
     db.insert_rows("view_entries", ("session_id", "valid_from", "key", "seq", "valid_to", "content_json", "tokens"),
                    [(fork_id, 0, (i + 1) * KEY_GAP, i + 1, None, replaced[i], entries[i].tokens)
                     for i in range(explicit)])
-    tools = sorted({t for e in entries if e.replaced and e.role == "user" for t in tool_result_ids(e.content)})
+    tools = sorted({t for e in entries if e.replaced and e.role == "user" for t in _replaced_results(e)})
     db.executemany(_COPY_REPLACEMENT, [{"fork": fork_id, "parent": parent.id, "tool": t} for t in tools])
     tail = tail_state_for(db, fork_id, [(i + 1, replaced[i]) for i in range(len(entries))])
     db.execute(
@@ -318,6 +318,18 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
          "entries": len(entries), "now": now},
     ).close()
     return row
+
+
+def _replaced_results(entry: ViewEntry) -> list[str]:
+    """The tool_use ids whose result this entry shows differently from its message (cleared, spilled).
+
+    Only their decisions go with the fork: a decision the parent made later, for a result this
+    view still shows whole, would change the forked view on its next prepare.
+    """
+    original = {b.get("tool_use_id"): b for b in entry.message.content if isinstance(b, dict)
+                and b.get("type") == "tool_result"} if isinstance(entry.message.content, list) else {}
+    return [b["tool_use_id"] for b in entry.content if isinstance(b, dict) and b.get("type") == "tool_result"
+            and original.get(b.get("tool_use_id")) != b]
 
 
 def _explicit_prefix(entries: Sequence[ViewEntry]) -> int:
