@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .errors import MessageNotFound, SessionStoreError
+from .faults import fault_in
 from .rows import dumps
 from .types import ViewEntry
 from .validate import tool_result_ids, tool_use_ids
@@ -295,6 +296,7 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
     entries = cut.entries
     db.executemany(_COPY_MESSAGE, [{"fork": fork_id, "seq": i + 1, "parent": parent.id, "old": e.seq}
                                    for i, e in enumerate(entries)])
+    fault_in(db, "after_messages")
     explicit = _explicit_prefix(entries)
     replaced = [dumps(e.content) if e.replaced else None for e in entries]
     db.insert_rows("view_entries", ("session_id", "valid_from", "key", "seq", "valid_to", "content_json", "tokens"),
@@ -302,6 +304,7 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
                     for i in range(explicit)])
     tools = sorted({t for e in entries if e.replaced and e.role == "user" for t in _replaced_results(e)})
     db.executemany(_COPY_REPLACEMENT, [{"fork": fork_id, "parent": parent.id, "tool": t} for t in tools])
+    fault_in(db, "after_view_rows")
     tail = tail_state_for(db, fork_id, [(i + 1, replaced[i]) for i in range(len(entries))])
     db.execute(
         "UPDATE sessions SET last_seq = :last, base_seq = :base, view_version = 0, view_tokens = :tokens, "
