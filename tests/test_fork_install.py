@@ -37,6 +37,7 @@ def find_claude_session(claude_dir: Path, cwd: str, session_id: str) -> list[dic
     path = claude_dir / "projects" / re.sub(r"[^A-Za-z0-9]", "-", cwd) / f"{session_id}.jsonl"
     lines = [json.loads(raw) for raw in path.read_bytes().splitlines()]
     assert lines and all(line["sessionId"] == session_id and line["cwd"] == cwd for line in lines)
+    assert lines[0]["parentUuid"] is None and lines[0]["type"] in ("user", "system")
     by_uuid = {line["uuid"]: line for line in lines}
     chain, node = [], lines[-1]
     while node is not None:
