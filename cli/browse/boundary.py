@@ -35,7 +35,7 @@ class BoundaryScreen(Screen[None]):
         Binding("1", "tab('before')", "Before", id="tab-before"),
         Binding("2", "tab('summary')", "Summary", id="tab-summary"),
         Binding("3", "tab('kept')", "Kept", id="tab-kept"),
-        Binding("f", "fork", "Fork before ✂", id="fork"),
+        Binding("f", "fork", "Fork", id="fork"),
     ]
 
     def __init__(self, session: Session, index: int, *, total: int | None = None, seq: int | None = None):

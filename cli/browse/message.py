@@ -56,7 +56,7 @@ class MessageScreen(Screen[None]):
     BINDINGS = [
         Binding("q,escape", "app.back", "Back", id="back"),
         Binding("o", "original", "Open original", id="original"),
-        Binding("f", "fork", "Fork here", id="fork"),
+        Binding("f", "fork", "Fork", id="fork"),
     ]
 
     def __init__(self, session: Session, seq: int, *, version: int | None = None):
