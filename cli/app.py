@@ -15,8 +15,8 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd,
-               recallcmd, searchcmd, watchcmd)
+from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, forkcmd, importcmd, mcpcmd,
+               pipelinecmd, recallcmd, searchcmd, watchcmd)
 from . import secretscmd
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, cell, console, err_console,
                      one_line, open_store, preview, print_json, short_ids)
@@ -305,13 +305,13 @@ def stats_cmd(
     table.add_column("what")
     table.add_column("value", justify="right")
     for key, value in stats.items():
-        if key != "session":
+        if key != "session" and value is not None:
             label = STAT_LABELS.get(key, key.replace("_", " "))
             table.add_row(cell(label), cell(f"{value:,}" if isinstance(value, int) else value))
     console.print(table)
 
 
 for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
-                mcpcmd, evalcmd, recallcmd):
+                mcpcmd, evalcmd, recallcmd, forkcmd):
     _module.register(app)
 secretscmd.register(app)

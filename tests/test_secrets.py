@@ -124,7 +124,7 @@ def test_no_command_writes_the_key(
                  ("sessions", "--json"), ("compact", sid, "--json"), ("history", sid),
                  ("export", sid, "-f", "jsonl", "-o", "out.jsonl"), ("export", sid, "-f", "markdown", "-o", "out.md"),
                  ("export", sid, "-f", "html", "-o", "out.html"), ("doctor", "--json"), ("doctor", "--repair"),
-                 ("db", "current"), ("secrets", sid), ("secrets", "--json")):
+                 ("db", "current"), ("secrets", sid), ("secrets", "--json"), ("fork", sid, "--json")):
         run(*args)
     for args in (("prepare", sid, "--json"), ("spill", "list", sid)):
         run(*args, ok=False)

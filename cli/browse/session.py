@@ -18,6 +18,7 @@ from sessionstore.sanitize import one_line
 from sessionstore.storage import history, paging
 from sessionstore.storage.session import Session
 
+from ..forkcmd import lineage_of
 from ..tables import ellipsize, short_model, when
 from .keybar import KeyBar
 from .sources import ActiveView
@@ -64,6 +65,9 @@ class SessionScreen(Screen[None]):
         text.append(f" {ellipsize(r.title or '(untitled)', 60)}", "bold")
         text.append(one_line(f" · {r.id[:8]} · {short_model(r.model) or 'no model'} · {r.source} · "
                              f"{r.messages:,} msgs · {r.view_tokens:,} tokens · {len(self.found)} ✂"))
+        lineage = lineage_of(self.session.store, self.session.id)
+        if lineage:
+            text.append(one_line(f" · {lineage}"), "italic")
         return text
 
     def on_mount(self) -> None:
