@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from sessionstore.storage.errors import SessionStoreError
+from .copies import file_session
 from .importing import DuplicateImport, ImportConflict, LiveState, import_file
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def default_roots(environ: Mapping[str, str] | None = None) -> list[Path]:
 
 @dataclass
 class WatchEvent:
-    """What happened to one file: imported, grown, deleted, conflict, duplicate, error, waiting."""
+    """What happened to one file: imported, grown, copy, deleted, conflict, duplicate, error, waiting."""
 
     event: str
     path: str
@@ -173,6 +174,9 @@ class Watcher:
             warnings = self._hold_provisional(name, warnings)
         if result.status in ("unchanged", "waiting"):
             return None
+        if result.status == "copy":
+            return WatchEvent("copy", name, result.session_id, result.source,
+                              message="a copy of a session's source already in the store; its further lines go there")
         return WatchEvent(result.status, name, result.session_id, result.source, result.lines_added,
                           result.messages_added, self._new_warnings(name, warnings))
 
@@ -197,7 +201,7 @@ class Watcher:
         held = self.provisional.pop(name, None)
         if not held:
             return None
-        row = self.store.db.one("SELECT session_id FROM imports WHERE path = :p", {"p": name})
+        row = file_session(self.store.db, name)
         if row is None:
             return None
         uuids = list(held)
@@ -237,7 +241,7 @@ class Watcher:
         self.states.pop(name, None)
         self.held.pop(name, None)
         self.provisional.pop(name, None)
-        row = self.store.db.one("SELECT session_id, source FROM imports WHERE path = :p", {"p": name})
+        row = file_session(self.store.db, name)
         if row is None:
             return None
         event = WatchEvent("deleted", name, row[0], row[1], message="the file is gone; its session stays in the store")
