@@ -631,10 +631,11 @@ class _Writer:
             "UPDATE sessions SET last_seq = :last, base_seq = :last, view_version = :v, view_tokens = :t, "
             "explicit_count = :n, tail_state = :tail, updated_at = COALESCE(:updated, updated_at), "
             "created_at = COALESCE(:created, created_at), title = COALESCE(:title, title), "
-            "cwd = COALESCE(:cwd, cwd), model = COALESCE(:model, model), metadata_json = :meta WHERE id = :id",
+            "cwd = COALESCE(:cwd, cwd), model = COALESCE(:model, model), "
+            "context_window = COALESCE(:window, context_window), metadata_json = :meta WHERE id = :id",
             {"last": self.last_seq, "v": len(plan.boundaries), "t": self.final_tokens, "n": len(self.final_seqs),
              "tail": tail.dumps(), "updated": self.last_time, "created": None if self.existing else self.first_time,
-             "title": plan.title, "cwd": plan.cwd, "model": plan.model,
+             "title": plan.title, "cwd": plan.cwd, "model": plan.model, "window": plan.context_window,
              "meta": dumps(meta), "id": self.session_id},
         ).close()
         params = {"id": self.session_id, "s": self.source, "k": self.own_key or plan.source_session_id or self.path,

@@ -143,6 +143,8 @@ class ImportPlan:
     warnings: list[str]
     #: tool_use_id -> how many boundaries precede the clear: its result shows cleared from that view on.
     cleared: dict[str, int] = field(default_factory=dict)
+    #: The model's context window the source tool reported (Codex `model_context_window`), else None.
+    context_window: int | None = None
 
 
 def where(path: str | os.PathLike[str], line_no: int) -> str:
