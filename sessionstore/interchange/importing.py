@@ -27,6 +27,7 @@ from sessionstore.storage.gcpause import gc_paused
 from sessionstore.interchange.copies import Match, Stream, compare, file_offsets, file_session, prefix_sha, \
     record_file, stream_of
 from sessionstore.interchange.importers import open_import, sniff_source
+from sessionstore.interchange.tree import transcripts_under
 from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan, whole_lines_end
 from sessionstore.storage.rewrite import KEY_GAP, tail_state_for
 from sessionstore.storage.session import load_state
@@ -108,7 +109,7 @@ def transcript_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
             raise SessionStoreError("an empty path names no file: give a file or a folder ('.' for this one)")
         path = Path(p)
         if path.is_dir():
-            found.extend(sorted(path.rglob("*.jsonl")))
+            found.extend(transcripts_under(path))
         elif path.exists():
             found.append(path)
         else:

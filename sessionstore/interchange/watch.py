@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from sessionstore.storage.errors import SessionStoreError
 from .copies import file_session
+from .tree import transcripts_under
 from .importing import DuplicateImport, ImportConflict, LiveState, import_file
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ class Watcher:
         found: list[Path] = []
         for root in self.roots:
             if root.is_dir():
-                found.extend(p for p in root.rglob("*.jsonl") if p.is_file())
+                found.extend(p for p in transcripts_under(root) if p.is_file())
             elif root.is_file():
                 found.append(root)
         unique = dict.fromkeys(p.resolve() for p in found)
@@ -290,7 +291,7 @@ class Watcher:
         for _change, raw in changes:
             path = Path(raw)
             if path.is_dir():
-                paths.update(p for p in path.rglob("*.jsonl") if p.is_file())
+                paths.update(p for p in transcripts_under(path) if p.is_file())
             elif transcript_file(path):
                 paths.add(path)
         for path in sorted(paths, key=lambda p: ("subagents" in p.parts, str(p))):
