@@ -40,6 +40,8 @@ class BoundaryFacts:
     trigger: str
     pre_tokens: int | None = None
     preserved_segment: dict[str, str] | None = None
+    #: The compaction's kind when the line says it (our export writes it in a field Claude Code ignores).
+    kind: str | None = None
 
 
 @dataclass(slots=True)
