@@ -109,8 +109,7 @@ def print_hits(query: str, hits: list[Hit]) -> None:
             where = "active view" if hit.boundary is None else f"boundary {hit.boundary}"
             table.add_row(str(hit.seq), hit.role, (hit.timestamp or "")[:16], where, marked(hit.snippet))
         console.print(table)
-        for command in dict.fromkeys(h.open for h in group):
-            console.print(Text(f"  open: {command}"))
+        console.print(Text(f"  open: sessionstore show {sid} SEQ"))
     console.print(Text(f"{len(hits)} hit(s) in {len(groups)} session(s)"))
 
 

@@ -590,7 +590,7 @@ def _summarized(db: "Database", compaction_id: int) -> frozenset[int]:
 def _hit(row: Any, body: str, terms: list[str], boundaries: dict[tuple[str, int], int | None]) -> Hit:
     _, sid, seq, role, timestamp, uuid, title, cwd, _, active = row
     boundary = None if active else boundaries.get((sid, int(seq)))
-    command = f"sessionstore history {sid} --boundary {boundary}" if boundary else f"sessionstore view {sid}"
+    command = f"sessionstore show {sid} {uuid}"
     return Hit(session=sid, title=title, cwd=cwd, seq=int(seq), uuid=uuid, role=role, timestamp=timestamp,
                snippet=snippet(body, terms), boundary=boundary, open=command)
 
