@@ -15,8 +15,8 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd,
-               recallcmd, searchcmd, showcmd, watchcmd)
+from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, forkcmd, importcmd, mcpcmd,
+               pipelinecmd, recallcmd, searchcmd, showcmd, watchcmd)
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, console, err_console,
                      open_store, preview, print_json, short_ids)
 from .tables import sessions_table
@@ -285,12 +285,12 @@ def stats_cmd(
     table.add_column("what")
     table.add_column("value", justify="right")
     for key, value in stats.items():
-        if key != "session":
+        if key != "session" and value is not None:
             label = STAT_LABELS.get(key, key.replace("_", " "))
             table.add_row(label, f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
 
 
 for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
-                mcpcmd, evalcmd, recallcmd, showcmd):
+                mcpcmd, evalcmd, recallcmd, forkcmd, showcmd):
     _module.register(app)

@@ -161,6 +161,11 @@ def _list_boundaries(s, json_out: bool, limit: int, offset: int, full: bool = Fa
     rows = [(str(b.index), fmt_time(b.created_at), b.kind, b.trigger, f"{b.pre_tokens:,} → {b.post_tokens:,}",
              str(b.messages_summarized), preview(b.summary_line, 60)) for b in found]
     typer.echo(title)
+    from .forkcmd import lineage_of
+
+    lineage = lineage_of(s.store, s.id)
+    if lineage:
+        typer.echo(lineage)
     typer.echo(_plain_table(("#", "time", "kind", "trigger", "tokens", "summarized", "summary"), rows))
 
 
@@ -201,18 +206,39 @@ def _show_boundary(s, index: int, json_out: bool) -> None:  # type: ignore[no-un
 
 def export_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    format: Annotated[str, typer.Option("--format", "-f", help="jsonl, markdown, html or claude-code.")] = "jsonl",
+    format: Annotated[str, typer.Option("--format", "-f", help="jsonl, markdown, html, claude-code (or codex, with --install).")] = "jsonl",
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write here instead of stdout ('-').")] = None,
+    install: Annotated[bool, typer.Option("--install", help="With -f claude-code or codex: write the active view "
+                       "where that tool resumes from (a new session id) and print the resume command.")] = False,
+    claude_dir: Annotated[Optional[str], typer.Option("--claude-dir", help="With --install: Claude Code's config "
+                          "folder (default $CLAUDE_CONFIG_DIR or ~/.claude).")] = None,
+    codex_home: Annotated[Optional[str], typer.Option("--codex-home", help="With --install: Codex's home "
+                          "(default $CODEX_HOME or ~/.codex).")] = None,
     db: DbOption = None,
+    json_out: JsonOption = False,
 ) -> None:
-    """Export every message ever recorded, whatever was compacted.
+    """Export every message ever recorded, whatever was compacted; or install the view back into its tool.
 
     Examples:
 
       sessionstore export SESSION -f markdown -o session.md
 
       sessionstore export SESSION -f jsonl > session.jsonl
+
+      sessionstore export SESSION -f claude-code --install
+
+      sessionstore export SESSION -f codex --install --codex-home ~/.codex
     """
+    if install or claude_dir is not None or codex_home is not None or format == "codex":
+        from .forkcmd import install as install_view
+
+        if not install:
+            raise UsageError("--claude-dir, --codex-home and -f codex go with --install")
+        if output is not None:
+            raise UsageError("--install writes where the tool looks; it takes no --output")
+        with open_store(db) as store:
+            install_view(store, session, format, claude_dir, codex_home, json_out)
+        return
     text_formats = {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html}
     if format not in (*text_formats, "claude-code"):
         raise UsageError(f"unknown format {format!r}: use jsonl, markdown, html or claude-code")

@@ -75,7 +75,7 @@ def sessions_table(rows: list[dict[str, Any]], width: int,
     `source_id` gives an imported session's id in its source tool; the column shows when any row has one.
     """
     ids = [source_id(r) if source_id else "" for r in rows]
-    cells = [(r["id"][:8], ids[i], " ".join((r["title"] or "").split()), short_model(r["model"]),
+    cells = [(r["id"][:8], ids[i], _forked(r) + " ".join((r["title"] or "").split()), short_model(r["model"]),
               f"{r['messages']:,}", f"{r['view_tokens']:,}", short_time(r["updated_at"])) for i, r in enumerate(rows)]
     heads = ("id", "source id", "title", "model", "msgs", "tokens", "updated")
     shown = [i for i in range(len(heads)) if i != 1 or any(ids)]
@@ -94,6 +94,12 @@ def sessions_table(rows: list[dict[str, Any]], width: int,
     for c in cells:
         table.add_row(*(Text(c[i]) for i in shown))
     return table
+
+
+def _forked(row: dict[str, Any]) -> str:
+    """`⑂<parent id> ` before a fork's title (the parent's id shortened like the ids), else nothing."""
+    fork = row.get("fork")
+    return f"⑂{fork['parent_id'][:8]} " if fork else ""
 
 
 def _fixed(widths: dict[int, int], shown: list[int]) -> int:

@@ -25,6 +25,7 @@ from .storage.errors import (
     StoreBusy,
     UnknownBlockType,
 )
+from .storage.fork import ForkPoint, InvalidForkPoint, Lineage
 from .storage.search import Hit, SearchQueryError
 from .storage.session import Session
 from .storage.store import SessionStore
@@ -35,10 +36,13 @@ __all__ = [
     "ConfigError",
     "DatabaseUnavailable",
     "DuplicateUuid",
+    "ForkPoint",
     "Hit",
     "InvalidContent",
+    "InvalidForkPoint",
     "InvalidMessage",
     "InvalidRole",
+    "Lineage",
     "MessageNotFound",
     "MigrationError",
     "OrphanToolResult",

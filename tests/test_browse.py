@@ -27,6 +27,7 @@ from sessionstore.cli.browse.viewlist import PAGE, ViewList
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.pipeline import Pipeline
 from sessionstore.interchange.importing import import_paths
+from sessionstore.interchange.install import resume_command
 from sessionstore.storage import paging
 from sessionstore.storage.history import boundaries
 from sessionstore.storage.spill import list_spills, spill_original
@@ -429,7 +430,7 @@ def test_y_copies_the_resume_command(corpus: Corpus) -> None:
         seen["session"] = pilot.app.clipboard
 
     drive(make_app(corpus.url), steps)
-    expected = f"sessionstore chat {session_id} --db {corpus.store.display_url}"
+    expected = resume_command(corpus.store.get(session_id), db_option=f" --db {corpus.store.display_url}")
     assert seen["sessions"] == seen["session"] == expected
 
 

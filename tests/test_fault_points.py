@@ -181,6 +181,39 @@ def test_every_point_of_a_session_write_leaves_the_old_or_the_new_state(store_ur
     print(f"\n{case}: {len(points)} fault points reached on {store_url.split(':')[0]}")
 
 
+def test_every_point_of_a_fork_leaves_no_fork_or_a_whole_one(store_url: str) -> None:
+    """Killed before COMMIT: no session, message, view row or lineage of a fork; after: the whole fork."""
+    points = _points("fork")
+    assert points
+    tables = ("sessions", "messages", "view_entries", "replacements", "session_forks")
+
+    def counts(store: SessionStore) -> dict[str, int]:
+        return {t: int(store.db.one(f"SELECT COUNT(*) FROM {t}")[0]) for t in tables}
+
+    for point in points:
+        with SessionStore.open(store_url) as store:
+            sid = CASES["rewrite.microcompact"].setup(store)
+            CASES["rewrite.microcompact"].run(store, sid)
+            parent = session_state(store, sid)
+            before = counts(store)
+            expected = [(e.uuid, e.content, e.tokens, e.replaced) for e in store.get(sid).active_entries()]
+        _assert_killed_at(_fork(store_url, point, lambda st, sid=sid: st.get(sid).fork()), point, store_url)
+        with SessionStore.open(store_url) as store:
+            assert session_state(store, sid) == parent, point
+            forks = [r[0] for r in store.db.all("SELECT session_id FROM session_forks WHERE parent_id = :p",
+                                                {"p": sid})]
+            if point.endswith(".after_commit"):
+                assert len(forks) == 1, point
+                made = store.get(forks[0])
+                assert [(e.uuid, e.content, e.tokens, e.replaced) for e in made.active_entries()] == expected
+            else:
+                assert forks == [] and counts(store) == before, point
+            assert doctor.check(store).problems == [], point
+            store.delete(sid)
+            for fork_id in forks:
+                store.delete(fork_id)
+
+
 # ------------------------------------------------------------------ import
 
 

@@ -14,6 +14,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from sessionstore import SessionStore
+from sessionstore.sanitize import one_line
 from sessionstore.storage.config import default_db_url
 
 from .exporting import export_to_file
@@ -92,15 +93,29 @@ class BrowseApp(App[None]):
     # ------------------------------------------------------------------ verbs
 
     def resume_command(self, session_id: str) -> str:
-        """The command that resumes the session in the agent REPL."""
+        """The command that resumes the session where it came from: Claude Code, Codex, or the agent REPL."""
+        from sessionstore.interchange.install import resume_command
+
         db = "" if self.store.url == default_db_url() else f" --db {self.store.display_url}"
-        return f"sessionstore chat {session_id}{db}"
+        return resume_command(self.store.get(session_id), db_option=db)
+
+    def fork(self, session_id: str, *, at: int | None = None, before_boundary: int | None = None) -> None:
+        """Fork the session (right after message seq `at`, or before boundary K) and open the fork."""
+        from sessionstore import SessionStoreError
+
+        try:
+            made = self.store.get(session_id).fork(at, before_boundary=before_boundary)
+        except SessionStoreError as exc:  # shown to the person, never raised into the UI
+            self.notify(one_line(str(exc)), title="cannot fork here", severity="error")
+            return
+        self.notify(f"{made.id} (sessionstore chat {made.id[:8]})", title="forked")
+        self.open_session(made.id)
 
     def copy_resume(self, session_id: str) -> None:
         """Copy the resume command to the terminal's clipboard and show it."""
         command = self.resume_command(session_id)
         self.copy_to_clipboard(command)
-        self.notify(command, title="copied")
+        self.notify(one_line(command), title="copied")
 
     def ask_export(self, session_id: str) -> None:
         """Pick a format and a file, then export the whole session in the background."""

@@ -35,6 +35,7 @@ class BoundaryScreen(Screen[None]):
         Binding("1", "tab('before')", "Before", id="tab-before"),
         Binding("2", "tab('summary')", "Summary", id="tab-summary"),
         Binding("3", "tab('kept')", "Kept", id="tab-kept"),
+        Binding("f", "fork", "Fork before ✂", id="fork"),
     ]
 
     def __init__(self, session: Session, index: int, *, total: int | None = None, seq: int | None = None):
@@ -103,6 +104,10 @@ class BoundaryScreen(Screen[None]):
         from .message import MessageScreen
 
         self.app.push_screen(MessageScreen(self.session, event.row.seq, version=event.view_list.source.version))
+
+    def action_fork(self) -> None:
+        """A new session holding exactly the view before this boundary (undo the compaction, apart)."""
+        self.app.fork(self.session.id, before_boundary=self.index)  # type: ignore[attr-defined]
 
     def action_move(self, step: int) -> None:
         target = self.index + step

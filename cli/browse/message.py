@@ -56,6 +56,7 @@ class MessageScreen(Screen[None]):
     BINDINGS = [
         Binding("q,escape", "app.back", "Back", id="back"),
         Binding("o", "original", "Open original", id="original"),
+        Binding("f", "fork", "Fork here", id="fork"),
     ]
 
     def __init__(self, session: Session, seq: int, *, version: int | None = None):
@@ -143,6 +144,10 @@ class MessageScreen(Screen[None]):
         if action == "original":
             return bool(self.spills)
         return True
+
+    def action_fork(self) -> None:
+        """A new session holding the view as it stood right after this message."""
+        self.app.fork(self.session.id, at=self.shown.message.seq)  # type: ignore[attr-defined]
 
     def action_original(self) -> None:
         if self.spills:

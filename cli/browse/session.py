@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Static
 from sessionstore.storage import history, paging
 from sessionstore.storage.session import Session
 
+from ..forkcmd import lineage_of
 from ..tables import ellipsize, short_model, when
 from .keybar import KeyBar
 from .sources import ActiveView
@@ -63,6 +64,9 @@ class SessionScreen(Screen[None]):
         text.append(f" {ellipsize(r.title or '(untitled)', 60)}", "bold")
         text.append(f" · {r.id[:8]} · {short_model(r.model) or 'no model'} · {r.source} · {r.messages:,} msgs · "
                     f"{r.view_tokens:,} tokens · {len(self.found)} ✂")
+        lineage = lineage_of(self.session.store, self.session.id)
+        if lineage:
+            text.append(f" · {lineage}", "italic")
         return text
 
     def on_mount(self) -> None:

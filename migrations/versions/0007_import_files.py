@@ -8,7 +8,7 @@ so a lagging copy is recognised as such without being read again, and a longer c
 same session. Existing `imports` rows are copied as their file's row.
 
 Revision ID: 0007
-Revises: 0004
+Revises: 0005
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from alembic import op
 BigInt = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 revision: str = "0007"
-down_revision: str | None = "0004"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

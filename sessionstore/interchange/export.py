@@ -28,6 +28,16 @@ if TYPE_CHECKING:
 FORMATS = ("jsonl", "markdown", "html", "claude-code")
 
 
+def fork_note(session: "Session") -> str | None:
+    """`forked from <parent> <point>` for a fork (what its exports say in their header), else None."""
+    from sessionstore.storage.fork import lineage
+
+    info = lineage(session.db, session.id)
+    if info is None:
+        return None
+    return f"forked from {info.parent_id}{'' if info.parent_exists else ' (deleted)'} {info.point}"
+
+
 def export_jsonl(session: "Session", out: TextIO) -> int:
     """Write one JSON line per transcript message (StoredMessage.to_dict's shape); returns the count.
 
@@ -60,6 +70,9 @@ def export_markdown(session: "Session", out: TextIO) -> int:
     by_seq = {b.boundary_seq: b for b in boundaries(session)}
     summary_seqs = {b.summary_seq for b in by_seq.values() if b.summary_seq is not None}
     out.write(f"# {session.title or 'Session'} ({session.id})\n\n")
+    note = fork_note(session)
+    if note:
+        out.write(f"> {note}\n\n")
     count = 0
     for message in session.transcript():
         count += 1
@@ -336,7 +349,9 @@ def export_html(session: "Session", out: TextIO) -> int:
         marks.append({"index": b.index, "uuid": b.boundary_uuid, "seq": b.boundary_seq, "kind": b.kind,
                       "trigger": b.trigger, "pre_tokens": b.pre_tokens, "post_tokens": b.post_tokens,
                       "summary": b.summary or "", "summarized_seqs": ranges.get(b.id)})
-    return render_html_rows(out, title=session.title or session.id, rows=_html_rows(session), boundaries=marks,
+    note = fork_note(session)
+    title = (session.title or session.id) + (f" ({note})" if note else "")
+    return render_html_rows(out, title=title, rows=_html_rows(session), boundaries=marks,
                             token_points=token_points(session, found=found))
 
 

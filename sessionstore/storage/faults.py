@@ -59,6 +59,7 @@ POINTS: tuple[str, ...] = (
     "import.after_finish", "import.before_commit", "import.after_commit",
     "doctor.repair.begin", "doctor.repair.after_session_row", "doctor.repair.before_commit",
     "doctor.repair.after_commit",
+    "fork.begin", "fork.after_messages", "fork.after_view_rows", "fork.before_commit", "fork.after_commit",
     "migration.begin", "migration.before_commit", "migration.after_commit",
 )
 

@@ -303,6 +303,35 @@ class SearchMarkRow(Base):
     indexed_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
 
 
+class SessionForkRow(Base):
+    """A fork's lineage: the session it was forked from and the point of the cut.
+
+    `parent_id` has no foreign key on purpose: the record outlives a deleted parent, so a fork
+    still says where it came from (its own copy of the view keeps it whole).
+    """
+
+    __tablename__ = "session_forks"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    parent_id: Mapped[str] = mapped_column(String(36), nullable=False)
+    #: message (`--at`), boundary (`--before-boundary`) or current (the parent's active view).
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    #: The parent's view version the fork's view was read from.
+    view_version: Mapped[int] = mapped_column(Integer, nullable=False)
+    #: kind message: the parent message the view was cut right after.
+    message_uuid: Mapped[str | None] = mapped_column(String(100))
+    message_seq: Mapped[int | None] = mapped_column(BigInt)
+    #: kind boundary: the parent's boundary K whose view-before the fork holds.
+    boundary_index: Mapped[int | None] = mapped_column(Integer)
+    #: How many entries the forked view holds.
+    entries: Mapped[int] = mapped_column(Integer, nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+    __table_args__ = (Index("ix_session_forks_parent_id", "parent_id"),)
+
+
 #: The search index's engine-specific tables (SQLite FTS5 and its shadow tables, PostgreSQL's
 #: tsvector table): written by revision 0002 in raw DDL, so they have no model here.
 SEARCH_INDEX_TABLES = ("search_rows", "search_fts", "search_docs")

@@ -200,6 +200,18 @@ class Session:
             self._texts.extend((m.role, text) for m, text in zip(stored, texts))
             self._texts_at = (state.view_version, state.last_seq)
 
+    def fork(self, at: str | int | None = None, *, before_boundary: int | None = None,
+             title: str | None = None) -> "Session":
+        """A new session whose view is this one's: right after message `at` (seq, uuid or unique uuid
+        prefix), exactly before boundary `before_boundary`, or (neither) the active view.
+
+        The fork records its lineage (`sessionstore.storage.fork.lineage`); a cut that would orphan a
+        tool_use or split a streamed response raises `InvalidForkPoint` naming the nearest valid points.
+        """
+        from .fork import fork
+
+        return fork(self, at=at, before_boundary=before_boundary, title=title)
+
     # ------------------------------------------------------------------ reads
 
     def refresh_state(self) -> ViewState:

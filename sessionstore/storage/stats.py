@@ -12,6 +12,9 @@ if TYPE_CHECKING:
 STAT_LABELS = {
     "spilled_now": "spilled now (view shows the preview)",
     "spilled_ever": "spilled ever (as `spill list` shows)",
+    "forked_from": "forked from",
+    "fork_point": "fork point",
+    "forks": "forks made from it",
 }
 
 
@@ -46,4 +49,15 @@ def session_stats(session: "Session") -> dict[str, Any]:
         "boundaries": int(boundaries),
         "spilled_now": int(spilled_now),
         "spilled_ever": int(spilled_ever),
+        **_lineage_stats(session),
     }
+
+
+def _lineage_stats(session: "Session") -> dict[str, Any]:
+    """Where the session was forked from (None when it is no fork) and how many forks were made from it."""
+    from .fork import lineage
+
+    info = lineage(session.db, session.id)
+    forks = session.db.one("SELECT COUNT(*) FROM session_forks WHERE parent_id = :id", {"id": session.id})[0]
+    return {"forked_from": info.parent_id if info else None, "fork_point": info.point if info else None,
+            "forks": int(forks)}

@@ -144,7 +144,7 @@ class SessionStore:
             info["source"] = row[12]
             info["source_id"] = row[13]
             out.append(info)
-        return out
+        return _with_lineage(self.db, out)
 
     def search(self, query: str, **filters: Any) -> "list[Hit]":
         """Messages of every session matching `query`, best first; filters: session, role, since, cwd, in_, limit."""
@@ -164,6 +164,17 @@ class SessionStore:
             db.execute("DELETE FROM sessions WHERE id = :id", {"id": session.id}).close()
 
         self.db.run_write(remove)
+
+
+def _with_lineage(db: Database, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each listed session with `fork`: its lineage (parent, kind, point) when it is a fork, else None."""
+    from .fork import lineages
+
+    found = lineages(db, [r["id"] for r in rows])
+    for row in rows:
+        info = found.get(row["id"])
+        row["fork"] = info.to_dict() if info is not None else None
+    return rows
 
 
 def _session_dict(row: Any) -> dict[str, Any]:

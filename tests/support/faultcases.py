@@ -166,7 +166,7 @@ CASES: dict[str, Case] = {c.name: c for c in [
 
 def case_for(point: str) -> str:
     """The case whose operation reaches `point` (the longest matching prefix)."""
-    names = [name for name in [*CASES, "import", "migration"] if point.startswith(name + ".")]
+    names = [name for name in [*CASES, "import", "migration", "fork"] if point.startswith(name + ".")]
     return max(names, key=len)
 
 

@@ -1,0 +1,401 @@
+"""Forks: a new session whose view is a view another session had, with a record of where it came from.
+
+A fork holds its own copy of the forked view's messages (same uuids, envelopes and
+content bytes, renumbered 1..n in view order) and of the replaced content its entries
+showed. Cost and bytes follow the forked view, never the parent's history. The copy is
+what lets a fork outlive its parent: messages are per-session rows that a deleted
+session takes with it, so a fork that referenced them would lose its view with the
+parent. Everything the parent recorded outside the view (what earlier compactions
+summarized) stays with the parent, reachable through the lineage row.
+
+The cut: `at` a message gives the view as it stood right after that message (the
+temporal rows of the version the message was recorded in, cut after its entry);
+`before_boundary` K gives exactly the view before boundary K; neither gives the
+active view. A cut that would leave a tool_use without its result, or split one
+streamed response, is refused with the nearest valid points on either side.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid as uuid_mod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from .errors import MessageNotFound, SessionStoreError
+from .faults import fault_in
+from .rows import dumps
+from .types import ViewEntry
+from .validate import tool_result_ids, tool_use_ids
+
+if TYPE_CHECKING:
+    from .db import Database
+    from .session import Session
+
+#: Gap between the sort keys of a fork's view rows (the same spacing rewrites use).
+KEY_GAP = 1 << 16
+
+#: The kinds of cut a lineage row records.
+KINDS = ("message", "boundary", "current")
+
+_COPIED_COLUMNS = (
+    "uuid, parent_uuid, role, type, subtype, timestamp, api_message_id, usage_json, is_meta, "
+    "is_compact_summary, metadata_json, content_json, tokens"
+)
+_COPY_MESSAGE = (
+    f"INSERT INTO messages (session_id, seq, {_COPIED_COLUMNS}) "
+    f"SELECT :fork, :seq, {_COPIED_COLUMNS} FROM messages WHERE session_id = :parent AND seq = :old"
+)
+_COPY_REPLACEMENT = (
+    "INSERT INTO replacements (session_id, tool_use_id, kind, replacement, blob_sha256, original_size, created_at) "
+    "SELECT :fork, tool_use_id, kind, replacement, blob_sha256, original_size, created_at FROM replacements "
+    "WHERE session_id = :parent AND tool_use_id = :tool"
+)
+_LINEAGE_COLUMNS = (
+    "f.session_id, f.parent_id, f.kind, f.view_version, f.message_uuid, f.message_seq, f.boundary_index, "
+    "f.entries, f.created_at, p.id, p.title"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ForkPoint:
+    """A message of the parent after which a fork may be cut."""
+
+    uuid: str
+    seq: int
+
+    def __str__(self) -> str:
+        return f"{self.uuid} (seq {self.seq})"
+
+
+class InvalidForkPoint(SessionStoreError, ValueError):
+    """The cut would leave the fork's view invalid for the API; `nearest` holds the valid points around it."""
+
+    def __init__(self, message: str, nearest: Sequence[ForkPoint] = ()):
+        super().__init__(message)
+        self.nearest = list(nearest)
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """Where a fork came from: its parent, the kind of cut and the point."""
+
+    session_id: str
+    parent_id: str
+    kind: str
+    view_version: int
+    message_uuid: str | None
+    message_seq: int | None
+    boundary_index: int | None
+    entries: int
+    created_at: float
+    #: False once the parent was deleted (the fork stays whole).
+    parent_exists: bool
+    parent_title: str | None
+
+    @property
+    def point(self) -> str:
+        """The cut in words: `at <uuid>`, `before boundary K` or `current view`."""
+        if self.kind == "message":
+            return f"at {self.message_uuid}"
+        if self.kind == "boundary":
+            return f"before boundary {self.boundary_index}"
+        return f"current view (version {self.view_version})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON shape (`sessions --json`, `history --json` header, `stats --json`)."""
+        return {
+            "parent_id": self.parent_id,
+            "parent_exists": self.parent_exists,
+            "kind": self.kind,
+            "view_version": self.view_version,
+            "message_uuid": self.message_uuid,
+            "message_seq": self.message_seq,
+            "boundary_index": self.boundary_index,
+            "entries": self.entries,
+            "created_at": self.created_at,
+        }
+
+
+@dataclass(slots=True)
+class _Cut:
+    """The view a fork will hold and where it was read from."""
+
+    entries: list[ViewEntry]
+    kind: str
+    view_version: int
+    message_uuid: str | None = None
+    message_seq: int | None = None
+    boundary_index: int | None = None
+
+
+def fork(parent: "Session", *, at: str | int | None = None, before_boundary: int | None = None,
+         title: str | None = None) -> "Session":
+    """A new session holding the parent's view at `at` / before boundary `before_boundary` / now.
+
+    One transaction, with the parent's row locked so no rewrite moves the view while it is read.
+    """
+    from .session import Session
+
+    if at is not None and before_boundary is not None:
+        raise SessionStoreError("fork at a message or before a boundary, not both")
+    if title is not None and "\x00" in title:
+        raise SessionStoreError("title contains a NUL character")
+    fork_id = str(uuid_mod.uuid4())
+
+    def body(db: "Database") -> dict[str, Any]:
+        cut = _read_cut(parent, at, before_boundary)
+        return _write_fork(db, parent, fork_id, cut, title)
+
+    try:
+        row = parent.db.run_write(body, session_id=parent.id, point="fork")
+    finally:
+        parent.invalidate()
+    return Session(parent.store, row)
+
+
+def _read_cut(parent: "Session", at: str | int | None, before_boundary: int | None) -> _Cut:
+    """The entries the fork will hold, read from the parent's temporal view rows."""
+    from . import history
+
+    if before_boundary is not None:
+        version, floor = history.boundary_floor(parent, before_boundary)
+        return _Cut(history._view_at(parent, version, floor), "boundary", version, boundary_index=int(before_boundary))
+    state = parent.refresh_state()
+    if at is None:
+        return _Cut(parent.active_entries(), "current", state.view_version)
+    seq, uuid = resolve_message(parent, at)
+    version = state.view_version if seq > state.base_seq else _first_version(parent, seq)
+    if version is None:
+        raise InvalidForkPoint(f"message {uuid} (seq {seq}) never entered a view of session {parent.id}; "
+                               "fork at a message that did", _nearest_in_transcript(parent, seq))
+    entries = history.view_at(parent, version)
+    index = next((i for i, e in enumerate(entries) if e.seq == seq), None)
+    if index is None:  # unreachable for a consistent store: the version was found by this message's row
+        raise InvalidForkPoint(f"message {uuid} (seq {seq}) is not in view version {version}")
+    _check_cut(entries, index)
+    return _Cut(entries[:index + 1], "message", version, message_uuid=uuid, message_seq=seq)
+
+
+def resolve_message(session: "Session", given: str | int) -> tuple[int, str]:
+    """(seq, uuid) of the message `given` names: a seq (an int or a string of digits), a uuid, or a unique uuid prefix."""
+    text = str(given).strip()
+    if not text:
+        raise MessageNotFound("a message is named by its seq, its uuid or a unique prefix of the uuid; got nothing")
+    if isinstance(given, int) or text.isdigit():
+        row = session.db.one("SELECT seq, uuid FROM messages WHERE session_id = :id AND seq = :seq",
+                             {"id": session.id, "seq": min(int(text), 2**63 - 1)})
+        if row is None:
+            raise MessageNotFound(f"session {session.id} has no message with seq {text}")
+        return int(row[0]), row[1]
+    row = session.db.one("SELECT seq, uuid FROM messages WHERE session_id = :id AND uuid = :uuid",
+                         {"id": session.id, "uuid": text})
+    if row is not None:
+        return int(row[0]), row[1]
+    rows = session.db.all(
+        "SELECT seq, uuid FROM messages WHERE session_id = :id AND substr(uuid, 1, :n) = :p ORDER BY seq LIMIT 3",
+        {"id": session.id, "n": len(text), "p": text},
+    )
+    if not rows:
+        raise MessageNotFound(f"no message {text!r} in session {session.id} (by seq, uuid, or a prefix of a uuid)")
+    if len(rows) > 1:
+        raise MessageNotFound(f"message uuid prefix {text!r} is ambiguous in session {session.id} "
+                              f"({', '.join(r[1] for r in rows[:2])}, ...); give more characters")
+    return int(rows[0][0]), rows[0][1]
+
+
+def _first_version(parent: "Session", seq: int) -> int | None:
+    """The view version in which message `seq` entered the view: its oldest temporal row."""
+    row = parent.db.one("SELECT MIN(valid_from) FROM view_entries WHERE session_id = :id AND seq = :seq",
+                        {"id": parent.id, "seq": seq})
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def valid_cuts(entries: Sequence[ViewEntry]) -> list[bool]:
+    """For each entry, whether a view cut right after it is whole for the API.
+
+    A cut is whole when every tool_use before it has its result before it and it does not
+    fall between two stored pieces of one streamed response.
+    """
+    pending: set[str] = set()
+    out = []
+    for i, entry in enumerate(entries):
+        if entry.role == "assistant":
+            pending.update(tool_use_ids(entry.content))
+        elif entry.role == "user":
+            pending.difference_update(tool_result_ids(entry.content))
+        following = entries[i + 1] if i + 1 < len(entries) else None
+        api_id = entry.message.api_message_id
+        split = (following is not None and entry.role == "assistant" and following.role == "assistant"
+                 and api_id is not None and following.message.api_message_id == api_id)
+        out.append(not pending and not split)
+    return out
+
+
+def _check_cut(entries: list[ViewEntry], index: int) -> None:
+    """Raise InvalidForkPoint, naming the nearest valid cuts, unless the cut after `index` is whole."""
+    ok = valid_cuts(entries)
+    if ok[index]:
+        return
+    before = next((i for i in range(index - 1, -1, -1) if ok[i]), None)
+    after = next((i for i in range(index + 1, len(entries)) if ok[i]), None)
+    nearest = [ForkPoint(entries[i].uuid, entries[i].seq) for i in (before, after) if i is not None]
+    target = entries[index]
+    why = _why_not(entries, index)
+    shown = "; nearest valid points: " + ", ".join(
+        f"{label} {p}" for label, p in zip(
+            [lbl for lbl, i in (("before", before), ("after", after)) if i is not None], nearest)
+    ) if nearest else "; no message of that view is a valid point"
+    raise InvalidForkPoint(f"cannot fork right after message {target.uuid} (seq {target.seq}): {why}{shown}",
+                           nearest)
+
+
+def _why_not(entries: list[ViewEntry], index: int) -> str:
+    """Why the cut after `index` is not whole, in words."""
+    pending: list[str] = []
+    for entry in entries[:index + 1]:
+        if entry.role == "assistant":
+            pending += tool_use_ids(entry.content)
+        elif entry.role == "user":
+            answered = set(tool_result_ids(entry.content))
+            pending = [p for p in pending if p not in answered]
+    if pending:
+        return f"tool_use {', '.join(pending[:3])} would have no tool_result"
+    return "it would split one streamed assistant response"
+
+
+def _nearest_in_transcript(parent: "Session", seq: int) -> list[ForkPoint]:
+    """The closest messages before and after `seq` that did enter a view (suggestions only)."""
+    out = []
+    for op, order in (("<", "DESC"), (">", "ASC")):
+        row = parent.db.one(
+            f"SELECT m.seq, m.uuid FROM messages m WHERE m.session_id = :id AND m.seq {op} :seq AND EXISTS "
+            "(SELECT 1 FROM view_entries v WHERE v.session_id = m.session_id AND v.seq = m.seq) "
+            f"ORDER BY m.seq {order} LIMIT 1",
+            {"id": parent.id, "seq": seq},
+        )
+        if row is not None:
+            out.append(ForkPoint(row[1], int(row[0])))
+    return out
+
+
+def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, title: str | None) -> dict[str, Any]:
+    """Insert the fork's session row, its copy of the view, its replacements and its lineage row."""
+    from .rewrite import tail_state_for
+
+    now = time.time()
+    row = {"id": fork_id, "title": title if title is not None else parent.title, "cwd": parent.cwd,
+           "model": parent.model, "context_window": parent.context_window, "created_at": now, "updated_at": now,
+           "parent_id": None, "metadata_json": "{}"}
+    db.execute(
+        "INSERT INTO sessions (id, title, cwd, model, context_window, created_at, updated_at, parent_id, "
+        "metadata_json) VALUES (:id, :title, :cwd, :model, :context_window, :created_at, :updated_at, "
+        ":parent_id, :metadata_json)",
+        row,
+    ).close()
+    entries = cut.entries
+    db.executemany(_COPY_MESSAGE, [{"fork": fork_id, "seq": i + 1, "parent": parent.id, "old": e.seq}
+                                   for i, e in enumerate(entries)])
+    fault_in(db, "after_messages")
+    explicit = _explicit_prefix(entries)
+    replaced = [dumps(e.content) if e.replaced else None for e in entries]
+    db.insert_rows("view_entries", ("session_id", "valid_from", "key", "seq", "valid_to", "content_json", "tokens"),
+                   [(fork_id, 0, (i + 1) * KEY_GAP, i + 1, None, replaced[i], entries[i].tokens)
+                    for i in range(explicit)])
+    tools = sorted({t for e in entries if e.replaced and e.role == "user" for t in _replaced_results(e)})
+    db.executemany(_COPY_REPLACEMENT, [{"fork": fork_id, "parent": parent.id, "tool": t} for t in tools])
+    fault_in(db, "after_view_rows")
+    tail = tail_state_for(db, fork_id, [(i + 1, replaced[i]) for i in range(len(entries))])
+    db.execute(
+        "UPDATE sessions SET last_seq = :last, base_seq = :base, view_version = 0, view_tokens = :tokens, "
+        "explicit_count = :base, tail_state = :tail WHERE id = :id",
+        {"last": len(entries), "base": explicit, "tokens": sum(e.tokens for e in entries), "tail": tail.dumps(),
+         "id": fork_id},
+    ).close()
+    db.execute(
+        "INSERT INTO session_forks (session_id, parent_id, kind, view_version, message_uuid, message_seq, "
+        "boundary_index, entries, created_at) VALUES (:id, :parent, :kind, :version, :uuid, :seq, :boundary, "
+        ":entries, :now)",
+        {"id": fork_id, "parent": parent.id, "kind": cut.kind, "version": cut.view_version,
+         "uuid": cut.message_uuid, "seq": cut.message_seq, "boundary": cut.boundary_index,
+         "entries": len(entries), "now": now},
+    ).close()
+    return row
+
+
+def _replaced_results(entry: ViewEntry) -> list[str]:
+    """The tool_use ids whose result this entry shows differently from its message (cleared, spilled).
+
+    Only their decisions go with the fork: a decision the parent made later, for a result this
+    view still shows whole, would change the forked view on its next prepare.
+    """
+    original = {b.get("tool_use_id"): b for b in entry.message.content if isinstance(b, dict)
+                and b.get("type") == "tool_result"} if isinstance(entry.message.content, list) else {}
+    return [b["tool_use_id"] for b in entry.content if isinstance(b, dict) and b.get("type") == "tool_result"
+            and original.get(b.get("tool_use_id")) != b]
+
+
+def _explicit_prefix(entries: Sequence[ViewEntry]) -> int:
+    """How many leading entries need explicit view rows: up to the last one that differs from its message.
+
+    The rest belong to the view implicitly (seq past base_seq), as appended messages do.
+    """
+    last = 0
+    for i, e in enumerate(entries):
+        if e.replaced or e.tokens != e.message.tokens:
+            last = i + 1
+    return last
+
+
+# ----------------------------------------------------------------- lineage
+
+
+def lineage(db: "Database", session_id: str) -> Lineage | None:
+    """The lineage row of `session_id`, or None when it is no fork."""
+    found = lineages(db, [session_id])
+    return found.get(session_id)
+
+
+def lineages(db: "Database", session_ids: Iterable[str]) -> dict[str, Lineage]:
+    """{session id: Lineage} for the forks among `session_ids` (one query per 500 ids)."""
+    ids = list(dict.fromkeys(session_ids))
+    out: dict[str, Lineage] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        params = {f"s{i}": sid for i, sid in enumerate(chunk)}
+        marks = ", ".join(f":s{i}" for i in range(len(chunk)))
+        for row in db.all(f"SELECT {_LINEAGE_COLUMNS} FROM session_forks f LEFT JOIN sessions p "
+                          f"ON p.id = f.parent_id WHERE f.session_id IN ({marks})", params):
+            out[row[0]] = _lineage(row)
+    return out
+
+
+def ancestry(db: "Database", session_id: str, *, limit: int = 100) -> list[Lineage]:
+    """The chain of forks from `session_id` up: its own lineage, its parent's, ... (at most `limit`)."""
+    chain: list[Lineage] = []
+    seen = {session_id}
+    current = lineage(db, session_id)
+    while current is not None and len(chain) < limit:
+        chain.append(current)
+        if current.parent_id in seen or not current.parent_exists:
+            break
+        seen.add(current.parent_id)
+        current = lineage(db, current.parent_id)
+    return chain
+
+
+def forks_of(db: "Database", session_id: str, *, limit: int = 100) -> list[Lineage]:
+    """The forks made from `session_id`, oldest first (at most `limit`)."""
+    rows = db.all(f"SELECT {_LINEAGE_COLUMNS} FROM session_forks f LEFT JOIN sessions p ON p.id = f.parent_id "
+                  f"WHERE f.parent_id = :id ORDER BY f.created_at, f.session_id LIMIT {int(limit)}",
+                  {"id": session_id})
+    return [_lineage(r) for r in rows]
+
+
+def _lineage(row: Any) -> Lineage:
+    return Lineage(
+        session_id=row[0], parent_id=row[1], kind=row[2], view_version=int(row[3]), message_uuid=row[4],
+        message_seq=int(row[5]) if row[5] is not None else None,
+        boundary_index=int(row[6]) if row[6] is not None else None, entries=int(row[7]),
+        created_at=float(row[8]), parent_exists=row[9] is not None, parent_title=row[10],
+    )
