@@ -18,7 +18,7 @@ from sessionstore import SessionStoreError
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, forkcmd, importcmd, mcpcmd,
                pipelinecmd, recallcmd, searchcmd, showcmd, watchcmd)
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, console, err_console,
-                     open_store, preview, print_json, short_ids)
+                     note_local_continuation, open_store, preview, print_json, short_ids)
 from .tables import sessions_table
 
 #: Most tokens a context window can be.
@@ -214,7 +214,10 @@ def append_cmd(
     if not messages:
         raise UsageError(f"nothing to append: {'stdin' if source == '-' else source} holds no message")
     with open_store(db) as store:
-        stored = store.get(session).append_many(messages)
+        target = store.get(session)
+        given = target.id
+        stored = target.append_many(messages)
+    note_local_continuation(given, target.id)
     if json_out:
         print_json([{"seq": m.seq, "uuid": m.uuid} for m in stored])
     else:

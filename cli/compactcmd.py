@@ -11,7 +11,7 @@ from sessionstore.interchange.export import export_claude_code, export_html, exp
 from sessionstore.storage.output import STDIO, open_output
 
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, fmt_time, open_store, preview,
-                     print_json, short_ids)
+                     note_local_continuation, print_json, short_ids)
 
 
 #: `history --json` shows this much of each summary unless --full.
@@ -56,12 +56,14 @@ def compact_cmd(
 
     with open_store(db) as store:
         s = store.get(session)
+        given = s.id
         from_uuid, up_to = _full_uuid(s, "--from", from_uuid), _full_uuid(s, "--up-to", up_to)
         try:
             outcome = compact(s, summarizer=make_summarizer(summarizer), custom_instructions=instructions,
                               from_uuid=from_uuid, up_to_uuid=up_to, use_memory=memory)
         except SummarizerError as exc:
             raise UsageError(str(exc)) from exc
+    note_local_continuation(given, s.id)
     if json_out:
         print_json(outcome.to_dict())
     else:

@@ -20,6 +20,7 @@ from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.fidelity import UnfaithfulExport
 from sessionstore.interchange.importers import parse_file
 from sessionstore.interchange.importing import import_file
+from sessionstore.storage.continuation import continuation_of
 from sessionstore.storage.history import boundaries
 from tests.support.cli import run_cli
 from tests.test_claude_code_roundtrip import other_url, round_trip  # noqa: F401
@@ -30,19 +31,24 @@ SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 PIVOT = "11503a95-8cfe-4979-8e77-5600dcc250c3"
 
 
-def test_a_partial_compaction_of_an_imported_session_comes_back(
+def test_a_partial_compaction_of_an_imported_session_never_imports_as_another_view(
     capsys: pytest.CaptureFixture[str], store_url: str, other_url: str,  # noqa: F811
     transcripts_dir: Path, tmp_path: Path
 ) -> None:
-    """The user's path: import, `compact --from`, export claude-code, import elsewhere: same view, same kinds."""
+    """The user's path: import, `compact --from`, export claude-code. The compaction went to the local
+    continuation, whose view starts with a boundary message copied without its record: that export is
+    refused naming jsonl; the source-side session still exports as its file."""
     with SessionStore.open(store_url) as store:
         sid = import_file(store, transcripts_dir / SPOTTER).session_id or ""
     assert run_cli(capsys, "compact", sid, "--from", PIVOT, "--db", store_url).code == 0
-    with SessionStore.open(store_url) as store, SessionStore.open(other_url) as other:
-        copy = round_trip(store, other, sid, tmp_path, "claude-code")
-        original = store.get(sid)
-        assert [e.uuid for e in copy.active_entries()] == [e.uuid for e in original.active_entries()]
-        assert [b.kind for b in boundaries(copy)] == [b.kind for b in boundaries(original)] == ["full", "partial-from"]
+    with SessionStore.open(store_url) as store:
+        local = continuation_of(store.get(sid), create=False)
+        assert local is not None and [b.kind for b in boundaries(local)] == ["partial-from"]
+        with pytest.raises(UnfaithfulExport, match="--format jsonl"):
+            export_claude_code(local, io.BytesIO())
+        out = io.BytesIO()
+        export_claude_code(store.get(sid), out)
+        assert out.getvalue() == (transcripts_dir / SPOTTER).read_bytes()
 
 
 def line(uuid: str, parent: str | None, kind: str, stamp: str, **extra: object) -> str:
