@@ -92,8 +92,12 @@ def sessions_cmd(
     """
     with open_store(db) as store:
         rows = store.list(limit=limit, offset=offset)
+        some = bool(rows) or (limit == 0 and bool(store.list(limit=1, offset=offset)))
     if json_out:
         print_json(rows)
+        return
+    if not rows and some:
+        err_console.print("--limit 0 lists no session; there are some here: give --limit N (default 50)")
         return
     if not rows:
         err_console.print("no sessions here yet" + (f" past the first {offset}" if offset else "")

@@ -1,0 +1,40 @@
+"""Smaller things a user hit (issue 21, item 7), each on both engines where it touches the store."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessionstore import SessionStore
+from tests.support.cli import run_cli
+from tests.support.messages import conversation
+
+
+def test_recall_around_takes_the_short_uuid_view_prints(
+    capsys: pytest.CaptureFixture[str], store: SessionStore, store_url: str
+) -> None:
+    from sessionstore.compaction.engine import compact
+
+    s = store.create_session(title="recall")
+    s.append_many(list(conversation(40, seed=3)))
+    target = next(m for m in s.transcript() if m.seq == 11)
+    compact(s)
+    others = [m.uuid for m in s.transcript() if m.uuid != target.uuid]
+    short = next(target.uuid[:n] for n in range(8, 37) if not any(u.startswith(target.uuid[:n]) for u in others))
+    result = run_cli(capsys, "recall", s.id, "-b", "1", "--around", short, "--db", store_url)
+    assert result.code == 0, result.err
+    assert f"uuid={target.uuid}" in result.out
+    by_seq = run_cli(capsys, "recall", s.id, "-b", "1", "--around", "11", "--db", store_url)
+    assert by_seq.code == 0 and f"uuid={target.uuid}" in by_seq.out
+
+
+def test_chat_with_neither_session_nor_new_says_what_to_give(capsys: pytest.CaptureFixture[str], sqlite_url: str) -> None:
+    result = run_cli(capsys, "chat", "--db", sqlite_url)
+    assert result.code == 2 and "not both" not in result.err and "--new" in result.err
+
+
+def test_sessions_limit_zero_does_not_say_there_are_none(
+    capsys: pytest.CaptureFixture[str], store: SessionStore, store_url: str
+) -> None:
+    store.create_session(title="one")
+    result = run_cli(capsys, "sessions", "--limit", "0", "--db", store_url)
+    assert result.code == 0 and "no sessions here yet" not in result.err and "--limit" in result.err
