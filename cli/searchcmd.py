@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from sessionstore.storage.search import MARK_CLOSE, MARK_OPEN, Hit
+from sessionstore.storage.search import LIMIT_MAX, MARK_CLOSE, MARK_OPEN, Hit
 
 from .common import MAX_LIMIT, DbOption, JsonOption, bounded, console, err_console, open_store, print_json
 
@@ -63,9 +63,14 @@ def search_cmd(
     parse_query(query)
     with open_store(db) as store:
         _catch_up_with_progress(store)
-        hits = store.search(query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_, limit=limit)
+        # One hit past the page tells whether the page holds them all (then `total` is exact).
+        hits = store.search(query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_,
+                            limit=min(limit + 1, LIMIT_MAX))
+    more = len(hits) > limit
+    hits = hits[:limit]
     if json_out:
-        print_json({"query": query, "total": len(hits), "hits": [h.to_dict() for h in hits]})
+        print_json({"query": query, "total": None if more else len(hits), "more": more,
+                    "hits": [h.to_dict() for h in hits]})
         return
     print_hits(query, hits)
 

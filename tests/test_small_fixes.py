@@ -38,3 +38,16 @@ def test_sessions_limit_zero_does_not_say_there_are_none(
     store.create_session(title="one")
     result = run_cli(capsys, "sessions", "--limit", "0", "--db", store_url)
     assert result.code == 0 and "no sessions here yet" not in result.err and "--limit" in result.err
+
+
+def test_search_json_total_is_exact_or_null(capsys: pytest.CaptureFixture[str], store: SessionStore,
+                                             store_url: str) -> None:
+    import json
+
+    s = store.create_session(title="many")
+    s.append_many([{"role": "user" if i % 2 == 0 else "assistant", "content": f"kiwifruit number {i}"}
+                   for i in range(12)])
+    page = json.loads(run_cli(capsys, "search", "kiwifruit", "--limit", "5", "--json", "--db", store_url).out)
+    assert len(page["hits"]) == 5 and page["total"] is None and page["more"] is True
+    whole = json.loads(run_cli(capsys, "search", "kiwifruit", "--limit", "50", "--json", "--db", store_url).out)
+    assert len(whole["hits"]) == 12 and whole["total"] == 12 and whole["more"] is False
