@@ -128,6 +128,12 @@ def history_cmd(
     """
     if summary and boundary is None:
         raise UsageError("--summary needs --boundary K")
+    if full and not json_out:
+        raise UsageError("--full needs --json (the table shows each summary's first line; "
+                         "--boundary K --summary prints one whole)")
+    if boundary is not None and (limit != HISTORY_PAGE or offset):
+        raise UsageError("--limit and --offset page the list of boundaries; with --boundary K the view before K "
+                         "is shown whole")
     if recompact is not None:
         from .recompactcmd import show_recompaction
 

@@ -51,3 +51,18 @@ def test_search_json_total_is_exact_or_null(capsys: pytest.CaptureFixture[str], 
     assert len(page["hits"]) == 5 and page["total"] is None and page["more"] is True
     whole = json.loads(run_cli(capsys, "search", "kiwifruit", "--limit", "50", "--json", "--db", store_url).out)
     assert len(whole["hits"]) == 12 and whole["total"] == 12 and whole["more"] is False
+
+
+def test_history_refuses_options_it_would_ignore(capsys: pytest.CaptureFixture[str], store: SessionStore,
+                                                 store_url: str) -> None:
+    from sessionstore.compaction.engine import compact
+
+    s = store.create_session(title="history")
+    s.append_many(list(conversation(30, seed=5)))
+    compact(s)
+    full = run_cli(capsys, "history", s.id, "--full", "--db", store_url)
+    assert full.code == 2 and "--full needs --json" in full.err and full.err.count("\n") == 1
+    paged = run_cli(capsys, "history", s.id, "-b", "1", "--limit", "5", "--db", store_url)
+    assert paged.code == 2 and "--limit" in paged.err and paged.err.count("\n") == 1
+    assert run_cli(capsys, "history", s.id, "-b", "1", "--db", store_url).code == 0
+    assert run_cli(capsys, "history", s.id, "--full", "--json", "--db", store_url).code == 0
