@@ -66,3 +66,26 @@ def test_history_refuses_options_it_would_ignore(capsys: pytest.CaptureFixture[s
     assert paged.code == 2 and "--limit" in paged.err and paged.err.count("\n") == 1
     assert run_cli(capsys, "history", s.id, "-b", "1", "--db", store_url).code == 0
     assert run_cli(capsys, "history", s.id, "--full", "--json", "--db", store_url).code == 0
+
+
+def test_stats_counts_a_spill_a_compaction_removed_from_the_view_as_gone(
+    capsys: pytest.CaptureFixture[str], store: SessionStore, store_url: str
+) -> None:
+    import json
+
+    from sessionstore.compaction.pipeline import Pipeline
+
+    s = store.create_session(title="spills")
+    s.append({"role": "user", "content": "look at the log"})
+    s.append({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read",
+                                                 "input": {"file_path": "/tmp/log"}}]})
+    s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                           "content": "line of the log\n" * 20_000}]})
+    s.append({"role": "assistant", "content": "the disk is full"})
+    Pipeline(store).prepare(s)
+    before = json.loads(run_cli(capsys, "stats", s.id, "--json", "--db", store_url).out)
+    assert (before["spilled_now"], before["spilled_ever"]) == (1, 1)
+    s.append_many(list(conversation(12, seed=8)))
+    assert run_cli(capsys, "compact", s.id, "--db", store_url).code == 0
+    after = json.loads(run_cli(capsys, "stats", s.id, "--json", "--db", store_url).out)
+    assert (after["spilled_now"], after["spilled_ever"]) == (0, 1)
