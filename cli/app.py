@@ -16,10 +16,10 @@ from rich.text import Text
 from sessionstore import SessionStoreError
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, forkcmd, importcmd, mcpcmd,
-               pipelinecmd, recallcmd, searchcmd, watchcmd)
+               pipelinecmd, recallcmd, searchcmd, showcmd, watchcmd)
 from . import secretscmd
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, cell, console, err_console,
-                     one_line, open_store, preview, print_json, short_ids)
+                     note_local_continuation, one_line, open_store, preview, print_json, short_ids)
 from .tables import sessions_table
 
 #: Most tokens a context window can be.
@@ -112,8 +112,12 @@ def sessions_cmd(
     """
     with open_store(db, read_only=True) as store:
         rows = store.list(limit=limit, offset=offset)
+        some = bool(rows) or (limit == 0 and bool(store.list(limit=1, offset=offset)))
     if json_out:
         print_json(rows)
+        return
+    if not rows and some:
+        err_console.print("--limit 0 lists no session; there are some here: give --limit N (default 50)")
         return
     if not rows:
         err_console.print("no sessions here yet" + (f" past the first {offset}" if offset else "")
@@ -234,7 +238,10 @@ def append_cmd(
     if not messages:
         raise UsageError(f"nothing to append: {'stdin' if source == '-' else source} holds no message")
     with open_store(db) as store:
-        stored = store.get(session).append_many(messages)
+        target = store.get(session)
+        given = target.id
+        stored = target.append_many(messages)
+    note_local_continuation(given, target.id)
     if json_out:
         print_json([{"seq": m.seq, "uuid": m.uuid} for m in stored])
     else:
@@ -312,6 +319,6 @@ def stats_cmd(
 
 
 for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
-                mcpcmd, evalcmd, recallcmd, forkcmd):
+                mcpcmd, evalcmd, recallcmd, forkcmd, showcmd):
     _module.register(app)
 secretscmd.register(app)

@@ -51,8 +51,10 @@ def chat_cmd(
 
     from .chatslash import SlashContext, run_slash
 
-    if bool(session) == new:
+    if session and new:
         raise UsageError("give a SESSION to continue or --new, not both")
+    if not session and not new:
+        raise UsageError("give a SESSION to continue, or --new to start one (sessionstore chat --new)")
     if not any(os.environ.get(name) for name in KEY_VARIABLES):
         raise UsageError("no API key: set ANTHROPIC_API_KEY (https://console.anthropic.com/settings/keys) "
                          "and run chat again; nothing was created")

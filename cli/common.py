@@ -201,3 +201,10 @@ def preview(content: Any, width: int = 80) -> str:
         text = " ".join(parts)
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def note_local_continuation(given: str, written_to: str) -> None:
+    """Say on stderr when a write to an imported session went to its local continuation (a fork of it)."""
+    if written_to != given:
+        typer.echo(f"note: {given} is an imported session (its source file keeps feeding it); this write went to "
+                   f"its local continuation {written_to}", err=True)

@@ -11,8 +11,8 @@ from sessionstore.interchange.export import export_claude_code, export_html, exp
 from sessionstore.secrets import SecretFilter
 from sessionstore.storage.output import STDIO, open_output
 
-from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, echo, fmt_time, one_line,
-                     open_store, preview, print_json, short_ids)
+from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, echo, fmt_time,
+                     note_local_continuation, one_line, open_store, preview, print_json, short_ids)
 
 
 #: `history --json` shows this much of each summary unless --full.
@@ -57,12 +57,14 @@ def compact_cmd(
 
     with open_store(db) as store:
         s = store.get(session)
+        given = s.id
         from_uuid, up_to = _full_uuid(s, "--from", from_uuid), _full_uuid(s, "--up-to", up_to)
         try:
             outcome = compact(s, summarizer=make_summarizer(summarizer), custom_instructions=instructions,
                               from_uuid=from_uuid, up_to_uuid=up_to, use_memory=memory)
         except SummarizerError as exc:
             raise UsageError(str(exc)) from exc
+    note_local_continuation(given, s.id)
     if json_out:
         print_json(outcome.to_dict())
     else:
@@ -127,6 +129,12 @@ def history_cmd(
     """
     if summary and boundary is None:
         raise UsageError("--summary needs --boundary K")
+    if full and not json_out:
+        raise UsageError("--full needs --json (the table shows each summary's first line; "
+                         "--boundary K --summary prints one whole)")
+    if boundary is not None and (limit != HISTORY_PAGE or offset):
+        raise UsageError("--limit and --offset page the list of boundaries; with --boundary K the view before K "
+                         "is shown whole")
     if recompact is not None:
         from .recompactcmd import show_recompaction
 

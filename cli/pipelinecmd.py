@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from . import spillcmd
-from .common import DbOption, JsonOption, UsageError, console, open_store, print_json
+from .common import DbOption, JsonOption, UsageError, console, note_local_continuation, open_store, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -47,8 +47,10 @@ def prepare_cmd(
     check_query_source(query_source)
     moment = _parse_now(now)
     with open_store(db) as store:
-        prepared = Pipeline(store).prepare(store.get(session), now=moment, query_source=query_source,
-                                           dry_run=dry_run)
+        target = store.get(session)
+        given = target.id
+        prepared = Pipeline(store).prepare(target, now=moment, query_source=query_source, dry_run=dry_run)
+    note_local_continuation(given, target.id)
     if json_out:
         print_json(prepared.to_dict(include_messages=messages))
         return

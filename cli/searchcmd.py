@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from sessionstore.storage.search import MARK_CLOSE, MARK_OPEN, Hit
+from sessionstore.storage.search import LIMIT_MAX, MARK_CLOSE, MARK_OPEN, Hit
 
 from .common import (MAX_LIMIT, DbOption, JsonOption, bounded, cell, console, err_console, one_line, open_store,
                      print_json)
@@ -64,9 +64,14 @@ def search_cmd(
     parse_query(query)
     with open_store(db, read_only=True) as store:
         _catch_up_with_progress(store)
-        hits = store.search(query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_, limit=limit)
+        # One hit past the page tells whether the page holds them all (then `total` is exact).
+        hits = store.search(query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_,
+                            limit=min(limit + 1, LIMIT_MAX))
+    more = len(hits) > limit
+    hits = hits[:limit]
     if json_out:
-        print_json({"query": query, "total": len(hits), "hits": [h.to_dict() for h in hits]})
+        print_json({"query": query, "total": None if more else len(hits), "more": more,
+                    "hits": [h.to_dict() for h in hits]})
         return
     print_hits(query, hits)
 
@@ -110,8 +115,7 @@ def print_hits(query: str, hits: list[Hit]) -> None:
             where = "active view" if hit.boundary is None else f"boundary {hit.boundary}"
             table.add_row(str(hit.seq), cell(hit.role), cell((hit.timestamp or "")[:16]), where, marked(hit.snippet))
         console.print(table)
-        for command in dict.fromkeys(h.open for h in group):
-            console.print(cell(f"  open: {command}"))
+        console.print(cell(f"  open: sessionstore show {sid} SEQ"))
     console.print(Text(f"{len(hits)} hit(s) in {len(groups)} session(s)"))
 
 

@@ -48,6 +48,7 @@ def compact(
     """
     if from_uuid is not None and up_to_uuid is not None:
         raise ValueError("give either from_uuid or up_to_uuid, not both")
+    session.before_local_write()
     summarizer = summarizer or make_summarizer()
     if from_uuid is not None or up_to_uuid is not None:
         return compact_partial(

@@ -177,6 +177,9 @@ class Pipeline:
         `query_source` is checked first (`InvalidQuerySource`): an unknown one would
         silently change which layers run.
         """
+        check_query_source(query_source)
+        if not dry_run:
+            session.before_local_write()
         call = _Call(session, _as_datetime(now), check_query_source(query_source), dry_run,
                      Thresholds.for_window(session.context_window, self.config))
         for attempt in range(CONFLICT_RETRIES + 1):

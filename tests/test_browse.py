@@ -65,10 +65,11 @@ def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     heavy = store.db.one("SELECT session_id FROM imports WHERE path LIKE '%tool_heavy.jsonl'")[0]
     config = dataclasses.replace(store.config, tool_result_max_chars=1000, microcompact_enabled=False,
                                  snip_enabled=False)
-    Pipeline(store, config=config).prepare(store.get(heavy))
-    assert list_spills(store.get(heavy)), "the small budget spills some of the real tool results"
+    session = store.get(heavy)
+    Pipeline(store, config=config).prepare(session)  # a local write: it lands on the local continuation
+    assert list_spills(session), "the small budget spills some of the real tool results"
     try:
-        yield Corpus(url, store, heavy)
+        yield Corpus(url, store, session.id)
     finally:
         store.close()
         for _ in urls:

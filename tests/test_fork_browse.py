@@ -62,8 +62,12 @@ def test_y_copies_the_command_of_the_sessions_source(store_url: str, transcripts
     assert copied(store_url, ids["fork"]) == f"sessionstore chat {ids['fork']} --db {shown_db}"
     assert copied(store_url, ids["native"]) == f"sessionstore chat {ids['native']} --db {shown_db}"
     with SessionStore.open(store_url) as store:
-        store.get(ids["claude"][0]).append({"role": "user", "content": "continued in the store"})
-    assert copied(store_url, ids["claude"][0]).startswith(f"sessionstore chat {ids['claude'][0]}")
+        local = store.get(ids["claude"][0])
+        local.append({"role": "user", "content": "continued in the store"})
+    # The append went to the imported session's local continuation: the imported one still resumes there.
+    assert local.id != ids["claude"][0]
+    assert copied(store_url, ids["claude"][0]) == f"cd {ids['claude'][2]} && claude --resume {ids['claude'][1]}"
+    assert copied(store_url, local.id) == f"sessionstore chat {local.id} --db {shown_db}"
 
 
 def test_f_forks_before_a_boundary_and_at_a_message(store_url: str, transcripts_dir: Path) -> None:

@@ -52,13 +52,15 @@ def test_fork_before_each_boundary_and_at_a_message_from_the_cli(
     capsys: pytest.CaptureFixture[str], store_url: str, transcripts_dir: Path
 ) -> None:
     with SessionStore.open(store_url) as store:
-        parent = store.get(import_file(store, transcripts_dir / SPOTTER).session_id)
+        imported = import_file(store, transcripts_dir / SPOTTER).session_id
+        parent = store.get(imported)
+        # A local write: the compaction lands on the imported session's local continuation (parent becomes it).
         compact(parent, summarizer=make_summarizer("extractive"))
         pid = parent.id
         expected_at = hist.view_at(parent, 0)
-    before = parent_outputs(capsys, store_url, pid, 2)
+    before = parent_outputs(capsys, store_url, pid, 1)
     forks = []
-    for k in (1, 2):
+    for k in (1,):
         fid = ok(capsys, "fork", pid[:10], "--before-boundary", str(k), "--db", store_url).strip()
         forks.append(fid)
         fork_view = json.loads(ok(capsys, "view", fid, "--json", "--db", store_url))
@@ -75,18 +77,18 @@ def test_fork_before_each_boundary_and_at_a_message_from_the_cli(
     assert [e["uuid"] for e in view["entries"]] == [e.uuid for e in expected_at[:cut + 1]]
     assert view["messages"] == json.loads(json.dumps(to_api_messages(expected_at[:cut + 1])))
     again = json.loads(ok(capsys, "fork", made["id"], "--at", str(cut), "--json", "--db", store_url))
-    assert again["lineage"] == [made["id"], pid]
+    assert again["lineage"] == [made["id"], pid, imported]
     listed = {r["id"]: r for r in json.loads(ok(capsys, "sessions", "--json", "--db", store_url))}
-    assert listed[pid]["fork"] is None
-    assert [listed[f]["fork"]["boundary_index"] for f in forks] == [1, 2]
+    assert listed[pid]["fork"]["parent_id"] == imported
+    assert [listed[f]["fork"]["boundary_index"] for f in forks] == [1]
     assert listed[again["id"]]["fork"]["parent_id"] == made["id"]
     assert "⑂" + pid[:8] in ok(capsys, "sessions", "--db", store_url)
     stats = json.loads(ok(capsys, "stats", forks[0], "--json", "--db", store_url))
     assert (stats["forked_from"], stats["fork_point"]) == (pid, "before boundary 1")
-    assert json.loads(ok(capsys, "stats", pid, "--json", "--db", store_url))["forks"] == 3
-    assert f"forked from {pid} before boundary 2" in ok(capsys, "export", forks[1], "-f", "markdown", "--db",
+    assert json.loads(ok(capsys, "stats", pid, "--json", "--db", store_url))["forks"] == 2
+    assert f"forked from {pid} before boundary 1" in ok(capsys, "export", forks[0], "-f", "markdown", "--db",
                                                         store_url)
-    assert parent_outputs(capsys, store_url, pid, 2) == before
+    assert parent_outputs(capsys, store_url, pid, 1) == before
     assert json.loads(ok(capsys, "doctor", "--json", "--db", store_url))["ok"]
 
 

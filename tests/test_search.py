@@ -67,7 +67,7 @@ def test_imported_compacted_phrase_is_found_with_its_boundary(store: SessionStor
                 mine = [h for h in hits if h.seq == seq]
                 assert mine, f"{phrase!r} (seq {seq}) not found in {session.id}"
                 assert mine[0].boundary == index
-                assert mine[0].open == f"sessionstore history {session.id} --boundary {index}"
+                assert mine[0].open == f"sessionstore show {session.id} {mine[0].uuid}"
                 assert "«" in mine[0].snippet
                 checked += 1
                 break
@@ -115,7 +115,7 @@ def test_in_active_excludes_compacted_messages_and_boundary_is_reported(store: S
     assert {h.seq for h in compacted} <= before
     only_active = store.search("alphaword", in_="active", limit=50)
     assert only_active and all(h.seq in active and h.boundary is None for h in only_active)
-    assert all(h.open == f"sessionstore view {s.id}" for h in only_active)
+    assert all(h.open == f"sessionstore show {s.id} {h.uuid}" for h in only_active)
 
 
 def test_filters_combine(store: SessionStore) -> None:

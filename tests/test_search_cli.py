@@ -37,9 +37,9 @@ def test_json_shape_and_open_commands(capsys: pytest.CaptureFixture[str], store_
     assert all(set(h) == HIT_KEYS for h in doc["hits"])
     replaced = [h for h in doc["hits"] if h["boundary"] is not None]
     assert {h["boundary"] for h in replaced} == {1} and len(replaced) == 4
-    assert all(h["open"] == f"sessionstore history {sid} --boundary 1" for h in replaced)
+    assert all(h["open"] == f"sessionstore show {sid} {h['uuid']}" for h in replaced)
     latest = [h for h in doc["hits"] if h["boundary"] is None]
-    assert [h["open"] for h in latest] == [f"sessionstore view {sid}"]
+    assert [h["open"] for h in latest] == [f"sessionstore show {sid} {latest[0]['uuid']}"]
     assert "«parser»" in latest[0]["snippet"]
 
 
@@ -64,7 +64,7 @@ def test_table_groups_hits_by_session(capsys: pytest.CaptureFixture[str], store_
     result = run_cli(capsys, "search", '"chokes on tabs"', "--db", store_url)
     assert result.code == 0, result.err
     assert result.out.count(sid) >= 2 and "boundary 1" in result.out
-    assert f"open: sessionstore history {sid} --boundary 1" in result.out
+    assert f"open: sessionstore show {sid} SEQ" in result.out
     assert "hit(s) in 1 session(s)" in result.out
 
 

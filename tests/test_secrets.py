@@ -147,6 +147,8 @@ def test_no_command_writes_the_key(
     run("search", "hello")
     run("eval", sid, "--json")
     run("recall", sid, "--json")
+    run("show", sid, "1")
+    run("fork", sid)
     run("browse", ok=False)  # refuses without a terminal: one line, exit 2
     run("delete", spill_sid, "--yes")
     commands = _app_commands() - SERVERS

@@ -10,9 +10,14 @@ text and raw HTML is escaped (see markdown_text.py).
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import tempfile
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, TextIO
 
+from sessionstore.interchange.fidelity import check_claude_code
+from sessionstore.interchange.importers.claude_code import KIND_FIELD
 from sessionstore.interchange.links import Link, linked_transcript
 from sessionstore.interchange.markdown_text import code_span, markdown_body, markdown_inline
 from sessionstore.sanitize import visible
@@ -168,7 +173,21 @@ def export_claude_code(session: "Session", out: BinaryIO) -> int:
     replaced as `logicalParentUuid` and the run it kept as `preservedSegment`
     (see links.py), so following the chain from the last message gives the
     active view, and from each boundary's logical parent the view before it.
+    The file is written to a spool and read back first: one that would import
+    as another view or history raises `UnfaithfulExport`, and nothing reaches `out`.
     """
+    with tempfile.TemporaryDirectory(prefix="sessionstore-export-") as folder:
+        spool = os.path.join(folder, "session.jsonl")
+        with open(spool, "wb") as raw:
+            count = _write_claude_code(session, raw)
+        check_claude_code(session, spool)
+        with open(spool, "rb") as raw:
+            shutil.copyfileobj(raw, out, 1 << 20)
+    return count
+
+
+def _write_claude_code(session: "Session", out: BinaryIO) -> int:
+    """The Claude Code lines of `session` (see `export_claude_code`), unchecked."""
     count = 0
     after_seq = 0
     session_id = session.id
@@ -266,6 +285,7 @@ def _compact_metadata(m: "StoredMessage", link: Link | None) -> dict[str, Any]:
     if b is None or link is None:
         return meta
     meta.update(trigger=b.trigger, preTokens=b.pre_tokens)
+    meta[KIND_FIELD] = b.kind
     if link.segment is not None:
         head, anchor, tail = link.segment
     elif b.head_uuid and b.tail_uuid and b.anchor_uuid:

@@ -25,7 +25,10 @@ from sessionstore.interchange.confine import escape_note, inside_root
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
 from sessionstore.storage.faults import fault_in
 from sessionstore.storage.gcpause import gc_paused
+from sessionstore.interchange.copies import Match, Stream, compare, file_offsets, file_session, prefix_sha, \
+    record_file, stream_of
 from sessionstore.interchange.importers import open_import, sniff_source
+from sessionstore.interchange.tree import transcripts_under
 from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan, whole_lines_end
 from sessionstore.storage.rewrite import KEY_GAP, tail_state_for
 from sessionstore.storage.session import load_state
@@ -40,7 +43,6 @@ if TYPE_CHECKING:
     from sessionstore.storage.store import SessionStore
 
 BATCH = 1000
-PREFIX_BYTES = 65536
 Progress = Callable[[int], None]
 
 #: Columns of the raw-line rows, in the order `_take` builds them.
@@ -113,7 +115,7 @@ def transcript_files(paths: Iterable[str | os.PathLike[str]], *, follow_symlinks
             raise SessionStoreError("an empty path names no file: give a file or a folder ('.' for this one)")
         path = Path(p)
         if path.is_dir():
-            for file in sorted(path.rglob("*.jsonl")):
+            for file in transcripts_under(path):
                 if follow_symlinks or inside_root(file, path):
                     found.append(file)
                 elif outside is not None:
@@ -185,7 +187,13 @@ def _import_once(
     store: "SessionStore", resolved: str, source: str | None, strict: bool, progress: Progress | None,
     live: bool, hold_tail: bool, state: LiveState | None,
 ) -> ImportResult:
-    """One attempt of `import_file`: read the offsets, then write in one transaction if they still hold."""
+    """One attempt of `import_file`: read the offsets, then write in one transaction if they still hold.
+
+    A file seen before continues from where its session's source stands; a
+    file never seen whose source session is already stored is compared with it
+    (see `copies`): a copy behind or level adds nothing, a longer copy extends
+    that session, a different file becomes a session of its own.
+    """
     limit = whole_lines_end(resolved) if live else None
     size = limit if limit is not None else os.path.getsize(resolved)
     if live and size == 0:
@@ -195,43 +203,121 @@ def _import_once(
         if source is None:
             return ImportResult(resolved, "", None, "waiting")
     importer_source = source or open_import(resolved).source
-    existing = _offsets(store.db, importer_source, resolved)
-    if existing is None and live and size == 0:
+    known = file_offsets(store.db, importer_source, resolved)
+    if known is None and live and size == 0:
         return ImportResult(resolved, importer_source, None, "waiting")
-    if existing is not None:
-        if size == int(existing[1]) and _prefix_sha(resolved, int(existing[1])) == existing[3]:
-            return ImportResult(resolved, importer_source, existing[0], "unchanged")
-        if size < int(existing[1]):
-            raise _truncated(resolved, existing, size)
-        if _prefix_sha(resolved, int(existing[1])) != existing[3]:
-            raise ImportConflict(f"{resolved} changed in place since it was imported into session {existing[0]}; "
-                                 "only growth (appended lines) can be imported again; the imported lines are kept",
-                                 existing[0])
+    write = _Write(store, resolved, importer_source, strict, progress, live, hold_tail, state, limit)
+    if known is None:
+        try:
+            return write.run(None)
+        except DuplicateImport as dup:
+            return _same_source(write, dup.session_id, size)
+    if size == int(known[1]) and prefix_sha(resolved, int(known[1])) == known[3]:
+        return ImportResult(resolved, importer_source, known[0], "unchanged")
+    if size < int(known[1]):
+        raise _truncated(resolved, known, size)
+    if prefix_sha(resolved, int(known[1])) != known[3]:
+        raise ImportConflict(f"{resolved} changed in place since it was imported into session {known[0]}; "
+                             "only growth (appended lines) can be imported again; the imported lines are kept",
+                             known[0])
+    stream = stream_of(store.db, str(known[0]))
+    if stream is not None and int(known[1]) < stream.bytes_done:
+        return _behind(write, known, stream, size)
+    return write.run(known)
 
-    cached = _resumable(state, existing, importer_source) if live else None
-    attempts: list["SourceImport"] = []
 
-    def body(db: "Database") -> ImportResult:
-        _lock_file(db, importer_source, resolved)
-        if _offsets(db, importer_source, resolved) != existing:
-            raise _Stale(resolved)
-        # A retried transaction starts over with a fresh importer (the cached one has moved on).
-        importer = cached if cached is not None and not attempts else open_import(resolved, importer_source)
-        importer.limit, importer.hold_tail = limit, live and hold_tail
-        attempts.append(importer)
-        return _Writer(db, resolved, importer_source, existing, strict, progress, importer).run()
+def _behind(write: "_Write", known: tuple[Any, ...], stream: Stream, size: int) -> ImportResult:
+    """A file whose session's source went further through another copy: compare its new lines, then go on."""
+    match = compare(write.store.db, stream, write.path, (int(known[1]), int(known[2])), min(size, stream.bytes_done))
+    if match.diverges:
+        raise ImportConflict(
+            f"{write.path} differs after line {match.lines:,} from session {stream.session_id}'s source, which "
+            f"{stream.path} has fed since; the imported lines are kept", stream.session_id)
+    if match.bytes < stream.bytes_done or size == stream.bytes_done:
+        return write.note_copy(stream, match, "unchanged")
+    return write.run(stream.offsets)
 
-    # Nothing an import builds is cyclic; collections would only walk its ever-growing graph facts.
-    try:
-        with gc_paused():
-            result = store.db.run_write(body, point="import")
-    except BaseException:
-        if state is not None:
-            state.clear()
-        raise
-    if state is not None:
-        state.importer = attempts[-1] if live and attempts[-1].resumable else None
-    return result
+
+def _same_source(write: "_Write", session_id: str, size: int) -> ImportResult:
+    """A new file whose source session is already stored: a copy (behind, level or longer) or another conversation."""
+    stream = stream_of(write.store.db, session_id)
+    if stream is None:
+        raise ImportConflict(f"{write.path}: session {session_id} has its source but no stream row", session_id)
+    match = compare(write.store.db, stream, write.path, (0, 0), min(size, stream.bytes_done))
+    if match.diverges:
+        return write.run(None, own_key=_own_key(stream.source_key, write.path),
+                         note=f"{write.path}: shares its first {match.lines:,} line(s) with session {session_id} "
+                              f"({stream.path}), then differs: imported as a session of its own")
+    if match.bytes < stream.bytes_done or size == stream.bytes_done:
+        return write.note_copy(stream, match, "copy")
+    return write.run(stream.offsets)
+
+
+def _own_key(source_key: str, path: str) -> str:
+    """The source key of a file that shares its source session's id but not its content."""
+    return f"{source_key}@{hashlib.sha256(path.encode()).hexdigest()[:12]}"
+
+
+@dataclass
+class _Write:
+    """The write transaction of one import attempt, with what every retry of it shares."""
+
+    store: "SessionStore"
+    path: str
+    source: str
+    strict: bool
+    progress: Progress | None
+    live: bool
+    hold_tail: bool
+    state: LiveState | None
+    limit: int | None
+
+    def run(self, existing: tuple[Any, ...] | None, *, own_key: str | None = None,
+            note: str | None = None) -> ImportResult:
+        """Import the file's lines past `existing` (a stream's offsets; None: into a new session)."""
+        cached = _resumable(self.state, existing, self.source) if self.live else None
+        attempts: list["SourceImport"] = []
+
+        def body(db: "Database") -> ImportResult:
+            _lock_file(db, self.source, self.path)
+            if existing is not None:
+                _lock_file(db, self.source, str(existing[0]))
+                current = stream_of(db, str(existing[0]))
+                if current is None or current.offsets != tuple(existing):
+                    raise _Stale(self.path)
+            elif file_offsets(db, self.source, self.path) is not None:
+                raise _Stale(self.path)
+            # A retried transaction starts over with a fresh importer (the cached one has moved on).
+            importer = cached if cached is not None and not attempts else open_import(self.path, self.source)
+            importer.limit, importer.hold_tail = self.limit, self.live and self.hold_tail
+            attempts.append(importer)
+            writer = _Writer(db, self.path, self.source, existing, self.strict, self.progress, importer)
+            writer.own_key = own_key
+            if note:
+                writer.warnings.append(note)
+            return writer.run()
+
+        # Nothing an import builds is cyclic; collections would only walk its ever-growing graph facts.
+        try:
+            with gc_paused():
+                result = self.store.db.run_write(body, point="import")
+        except BaseException:
+            if self.state is not None:
+                self.state.clear()
+            raise
+        if self.state is not None:
+            self.state.importer = attempts[-1] if self.live and attempts[-1].resumable else None
+        return result
+
+    def note_copy(self, stream: Stream, match: Match, status: str) -> ImportResult:
+        """Record how much of this copy the stored source already holds; nothing else is written."""
+        def body(db: "Database") -> None:
+            record_file(db, self.source, self.path, stream.session_id, match.bytes, match.lines)
+
+        self.store.db.run_write(body, point="import")
+        if self.state is not None:
+            self.state.clear()
+        return ImportResult(self.path, self.source, stream.session_id, status)
 
 
 def _truncated(path: str, existing: Any, size: int) -> ImportConflict:
@@ -243,19 +329,12 @@ def _truncated(path: str, existing: Any, size: int) -> ImportConflict:
 
 def _imported_source(db: "Database", path: str) -> str | None:
     """The source a file was imported from before (the one with the most imported), else None."""
-    row = db.one("SELECT source FROM imports WHERE path = :p ORDER BY bytes_done DESC LIMIT 1", {"p": path})
-    return None if row is None else str(row[0])
-
-
-def _offsets(db: "Database", source: str, path: str) -> tuple[Any, ...] | None:
-    """(session, bytes done, lines done, prefix digest) of a file imported before, else None."""
-    row = db.one("SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM imports WHERE source = :s AND path = :p",
-                 {"s": source, "p": path})
-    return None if row is None else (row[0], int(row[1]), int(row[2]), row[3])
+    found = file_session(db, path)
+    return None if found is None else found[1]
 
 
 def _lock_file(db: "Database", source: str, path: str) -> None:
-    """Serialize importers of one file (PostgreSQL; SQLite's write transactions are serialized already)."""
+    """Serialize importers of one file or session (PostgreSQL; SQLite's write transactions are serialized already)."""
     if not db.is_sqlite:
         key = int.from_bytes(hashlib.sha256(f"{source}\0{path}".encode()).digest()[:8], "big", signed=True)
         db.execute("SELECT pg_advisory_xact_lock(:k)", {"k": key}).close()
@@ -297,6 +376,8 @@ class _Writer:
         #: Earliest and latest source timestamps of the messages this import adds (epoch seconds).
         self.first_time: float | None = None
         self.last_time: float | None = None
+        #: The source key of a file that shares a stored session's source id but not its content.
+        self.own_key: str | None = None
 
     def run(self) -> ImportResult:
         if self.existing:
@@ -455,7 +536,7 @@ class _Writer:
 
     def _duplicate_of(self, plan: ImportPlan) -> str | None:
         """A session already imported from the same source session (a copy of the file elsewhere)."""
-        if self.existing or not plan.source_session_id:
+        if self.existing or self.own_key or not plan.source_session_id:
             return None
         row = self.db.one("SELECT session_id FROM imports WHERE source = :s AND source_key = :k",
                           {"s": self.source, "k": plan.source_session_id})
@@ -561,22 +642,24 @@ class _Writer:
             "UPDATE sessions SET last_seq = :last, base_seq = :last, view_version = :v, view_tokens = :t, "
             "explicit_count = :n, tail_state = :tail, updated_at = COALESCE(:updated, updated_at), "
             "created_at = COALESCE(:created, created_at), title = COALESCE(:title, title), "
-            "cwd = COALESCE(:cwd, cwd), model = COALESCE(:model, model), metadata_json = :meta WHERE id = :id",
+            "cwd = COALESCE(:cwd, cwd), model = COALESCE(:model, model), "
+            "context_window = COALESCE(:window, context_window), metadata_json = :meta WHERE id = :id",
             {"last": self.last_seq, "v": len(plan.boundaries), "t": self.final_tokens, "n": len(self.final_seqs),
              "tail": tail.dumps(), "updated": self.last_time, "created": None if self.existing else self.first_time,
-             "title": plan.title, "cwd": plan.cwd, "model": plan.model,
+             "title": plan.title, "cwd": plan.cwd, "model": plan.model, "window": plan.context_window,
              "meta": dumps(meta), "id": self.session_id},
         ).close()
-        params = {"id": self.session_id, "s": self.source, "k": plan.source_session_id or self.path,
+        params = {"id": self.session_id, "s": self.source, "k": self.own_key or plan.source_session_id or self.path,
                   "p": self.path, "b": self.complete_bytes, "n": self.complete_lines,
-                  "sha": _prefix_sha(self.path, self.complete_bytes), "now": time.time()}
+                  "sha": prefix_sha(self.path, self.complete_bytes), "now": time.time()}
         self.db.execute(
             "INSERT INTO imports (session_id, source, source_key, path, bytes_done, lines_done, prefix_sha256, "
             "updated_at) VALUES (:id, :s, :k, :p, :b, :n, :sha, :now) ON CONFLICT (session_id) DO UPDATE SET "
-            "bytes_done = excluded.bytes_done, lines_done = excluded.lines_done, "
+            "path = excluded.path, bytes_done = excluded.bytes_done, lines_done = excluded.lines_done, "
             "prefix_sha256 = excluded.prefix_sha256, updated_at = excluded.updated_at",
             params,
         ).close()
+        record_file(self.db, self.source, self.path, self.session_id, self.complete_bytes, self.complete_lines)
         self._link_parents(plan)
 
     def _link_parents(self, plan: ImportPlan) -> None:
@@ -648,9 +731,3 @@ def check_format(path: str | os.PathLike[str], source: str) -> None:
     if found is not None and found != source:
         raise WrongFormat(f"{path} is a {found} transcript, not {source}; import it with "
                           f"`{IMPORT_COMMANDS[found]} {path}`")
-
-
-def _prefix_sha(path: str, length: int) -> str:
-    """sha256 of the file's first min(length, 64 KiB) bytes: recognizes the same file grown."""
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read(min(length, PREFIX_BYTES))).hexdigest()

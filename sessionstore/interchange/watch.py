@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from sessionstore.storage.errors import SessionStoreError
 from .confine import escape_note, inside_root
+from .copies import file_session
+from .tree import transcripts_under
 from .importing import DuplicateImport, ImportConflict, LiveState, import_file
 
 if TYPE_CHECKING:
@@ -57,7 +59,7 @@ def default_roots(environ: Mapping[str, str] | None = None) -> list[Path]:
 
 @dataclass
 class WatchEvent:
-    """What happened to one file: imported, grown, deleted, conflict, duplicate, error, waiting."""
+    """What happened to one file: imported, grown, copy, deleted, conflict, duplicate, error, waiting."""
 
     event: str
     path: str
@@ -120,7 +122,7 @@ class Watcher:
         found: list[Path] = []
         for root in self.roots:
             if root.is_dir():
-                found.extend(p for p in root.rglob("*.jsonl") if p.is_file() and self._confined(p))
+                found.extend(p for p in transcripts_under(root) if p.is_file() and self._confined(p))
             elif root.is_file():
                 found.append(root)
         unique = dict.fromkeys(p.resolve() for p in found)
@@ -191,6 +193,9 @@ class Watcher:
             warnings = self._hold_provisional(name, warnings)
         if result.status in ("unchanged", "waiting"):
             return None
+        if result.status == "copy":
+            return WatchEvent("copy", name, result.session_id, result.source,
+                              message="a copy of a session's source already in the store; its further lines go there")
         return WatchEvent(result.status, name, result.session_id, result.source, result.lines_added,
                           result.messages_added, self._new_warnings(name, warnings))
 
@@ -215,7 +220,7 @@ class Watcher:
         held = self.provisional.pop(name, None)
         if not held:
             return None
-        row = self.store.db.one("SELECT session_id FROM imports WHERE path = :p", {"p": name})
+        row = file_session(self.store.db, name)
         if row is None:
             return None
         uuids = list(held)
@@ -255,7 +260,7 @@ class Watcher:
         self.states.pop(name, None)
         self.held.pop(name, None)
         self.provisional.pop(name, None)
-        row = self.store.db.one("SELECT session_id, source FROM imports WHERE path = :p", {"p": name})
+        row = file_session(self.store.db, name)
         if row is None:
             return None
         event = WatchEvent("deleted", name, row[0], row[1], message="the file is gone; its session stays in the store")
@@ -304,7 +309,7 @@ class Watcher:
         for _change, raw in changes:
             path = Path(raw)
             if path.is_dir():
-                paths.update(p for p in path.rglob("*.jsonl") if p.is_file() and self._confined(p))
+                paths.update(p for p in transcripts_under(path) if p.is_file() and self._confined(p))
             elif transcript_file(path) and self._confined(path):
                 paths.add(path)
         for path in sorted(paths, key=lambda p: ("subagents" in p.parts, str(p))):

@@ -44,7 +44,7 @@ class Config:
     default_context_window: int = 200_000
 
     # Search index (derived; built at query time, off the append path)
-    search_max_chars: int = 1_000_000  # characters of one message indexed (the rest is not searchable)
+    search_max_chars: int = 16_000_000  # characters of one message indexed (a longer message's rest is not searchable)
     search_batch_chars: int = 1_000_000  # characters indexed per write transaction (appends wait that long)
 
     # Layer 1: tool-result budget and spills

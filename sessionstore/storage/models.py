@@ -258,6 +258,25 @@ class ImportRow(Base):
     )
 
 
+class ImportFileRow(Base):
+    """One file a session's source was read from (the original, a restored or synced copy) and how much of it is in."""
+
+    __tablename__ = "import_files"
+
+    source: Mapped[str] = mapped_column(String(32), primary_key=True)
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
+    bytes_done: Mapped[int] = mapped_column(BigInt, nullable=False)
+    lines_done: Mapped[int] = mapped_column(BigInt, nullable=False)
+    prefix_sha256: Mapped[str] = mapped_column(String(64), nullable=False)
+    updated_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+    __table_args__ = (
+        Index("ix_import_files_session_id", "session_id"),
+        Index("ix_import_files_path", "path"),
+    )
+
+
 class PipelineStateRow(Base):
     """What the pipeline's layers have looked at in one view version, so a restart need not rescan it."""
 

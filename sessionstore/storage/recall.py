@@ -152,7 +152,7 @@ def recall(
 
     Without `query` or `around_uuid`: the last messages of that view. With
     `query`: the newest messages containing it (case-insensitive). With
-    `around_uuid`: that message and its neighbours. `cursor` (from
+    `around_uuid` (a uuid, a unique start of one, or a seq): that message and its neighbours. `cursor` (from
     `next_cursor`) pages on to earlier messages. Never writes.
     """
     if query is not None and around_uuid is not None:
@@ -168,6 +168,10 @@ def recall(
     if cursor is not None and around_uuid is not None:
         raise RecallError("a cursor pages the last messages or query matches; drop around_uuid to page on")
     check_cursor(cursor)
+    if around_uuid is not None and around_uuid.strip():
+        from .message_info import find_message
+
+        around_uuid = find_message(session, around_uuid).uuid  # a unique start (as view prints it) is enough
     index, version = _boundary_version(session, boundary)
     mode = "query" if query is not None else "around" if around_uuid is not None else "last"
     with session.db.read() as db:

@@ -48,6 +48,9 @@ MARK_OPEN, MARK_CLOSE = "«", "»"
 SNIPPET_CONTEXT = 70
 #: A query matching more messages than this is ranked among its newest this many (bounded cost).
 RANK_WINDOW = 2000
+#: Characters of one message the index holds by default (Config.search_max_chars): every message an
+#: agent writes is indexed whole; only a longer one (a 16 MB tool dump) is cut.
+INDEXED_CHARS = 16_000_000
 #: Most hits one search returns (a LIMIT either database takes).
 LIMIT_MAX = 1_000_000
 #: Most distinct terms a query may hold: each is a clause of its own, and databases cap expression depth.
@@ -228,7 +231,7 @@ def pending_count(db: "Database") -> int:
     return int(row[0])
 
 
-def catch_up(db: "Database", *, max_chars: int = 1_000_000, batch_chars: int = 1_000_000,
+def catch_up(db: "Database", *, max_chars: int = INDEXED_CHARS, batch_chars: int = 1_000_000,
              progress: Callable[[int], None] | None = None) -> int:
     """Index every message above each session's mark; returns how many were indexed.
 
@@ -331,7 +334,7 @@ def rebuild(store: "SessionStore") -> int:
 
 
 def index_problems(db: "Database", session_id: str | None = None,
-                   max_chars: int = 1_000_000) -> list[tuple[str, str, str | None]]:
+                   max_chars: int = INDEXED_CHARS) -> list[tuple[str, str, str | None]]:
     """(code, message, session) for each way the index disagrees with the transcript (all sessions or one)."""
     problems: list[tuple[str, str, str | None]] = []
     only = " WHERE s.id = :id" if session_id is not None else ""
@@ -592,7 +595,7 @@ def _summarized(db: "Database", compaction_id: int) -> frozenset[int]:
 def _hit(row: Any, body: str, terms: list[str], boundaries: dict[tuple[str, int], int | None]) -> Hit:
     _, sid, seq, role, timestamp, uuid, title, cwd, _, active = row
     boundary = None if active else boundaries.get((sid, int(seq)))
-    command = f"sessionstore history {sid} --boundary {boundary}" if boundary else f"sessionstore view {sid}"
+    command = f"sessionstore show {sid} {uuid}"
     return Hit(session=sid, title=title, cwd=cwd, seq=int(seq), uuid=uuid, role=role, timestamp=timestamp,
                snippet=snippet(body, terms), boundary=boundary, open=command)
 

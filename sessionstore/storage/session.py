@@ -124,6 +124,17 @@ class Session:
         """Record one message (one transaction); returns it with its seq and uuid."""
         return self.append_many([message])[0]
 
+    def become(self, other: "Session") -> None:
+        """Make this object stand for `other` (an imported session's local continuation takes its writes)."""
+        self.__dict__.update(other.__dict__)
+
+    def before_local_write(self) -> None:
+        """An imported (source-side) session's writes go to its local continuation: see `continuation`."""
+        if self.metadata.get("imported_from"):
+            from .continuation import before_local_write
+
+            before_local_write(self)
+
     def append_many(self, messages: Iterable[Any]) -> list[StoredMessage]:
         """Record several messages in one transaction: all of them or none.
 
@@ -131,6 +142,7 @@ class Session:
         guarded INSERT, which writes nothing if a rewrite changed the view meanwhile or another
         append took the seq. Then, once, the pessimistic way: lock the session, re-read, validate, write.
         """
+        self.before_local_write()
         batch = _normalize_all(messages)
         if not batch:
             return []

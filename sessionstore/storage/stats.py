@@ -21,8 +21,8 @@ STAT_LABELS = {
 def session_stats(session: "Session") -> dict[str, Any]:
     """Messages, view entries and tokens, stored bytes, boundaries and spills of one session.
 
-    `spilled_now` counts tool results whose view entry still shows a spill
-    preview; `spilled_ever` every result ever spilled (its original kept),
+    `spilled_now` counts tool results whose entry in the active view still shows a
+    spill preview (one a compaction summarized is no longer there); `spilled_ever` every result ever spilled (its original kept),
     including those microcompact cleared since: the count `spill list` shows.
     """
     db = session.db
@@ -33,11 +33,14 @@ def session_stats(session: "Session") -> dict[str, Any]:
     )
     implicit = state.last_seq - state.base_seq
     boundaries = db.one("SELECT COUNT(*) FROM compactions WHERE session_id = :id", sid)[0]
-    spilled_now, spilled_ever = db.one(
-        "SELECT COALESCE(SUM(CASE WHEN kind = 'spilled' THEN 1 ELSE 0 END), 0), "
-        "COALESCE(SUM(CASE WHEN blob_sha256 IS NOT NULL THEN 1 ELSE 0 END), 0) "
-        "FROM replacements WHERE session_id = :id", sid
-    )
+    spilled_ever = db.one("SELECT COUNT(*) FROM replacements WHERE session_id = :id AND blob_sha256 IS NOT NULL",
+                          sid)[0]
+    # Spilled and still shown: a compaction that summarized the result took its preview out of the view.
+    spilled_now = db.one(
+        "SELECT COUNT(*) FROM replacements r WHERE r.session_id = :id AND r.kind = 'spilled' AND EXISTS "
+        "(SELECT 1 FROM view_entries v WHERE v.session_id = r.session_id AND v.valid_to IS NULL "
+        "AND v.content_json LIKE '%' || r.tool_use_id || '%')", sid
+    )[0]
     return {
         "session": session.id,
         "messages": int(msg_count),

@@ -193,7 +193,7 @@ class SessionStore:
 
         def remove(db: Database) -> None:
             for table in ("view_entries", "compactions", "replacements", "session_memory", "pipeline_states",
-                          "source_lines", "imports", "messages"):
+                          "source_lines", "import_files", "imports", "messages"):
                 db.execute(f"DELETE FROM {table} WHERE session_id = :id", {"id": session.id}).close()
             db.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = :id", {"id": session.id}).close()
             db.execute("DELETE FROM sessions WHERE id = :id", {"id": session.id}).close()

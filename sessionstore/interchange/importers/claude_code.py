@@ -318,7 +318,19 @@ def _boundary_facts(entry: dict[str, Any]) -> BoundaryFacts:
         trigger=trigger if isinstance(trigger, str) and trigger else "auto",
         pre_tokens=pre if isinstance(pre, int) else None,
         preserved_segment=_segment(meta.get("preservedSegment")),
+        kind=_kind(meta.get(KIND_FIELD)),
     )
+
+
+#: The `compactMetadata` field our Claude Code export names a compaction's kind in (Claude Code ignores it).
+KIND_FIELD = "sessionstoreKind"
+#: Kinds a boundary line may name.
+KINDS = frozenset({"full", "partial-from", "partial-up_to", "session-memory", "collapse"})
+
+
+def _kind(value: Any) -> str | None:
+    """A compaction kind named by the line, if it is one of ours."""
+    return value if isinstance(value, str) and value in KINDS else None
 
 
 def _segment(value: Any) -> dict[str, str] | None:
@@ -498,6 +510,9 @@ class _Graph:
                 ancestors.add(current)
                 parent = self.index.get(current)
                 current = parent.parent if parent is not None else None
+        # A preserved segment hangs from its anchor: the anchor is no leaf, even when it is the latest
+        # entry (a boundary stamped a millisecond after its own summary).
+        ancestors.update(anchor for anchor, _line in self.relinks.values())
         leaves = [n for n in main if n.uuid not in ancestors]
         return max(leaves, key=lambda n: (n.timestamp, n.line_no), default=None)
 
@@ -639,7 +654,7 @@ class _Graph:
             boundary_uuid=node.uuid,
             summary_uuid=summary.uuid if summary else None,
             trigger=facts.trigger,
-            kind="full",
+            kind=facts.kind or "full",
             pre_tokens=facts.pre_tokens,
             preserved_segment=dict(segment) if segment else None,
             view_before=[n.uuid for n in before],

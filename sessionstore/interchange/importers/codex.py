@@ -78,6 +78,8 @@ class CodexImport:
         self.session_id: str | None = None
         self.cwd: str | None = None
         self.model: str | None = None
+        #: The latest `model_context_window` a turn context or token count reported.
+        self.context_window: int | None = None
         self._title: str | None = None
         self._fallback_title: str | None = None
         self._last_uuid: str | None = None
@@ -134,6 +136,7 @@ class CodexImport:
             boundaries=chain.boundaries,
             active_chain=chain.active_chain,
             warnings=self.warnings + chain.warnings,
+            context_window=self.context_window,
         )
 
     def _record(self, line: ImportedLine) -> None:
@@ -200,12 +203,21 @@ class CodexImport:
             self.cwd = self.cwd or _str(payload.get("cwd"))
         elif etype == "turn_context":
             self.model = _str(payload.get("model")) or self.model
+            self._window(payload.get("model_context_window"))
             self.cwd = self.cwd or _str(payload.get("cwd"))
         elif payload.get("type") == "user_message" and self._title is None:
             self._title = _str(payload.get("message"))
         elif payload.get("type") == "token_count":
-            return self._usage(payload.get("info"))
+            info = payload.get("info")
+            if isinstance(info, dict):
+                self._window(info.get("model_context_window"))
+            return self._usage(info)
         return None
+
+    def _window(self, value: Any) -> None:
+        """Keep a reported context window that is a plausible token count."""
+        if isinstance(value, int) and not isinstance(value, bool) and 1_000 <= value <= 100_000_000:
+            self.context_window = value
 
     def _usage(self, info: Any) -> dict[str, int] | None:
         """Anthropic-shaped usage of a token_count event's last model request.

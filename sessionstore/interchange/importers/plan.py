@@ -40,6 +40,8 @@ class BoundaryFacts:
     trigger: str
     pre_tokens: int | None = None
     preserved_segment: dict[str, str] | None = None
+    #: The compaction's kind when the line says it (our export writes it in a field Claude Code ignores).
+    kind: str | None = None
 
 
 @dataclass(slots=True)
@@ -143,6 +145,8 @@ class ImportPlan:
     warnings: list[str]
     #: tool_use_id -> how many boundaries precede the clear: its result shows cleared from that view on.
     cleared: dict[str, int] = field(default_factory=dict)
+    #: The model's context window the source tool reported (Codex `model_context_window`), else None.
+    context_window: int | None = None
 
 
 def where(path: str | os.PathLike[str], line_no: int) -> str:
