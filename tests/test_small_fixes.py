@@ -101,3 +101,24 @@ def test_the_latest_typed_message_is_never_the_compact_summary(store: SessionSto
     compact(s)
     assert any(m.is_compact_summary for m in s.transcript())
     assert typed_user_text(s, latest=True) == typed[-1].strip()
+
+
+DOC = {"type": "document", "title": "release notes",
+       "source": {"type": "text", "media_type": "text/plain", "data": "the quasarwidget flag is gone in 2.0"}}
+SERVER_CALL = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+               "input": {"query": "nebulafish changelog"}}
+
+
+def test_documents_and_server_tool_calls_are_shown_and_searched(store: SessionStore) -> None:
+    import io
+
+    from sessionstore.interchange.export import export_markdown
+
+    s = store.create_session(title="docs")
+    s.append({"role": "user", "content": [DOC, {"type": "text", "text": "what changed?"}]})
+    s.append({"role": "assistant", "content": [SERVER_CALL, {"type": "text", "text": "looking"}]})
+    out = io.StringIO()
+    export_markdown(s, out)
+    text = out.getvalue()
+    assert "the quasarwidget flag is gone in 2.0" in text and "nebulafish changelog" in text
+    assert [h.seq for h in store.search("quasarwidget")] == [1]

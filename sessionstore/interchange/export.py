@@ -19,6 +19,7 @@ from sessionstore.interchange.fidelity import check_claude_code
 from sessionstore.interchange.importers.claude_code import KIND_FIELD
 from sessionstore.interchange.links import Link, linked_transcript
 from sessionstore.storage.history import Boundary, boundaries
+from sessionstore.storage.search import document_text
 from sessionstore.storage.rows import dumps, iter_message_rows
 
 if TYPE_CHECKING:
@@ -155,6 +156,11 @@ def _blocks_markdown(content: Any) -> Iterator[str]:
                 b.get("text", f"[{b.get('type')}]") for b in (inner or []) if isinstance(b, dict))
             status = " (error)" if block.get("is_error") else ""
             yield f"**tool_result**{status} for {block.get('tool_use_id')}\n\n" + _fence(text or "")
+        elif kind == "server_tool_use":
+            yield f"**server_tool_use** `{block.get('name')}` ({block.get('id')})\n\n" + _fence(
+                json.dumps(block.get("input"), ensure_ascii=False, indent=2), "json")
+        elif kind == "document" and document_text(block):
+            yield "**document**\n\n" + _fence(document_text(block))
         else:
             yield f"[{kind}]"
 
