@@ -89,3 +89,36 @@ def test_stats_counts_a_spill_a_compaction_removed_from_the_view_as_gone(
     assert run_cli(capsys, "compact", s.id, "--db", store_url).code == 0
     after = json.loads(run_cli(capsys, "stats", s.id, "--json", "--db", store_url).out)
     assert (after["spilled_now"], after["spilled_ever"]) == (0, 1)
+
+
+def test_the_latest_typed_message_is_never_the_compact_summary(store: SessionStore) -> None:
+    from sessionstore.compaction.engine import compact
+    from sessionstore.storage.paging import typed_user_text
+
+    s = store.create_session(title="preview")
+    s.append_many(list(conversation(30, seed=4)))
+    typed = [m.content for m in s.transcript() if m.role == "user" and isinstance(m.content, str)]
+    compact(s)
+    assert any(m.is_compact_summary for m in s.transcript())
+    assert typed_user_text(s, latest=True) == typed[-1].strip()
+
+
+DOC = {"type": "document", "title": "release notes",
+       "source": {"type": "text", "media_type": "text/plain", "data": "the quasarwidget flag is gone in 2.0"}}
+SERVER_CALL = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+               "input": {"query": "nebulafish changelog"}}
+
+
+def test_documents_and_server_tool_calls_are_shown_and_searched(store: SessionStore) -> None:
+    import io
+
+    from sessionstore.interchange.export import export_markdown
+
+    s = store.create_session(title="docs")
+    s.append({"role": "user", "content": [DOC, {"type": "text", "text": "what changed?"}]})
+    s.append({"role": "assistant", "content": [SERVER_CALL, {"type": "text", "text": "looking"}]})
+    out = io.StringIO()
+    export_markdown(s, out)
+    text = out.getvalue()
+    assert "the quasarwidget flag is gone in 2.0" in text and "nebulafish changelog" in text
+    assert [h.seq for h in store.search("quasarwidget")] == [1]

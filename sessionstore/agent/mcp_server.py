@@ -186,7 +186,8 @@ def _bounded_gate(report: Any) -> Any:
 
 def build_server(store: SessionStore) -> MCPServer:
     """The MCP server over one open store; tools share it under a lock (one DB connection)."""
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
+    # WARNING: a tool error is the model's answer (a tool result), not a multi-line INFO log on stderr.
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
     lock = threading.Lock()
 
     def reading() -> Any:

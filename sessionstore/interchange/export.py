@@ -22,6 +22,7 @@ from sessionstore.interchange.links import Link, linked_transcript
 from sessionstore.interchange.markdown_text import code_span, markdown_body, markdown_inline
 from sessionstore.sanitize import visible
 from sessionstore.storage.history import Boundary, boundaries
+from sessionstore.storage.search import document_text
 from sessionstore.storage.rows import dumps, iter_message_rows
 
 if TYPE_CHECKING:
@@ -160,6 +161,12 @@ def _blocks_markdown(content: Any) -> Iterator[str]:
             status = " (error)" if block.get("is_error") else ""
             target = markdown_inline(str(block.get("tool_use_id")))
             yield f"**tool_result**{status} for {target}\n\n" + _fence(text or "")
+        elif kind == "server_tool_use":
+            head = (f"**server_tool_use** {code_span(str(block.get('name')))} "
+                    f"({markdown_inline(str(block.get('id')))})")
+            yield head + "\n\n" + _fence(json.dumps(block.get("input"), ensure_ascii=False, indent=2), "json")
+        elif kind == "document" and document_text(block):
+            yield "**document**\n\n" + _fence(document_text(block))
         else:
             yield f"[{markdown_inline(str(kind))}]"
 

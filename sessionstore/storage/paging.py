@@ -134,11 +134,12 @@ def _like_escape(text: str) -> str:
 
 
 def typed_user_text(session: "Session", *, latest: bool) -> str | None:
-    """The first (or latest) user message a person typed, as text; scans at most USER_SCAN_LIMIT rows."""
+    """The first (or latest) user message a person typed, as text (never a compaction's summary); scans at
+    most USER_SCAN_LIMIT rows."""
     order = "DESC" if latest else "ASC"
     rows = session.db.all(
         f"SELECT substr(content_json, 1, {PREVIEW_CHARS}) FROM messages "
-        "WHERE session_id = :id AND role = 'user' AND type = 'user' "
+        "WHERE session_id = :id AND role = 'user' AND type = 'user' AND NOT is_compact_summary "
         f"ORDER BY seq {order} LIMIT {USER_SCAN_LIMIT}",
         {"id": session.id},
     )

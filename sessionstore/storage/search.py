@@ -116,6 +116,8 @@ def _block_text(block: dict[str, Any], parts: list[str]) -> None:
     kind = block.get("type")
     if kind == "text":
         parts.append(str(block.get("text") or ""))
+    elif kind == "document":
+        parts.append(document_text(block))
     elif kind in ("tool_use", "server_tool_use"):
         parts.append(str(block.get("name") or ""))
         parts.extend(_strings(block.get("input")))
@@ -127,6 +129,21 @@ def _block_text(block: dict[str, Any], parts: list[str]) -> None:
             for item in inner:
                 if isinstance(item, dict):
                     _block_text(item, parts)
+
+
+def document_text(block: dict[str, Any]) -> str:
+    """A document block's readable text: its title, context and a plain-text source (a PDF's bytes are not text)."""
+    parts = [str(block.get(key) or "") for key in ("title", "context")]
+    source = block.get("source")
+    if isinstance(source, dict) and source.get("type") == "text":
+        parts.append(str(source.get("data") or ""))
+    elif isinstance(source, dict) and source.get("type") == "content":
+        inner = source.get("content")
+        if isinstance(inner, str):
+            parts.append(inner)
+        elif isinstance(inner, list):
+            parts.extend(str(b.get("text") or "") for b in inner if isinstance(b, dict) and b.get("type") == "text")
+    return "\n".join(p for p in parts if p)
 
 
 def _strings(value: Any) -> Iterator[str]:

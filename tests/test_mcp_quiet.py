@@ -1,0 +1,37 @@
+"""`sessionstore mcp`: a tool error is a tool result the model reads, not a multi-line INFO log on stderr."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from sessionstore import SessionStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_a_tool_error_prints_nothing_on_stderr(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mcp.db'}"
+    SessionStore.open(url).close()
+    params = StdioServerParameters(command=sys.executable, args=["-m", "sessionstore", "mcp", "--db", url],
+                                   env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")}, cwd=str(ROOT))
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err, anyio.fail_after(60):
+        async with stdio_client(params, errlog=err) as (read, write):
+            async with ClientSession(read, write) as client:
+                await client.initialize()
+                result = await client.call_tool("recall", {"session": "nope"})
+    assert result.is_error and "no session 'nope'" in result.content[0].text  # type: ignore[union-attr]
+    assert log.read_text() == ""
