@@ -14,12 +14,13 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionstore import SessionStoreError
+from sessionstore.usage import cost_text, hit_rate_text, session_usage
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd,
                recallcmd, searchcmd, usagecmd, watchcmd)
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, console, err_console,
                      open_store, preview, print_json, short_ids)
-from .tables import sessions_table
+from .tables import COST_COLUMN_FROM, sessions_table
 
 #: Most tokens a context window can be.
 MAX_WINDOW = 100_000_000
@@ -92,15 +93,17 @@ def sessions_cmd(
     """
     with open_store(db) as store:
         rows = store.list(limit=limit, offset=offset)
+        usage = session_usage(store, [r["id"] for r in rows]) if json_out or console.width >= COST_COLUMN_FROM else {}
     if json_out:
-        print_json(rows)
+        print_json([{**r, "cost_usd": usage[r["id"]].cost_usd} for r in rows])
         return
     if not rows:
         err_console.print("no sessions here yet" + (f" past the first {offset}" if offset else "")
                           + ": `sessionstore new`, or bring in your transcripts with "
                           "`sessionstore watch --once` (Claude Code and Codex) or `sessionstore import ...`")
         return
-    console.print(sessions_table(rows, console.width, _short_source))
+    costs = {sid: cost_text(u) for sid, u in usage.items()} if usage else None
+    console.print(sessions_table(rows, console.width, _short_source, costs))
 
 
 def _short_source(row: dict[str, Any]) -> str:
@@ -269,16 +272,18 @@ def stats_cmd(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Counts for one session: messages, view entries and tokens, bytes, boundaries.
+    """Counts for one session: messages, view entries and tokens, bytes, boundaries, usage and cost.
 
     Example: sessionstore stats SESSION --json
     """
     from sessionstore.storage.stats import STAT_LABELS, session_stats
 
     with open_store(db) as store:
-        stats = session_stats(store.get(session))
+        found = store.get(session)
+        stats = session_stats(found)
+        usage = session_usage(store, [found.id])[found.id]
     if json_out:
-        print_json(stats)
+        print_json({**stats, "usage": usage.to_dict()})
         return
     title = f"stats of {stats['session']}"
     table = Table(title=title, min_width=len(title))
@@ -288,6 +293,11 @@ def stats_cmd(
         if key != "session":
             label = STAT_LABELS.get(key, key.replace("_", " "))
             table.add_row(label, f"{value:,}" if isinstance(value, int) else str(value))
+    for label, value in (("API responses", f"{usage.responses:,}"), ("input tokens", f"{usage.input_tokens:,}"),
+                         ("cache write tokens", f"{usage.cache_write:,}"),
+                         ("cache read tokens", f"{usage.cache_read:,}"), ("output tokens", f"{usage.output_tokens:,}"),
+                         ("cache hit rate", hit_rate_text(usage)), ("cost", cost_text(usage))):
+        table.add_row(label, value)
     console.print(table)
 
 

@@ -188,3 +188,30 @@ def test_deleting_a_session_deletes_its_usage(store: SessionStore) -> None:
     assert usage_report(store).total.input_tokens == 0
     for table in ("usage_rollup", "usage_responses", "usage_marks"):
         assert store.db.one(f"SELECT COUNT(*) FROM {table}")[0] == 0, table
+
+
+# ------------------------------------------------------------ sessions and stats
+
+
+def test_sessions_show_each_sessions_cost_from_100_columns_and_stats_its_usage(
+        store: SessionStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from sessionstore.cli.common import console
+
+    priced = _session(store)
+    _reply(priced, _usage(100_000))
+    unpriced = _session(store, model="acme-coder-9")
+    _reply(unpriced, _usage(5))
+    listed = json.loads(run_cli(capsys, "sessions", "--db", store.url, "--json").out)
+    assert {r["id"]: r["cost_usd"] for r in listed} == {priced.id: pytest.approx(0.3), unpriced.id: None}
+
+    monkeypatch.setattr(console, "width", 120)
+    wide = run_cli(capsys, "sessions", "--db", store.url).out
+    assert "cost" in wide and "│ $0.30 │" in wide and "│     ? │" in wide
+    monkeypatch.setattr(console, "width", 99)
+    assert "cost" not in run_cli(capsys, "sessions", "--db", store.url).out
+
+    stats = json.loads(run_cli(capsys, "stats", priced.id, "--db", store.url, "--json").out)
+    assert stats["usage"]["input_tokens"] == 100_000 and stats["usage"]["cost_usd"] == pytest.approx(0.3)
+    monkeypatch.setattr(console, "width", 80)
+    table = run_cli(capsys, "stats", unpriced.id, "--db", store.url).out
+    assert "cost" in table and "?" in table
