@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -66,14 +67,18 @@ class PriceTable:
     aliases: Mapping[str, str]
     date: str
     sources: tuple[str, ...]
+    _found: dict[str, ModelPrice | None] = field(default_factory=dict, repr=False, compare=False)
 
     def lookup(self, model: str | None) -> ModelPrice | None:
         """The price of a model id as agents report it (dates, `[1m]`, provider prefixes ignored), or None."""
         if not model:
             return None
+        if model in self._found:
+            return self._found[model]
         name = canonical_model(model)
         key = name if name in self.models else self.aliases.get(name)
-        return self.models.get(key) if key else None
+        price = self._found[model] = self.models.get(key) if key else None
+        return price
 
     def to_dict(self) -> dict[str, Any]:
         """The table's date, sources and model names (for `usage --json`)."""
@@ -98,9 +103,9 @@ def shipped_table_text() -> str:
 
 def load_prices(user_file: str | Path | None = None) -> PriceTable:
     """The shipped table, with the entries of `user_file` (same format) added or replacing shipped ones."""
-    shipped = _parse(shipped_table_text(), "the shipped price table")
     if not user_file:
-        return _table(shipped["models"], shipped)
+        return _shipped_table()
+    shipped = _parse(shipped_table_text(), "the shipped price table")
     path = Path(user_file).expanduser()
     try:
         text = path.read_text(encoding="utf-8")
@@ -111,6 +116,13 @@ def load_prices(user_file: str | Path | None = None) -> PriceTable:
     header = {"date": f"{shipped['date']} (shipped) + {user.get('date') or path.name}",
               "sources": [*shipped.get("sources", []), str(path)]}
     return _table(models, header)
+
+
+@lru_cache(maxsize=1)
+def _shipped_table() -> PriceTable:
+    """The shipped table, read once per process (it is package data: it does not change under us)."""
+    shipped = _parse(shipped_table_text(), "the shipped price table")
+    return _table(shipped["models"], shipped)
 
 
 def _parse(text: str, where: str) -> dict[str, Any]:
