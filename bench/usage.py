@@ -121,11 +121,12 @@ def main() -> None:
             began = time.perf_counter()
             first = usage_report(store, by="day")
             counted = time.perf_counter() - began
-            report_ms, plain_ms, cost_ms, plain_read, cost_read = [], [], [], [], []
+            report_ms, report_cpu, plain_ms, cost_ms, plain_read, cost_read = [], [], [], [], [], []
             for _ in range(args.runs):
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.process_time()
                 report = usage_report(store, by="day")
                 report_ms.append((time.perf_counter() - began) * 1000)
+                report_cpu.append((time.process_time() - cpu) * 1000)
                 read, drawn = sessions_page(store, False)
                 plain_read.append(read * 1000)
                 plain_ms.append(drawn * 1000)
@@ -150,8 +151,8 @@ def main() -> None:
         "",
         "| what | p50 (ms) | p95 (ms) | target |",
         "|---|---:|---:|---|",
-        f"| `usage --by day` over everything | {p50:.1f} | {_p95(report_ms):.1f} | p50 <= 100 ms: "
-        f"{'met' if p50 <= 100 else 'missed'} |",
+        f"| `usage --by day` over everything | {p50:.1f} (CPU {statistics.median(report_cpu):.1f}) | "
+        f"{_p95(report_ms):.1f} | p50 <= 100 ms: {'met' if p50 <= 100 else 'missed'} |",
         f"| `sessions` (50 rows, 120 columns) without cost | {statistics.median(plain_ms):.1f} | "
         f"{_p95(plain_ms):.1f} | |",
         f"| `sessions` with the cost column | {statistics.median(cost_ms):.1f} | {_p95(cost_ms):.1f} | "

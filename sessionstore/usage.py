@@ -181,9 +181,12 @@ def usage_report(store: "SessionStore", *, by: str = "day", since: str | None = 
         params,
     )
     groups: dict[Any, Usage] = {}
+    keys: dict[Any, Any] = {}
     total = Usage()
     for row in rows:
-        group_key = _group_key(by, row[0])
+        group_key = keys.get(row[0])
+        if group_key is None:
+            group_key = keys[row[0]] = _group_key(by, row[0])
         counts = [int(v) for v in row[4:]]
         cost = _cost(prices, row[1], int(row[2]), counts)
         groups.setdefault(group_key, Usage()).add(counts, int(row[3]), cost, row[1])

@@ -215,3 +215,19 @@ def test_sessions_show_each_sessions_cost_from_100_columns_and_stats_its_usage(
     monkeypatch.setattr(console, "width", 80)
     table = run_cli(capsys, "stats", unpriced.id, "--db", store.url).out
     assert "cost" in table and "?" in table
+
+
+def test_a_report_counts_what_was_appended_after_the_last_one_deletes_included(store: SessionStore) -> None:
+    a = _session(store)
+    _reply(a, _usage(100))
+    assert usage_report(store).total.input_tokens == 100
+    assert usage_report(store).total.input_tokens == 100, "nothing new: nothing counted twice"
+    b = _session(store)
+    _reply(b, _usage(200))
+    _reply(b, _usage(400), api_id="msg_2")
+    assert usage_report(store).total.input_tokens == 700
+    store.delete(b.id)
+    _reply(a, _usage(50), api_id="msg_3")
+    assert usage_report(store).total.input_tokens == 150, "a row appended after a delete is counted"
+    _reply(a, _usage(7), api_id="msg_4")
+    assert usage_report(store, by="model").total.input_tokens == 157

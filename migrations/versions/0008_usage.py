@@ -5,6 +5,8 @@
 * usage_rollup: the responses summed per (session, hour, model, prompt band); every usage
   report and every cost column reads only this table (ix_usage_rollup_hour bounds --since).
 * usage_marks: how far each session's messages are counted.
+* usage_state (SQLite): the newest transcript row when every session was last found counted; while it
+  is still the newest, a report skips the per-session check.
 
 Like the search index these are derived data, kept off the append path: a usage report first
 counts the messages above each session's mark (reading their usage, never their content), so
@@ -44,6 +46,14 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("session_id", name="pk_usage_marks"),
     )
     op.create_table(
+        "usage_state",
+        sa.Column("name", sa.String(length=32), nullable=False),
+        sa.Column("last_rowid", BigInt, nullable=False),
+        sa.Column("session_id", sa.String(length=36), nullable=False),
+        sa.Column("seq", BigInt, nullable=False),
+        sa.PrimaryKeyConstraint("name", name="pk_usage_state"),
+    )
+    op.create_table(
         "usage_responses",
         sa.Column("session_id", sa.String(length=36), nullable=False),
         sa.Column("response_id", sa.String(length=200), nullable=False),
@@ -72,4 +82,5 @@ def downgrade() -> None:
     op.drop_index("ix_usage_rollup_hour", table_name="usage_rollup")
     op.drop_table("usage_rollup")
     op.drop_table("usage_responses")
+    op.drop_table("usage_state")
     op.drop_table("usage_marks")

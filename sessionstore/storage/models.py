@@ -295,6 +295,20 @@ class UsageMarkRow(Base):
     counted_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
 
 
+class UsageStateRow(Base):
+    """SQLite: the newest transcript row (rowid, session, seq) when every session was last found counted.
+
+    While that row is still the newest, nothing was appended since, so a report skips the per-session check.
+    """
+
+    __tablename__ = "usage_state"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    last_rowid: Mapped[int] = mapped_column(BigInt, nullable=False)
+    session_id: Mapped[str] = mapped_column(String(36), nullable=False)
+    seq: Mapped[int] = mapped_column(BigInt, nullable=False)
+
+
 class UsageResponseRow(Base):
     """One API response's usage (its streamed pieces folded: the largest count of each kind)."""
 

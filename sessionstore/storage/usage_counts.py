@@ -115,7 +115,15 @@ def lagging_sessions(db: "Database", session_ids: Sequence[str] | None = None) -
 
 
 def catch_up(db: "Database", session_ids: Sequence[str] | None = None) -> int:
-    """Count every message above each session's mark (all sessions, or `session_ids`); returns how many."""
+    """Count every message above each session's mark (all sessions, or `session_ids`); returns how many.
+
+    On SQLite, a check of every session first asks whether the newest transcript row is still the one
+    recorded when every session was last found counted (one lookup): then nothing was appended since.
+    A new row gets a larger rowid than every row present, and the recorded one is still present.
+    """
+    tail = _newest_row(db) if session_ids is None else None
+    if tail is not None and _unchanged_since_last_check(db, tail):
+        return 0
     done = 0
     for sid in lagging_sessions(db, session_ids):
         while True:
@@ -123,7 +131,35 @@ def catch_up(db: "Database", session_ids: Sequence[str] | None = None) -> int:
             done += counted
             if not more:
                 break
+    if tail is not None:
+        db.run_write(lambda d: _record_tail(d, tail))
     return done
+
+
+def _newest_row(db: "Database") -> tuple[int, str, int] | None:
+    """SQLite: (rowid, session, seq) of the newest transcript row; None elsewhere or without messages."""
+    if not db.is_sqlite:
+        return None
+    row = db.one("SELECT rowid, session_id, seq FROM messages ORDER BY rowid DESC LIMIT 1")
+    return (int(row[0]), row[1], int(row[2])) if row else None
+
+
+def _unchanged_since_last_check(db: "Database", tail: tuple[int, str, int]) -> bool:
+    """True when `tail` is the row recorded by the last complete check and its session is counted past it."""
+    row = db.one("SELECT t.last_rowid, t.session_id, t.seq, m.counted_seq FROM usage_state t "
+                 "LEFT JOIN usage_marks m ON m.session_id = t.session_id WHERE t.name = 'tail'")
+    return (row is not None and (int(row[0]), row[1], int(row[2])) == tail and row[3] is not None
+            and int(row[3]) >= tail[2])
+
+
+def _record_tail(db: "Database", tail: tuple[int, str, int]) -> None:
+    params = {"r": tail[0], "s": tail[1], "q": tail[2]}
+    if db.one("SELECT 1 FROM usage_state WHERE name = 'tail'") is None:
+        db.execute("INSERT INTO usage_state (name, last_rowid, session_id, seq) VALUES ('tail', :r, :s, :q)",
+                   params).close()
+    else:
+        db.execute("UPDATE usage_state SET last_rowid = :r, session_id = :s, seq = :q WHERE name = 'tail'",
+                   params).close()
 
 
 def _count_batch(db: "Database", sid: str) -> tuple[int, bool]:
@@ -252,9 +288,3 @@ def _add_to_rollup(db: "Database", sid: str, deltas: dict[tuple[int, str, int], 
     cur.close()
     db.execute("DELETE FROM usage_rollup WHERE session_id = :id AND responses = 0", {"id": sid}).close()
 
-
-def forget(db: "Database", session_id: str | None = None) -> None:
-    """Drop the counted usage (of one session, or all) in the caller's transaction: the next report recounts."""
-    where = " WHERE session_id = :id" if session_id else ""
-    for table in ("usage_rollup", "usage_responses", "usage_marks"):
-        db.execute(f"DELETE FROM {table}{where}", {"id": session_id} if session_id else {}).close()
