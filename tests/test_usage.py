@@ -231,3 +231,34 @@ def test_a_report_counts_what_was_appended_after_the_last_one_deletes_included(s
     assert usage_report(store).total.input_tokens == 150, "a row appended after a delete is counted"
     _reply(a, _usage(7), api_id="msg_4")
     assert usage_report(store, by="model").total.input_tokens == 157
+
+
+# ------------------------------------------------------------ the HTML export
+
+
+def _usage_line(store: SessionStore, session_id: str) -> str | None:
+    import io
+    import re
+
+    from sessionstore.interchange.export import export_html
+
+    out = io.StringIO()
+    export_html(store.get(session_id), out)
+    found = re.search(r'<p class="usage" id="usage">(.*?)</p>', out.getvalue())
+    return found.group(1) if found else None
+
+
+def test_the_html_export_header_shows_the_sessions_usage_and_cost(store: SessionStore) -> None:
+    s = _session(store)
+    _reply(s, _usage(1_000, 500, 2_000, 3_000, 10_000))
+    assert _usage_line(store, s.id) == (
+        "API usage: 1 responses · input 1,000 · cache write 5,000 (5m 2,000, 1h 3,000) · cache read 10,000 · "
+        "output 500 · cache hit 62% · cost $0.04 (prices of 2026-12-02)")
+    hostile = _session(store, model=None)
+    _reply(hostile, _usage(10), model="<script>alert(1)</script>")
+    line = _usage_line(store, hostile.id) or ""
+    assert "cost unknown (&lt;script&gt;alert(1)&lt;/script&gt; not in the price table; the rest $0.00)" in line
+    assert "<script>" not in line
+    quiet = store.create_session(title="no usage")
+    quiet.append({"role": "user", "content": "hi"})
+    assert _usage_line(store, quiet.id) is None

@@ -117,13 +117,15 @@ def lagging_sessions(db: "Database", session_ids: Sequence[str] | None = None) -
 def catch_up(db: "Database", session_ids: Sequence[str] | None = None) -> int:
     """Count every message above each session's mark (all sessions, or `session_ids`); returns how many.
 
-    On SQLite, a check of every session first asks whether the newest transcript row is still the one
-    recorded when every session was last found counted (one lookup): then nothing was appended since.
+    On SQLite it first asks whether the newest transcript row is still the one recorded when every
+    session was last found counted (one lookup): then nothing was appended since, to any session.
     A new row gets a larger rowid than every row present, and the recorded one is still present.
     """
-    tail = _newest_row(db) if session_ids is None else None
+    tail = _newest_row(db)
     if tail is not None and _unchanged_since_last_check(db, tail):
         return 0
+    if session_ids is not None:
+        tail = None
     done = 0
     for sid in lagging_sessions(db, session_ids):
         while True:
