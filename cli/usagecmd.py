@@ -11,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionstore.sanitize import one_line
-from sessionstore.usage import GROUPINGS, Usage, UsageReport, UsageRow, cost_text, hit_rate_text, short_count, usage_report
+from sessionstore.usage import (GROUPINGS, Usage, UsageReport, UsageRow, cost_text, hit_rate_text, short_count,
+                                usage_report)
 
 from .common import DbOption, JsonOption, UsageError, console, open_store, print_json
 
@@ -47,7 +48,7 @@ def usage_cmd(
     since: Annotated[Optional[str], typer.Option(help="A date (2026-11-01), an ISO time or an age (7d, 12h).")] = None,
     until: Annotated[Optional[str], typer.Option(help="A date (counted through its end) or an ISO time.")] = None,
     session: Annotated[Optional[str], typer.Option(help="Only this session and its sub-agents (id or prefix).")] = None,
-    cwd: Annotated[Optional[str], typer.Option(help="Only sessions whose working directory is under this path.")] = None,
+    cwd: Annotated[Optional[str], typer.Option(help="Only sessions whose working directory is under this.")] = None,
     fold_subagents: Annotated[bool, typer.Option("--fold-subagents",
                                                  help="Count sub-agent sessions in their main session's row.")] = False,
     prices: Annotated[Optional[str], typer.Option(help="A price file over the shipped table (JSON, same format).",

@@ -83,12 +83,6 @@ class Usage:
         else:
             self.cost_usd_known += cost
 
-    def merge(self, other: "Usage") -> None:
-        """Add another group's figures to this one."""
-        self.add([other.input_tokens, other.output_tokens, other.cache_write_5m, other.cache_write_1h,
-                  other.cache_read], other.responses, other.cost_usd_known, "")
-        self.unpriced_models |= other.unpriced_models
-
     def to_dict(self) -> dict[str, Any]:
         """The figures as JSON-ready values (exact token counts; cost rounded to 1e-6 USD)."""
         rate = self.cache_hit_rate
@@ -218,17 +212,6 @@ def session_usage(store: "SessionStore", session_ids: Iterable[str],
             counts = [int(v) for v in row[4:]]
             out[row[0]].add(counts, int(row[3]), _cost(prices, row[1], int(row[2]), counts), row[1])
     return out
-
-
-def daily_usage(store: "SessionStore", *, days: int = 30, session: str | None = None,
-                prices: PriceTable | None = None, now: dt.datetime | None = None) -> list[UsageRow]:
-    """The last `days` UTC days (oldest first), each with its usage; days without any are zero rows."""
-    today = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc).date()
-    first = today - dt.timedelta(days=days - 1)
-    report = usage_report(store, by="day", since=first.isoformat(), session=session, prices=prices, now=now)
-    found = {row.key: row for row in report.rows}
-    return [found.get(day.isoformat()) or UsageRow(day.isoformat(), Usage())
-            for day in (first + dt.timedelta(days=i) for i in range(days))]
 
 
 # ------------------------------------------------------------------ pieces

@@ -14,7 +14,8 @@ from sessionstore.usage import session_usage, usage_report
 from tests.support.cli import run_cli
 
 
-def _usage(input_tokens: int = 0, output: int = 0, write_5m: int = 0, write_1h: int = 0, read: int = 0) -> dict[str, Any]:
+def _usage(input_tokens: int = 0, output: int = 0, write_5m: int = 0, write_1h: int = 0,
+           read: int = 0) -> dict[str, Any]:
     return {"input_tokens": input_tokens, "output_tokens": output,
             "cache_creation_input_tokens": write_5m + write_1h, "cache_read_input_tokens": read,
             "cache_creation": {"ephemeral_5m_input_tokens": write_5m, "ephemeral_1h_input_tokens": write_1h}}
@@ -59,7 +60,8 @@ def test_cache_writes_without_the_lifetime_split_are_5_minute_writes(store: Sess
     assert usage.cost_usd == pytest.approx((100_000 * 3.75 + 10 * 3) / 1_000_000)
 
 
-def test_an_unknown_model_has_an_unknown_cost_never_zero(store: SessionStore, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_model_has_an_unknown_cost_never_zero(store: SessionStore,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     known = _session(store)
     _reply(known, _usage(100_000))
     unknown = _session(store, model="acme-coder-9")
@@ -122,7 +124,8 @@ def test_long_context_rates_apply_to_every_token_of_a_request_over_the_threshold
 def test_a_long_context_threshold_must_be_one_the_store_records(tmp_path: Path) -> None:
     prices = tmp_path / "p.json"
     rates = {"input": 1, "output": 1, "cache_write_5m": 1, "cache_write_1h": 1, "cache_read": 1}
-    prices.write_text(json.dumps({"models": {"m": {**rates, "long_context": {**rates, "above_prompt_tokens": 128_000}}}}))
+    entry = {**rates, "long_context": {**rates, "above_prompt_tokens": 128_000}}
+    prices.write_text(json.dumps({"models": {"m": entry}}))
     with pytest.raises(PriceTableError, match="200,000"):
         load_prices(prices)
 

@@ -8,6 +8,7 @@ the cost follows the days shown, not the messages.
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from typing import Any
 
 from rich.style import Style
@@ -19,7 +20,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from sessionstore.sanitize import one_line
-from sessionstore.usage import UsageReport, UsageRow, cost_text, hit_rate_text, short_count, usage_report
+from sessionstore.usage import Usage, UsageReport, UsageRow, cost_text, hit_rate_text, short_count, usage_report
 
 from .keybar import KeyBar
 from .timeline import BLOCKS
@@ -63,10 +64,6 @@ def _axis(shown: list[UsageRow], cols: int) -> str:
 
 def calendar_days(report: UsageReport) -> list[UsageRow]:
     """The report's day rows with the days between them filled in (zero rows), oldest first."""
-    from datetime import date, timedelta
-
-    from sessionstore.usage import Usage
-
     if not report.rows:
         return []
     found = {row.key: row for row in report.rows}
@@ -98,7 +95,8 @@ class DayChart(Widget):
         width, height = self.size.width, self.size.height
         shown = self.days[-width:] if width > 0 else []
         peak = max((row.usage.cost_usd_known for row in shown), default=0.0)
-        title = Text(f" cost per day (UTC) · {len(self.days)} day{'s' if len(self.days) != 1 else ''} · peak ${peak:,.2f}", no_wrap=True,
+        days = f"{len(self.days)} day{'s' if len(self.days) != 1 else ''}"
+        title = Text(f" cost per day (UTC) · {days} · peak ${peak:,.2f}", no_wrap=True,
                      overflow="ellipsis", end="", style=self.get_component_rich_style("daychart--title"))
         if not shown:
             return Text("\n", end="").join([title, Text(" no usage recorded", end="")])
