@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionstore import SessionStoreError
+from sessionstore.sanitize import one_line
 from sessionstore.usage import cost_text, hit_rate_text, session_usage
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd,
@@ -298,6 +299,8 @@ def stats_cmd(
                          ("cache read tokens", f"{usage.cache_read:,}"), ("output tokens", f"{usage.output_tokens:,}"),
                          ("cache hit rate", hit_rate_text(usage)), ("cost", cost_text(usage))):
         table.add_row(label, value)
+    if usage.unpriced_models:
+        table.add_row("not in the price table", Text(one_line(", ".join(sorted(usage.unpriced_models)))))
     console.print(table)
 
 

@@ -217,7 +217,7 @@ def test_sessions_show_each_sessions_cost_from_100_columns_and_stats_its_usage(
     assert stats["usage"]["input_tokens"] == 100_000 and stats["usage"]["cost_usd"] == pytest.approx(0.3)
     monkeypatch.setattr(console, "width", 80)
     table = run_cli(capsys, "stats", unpriced.id, "--db", store.url).out
-    assert "cost" in table and "?" in table
+    assert "cost" in table and "?" in table and "acme-coder-9" in table
 
 
 def test_a_report_counts_what_was_appended_after_the_last_one_deletes_included(store: SessionStore) -> None:
