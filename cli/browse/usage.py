@@ -1,9 +1,9 @@
 """The usage screen: cost by day as a bar chart drawn in block characters, and the days as a table.
 
 Opened with `u` from the sessions list (every session) or from a session (it and its
-sub-agents). It reads `usage_report` by day, which answers from the usage rollup (after
-counting what was appended since the last report, as a search first catches its index up):
-the cost follows the days shown, not the messages.
+sub-agents). It reads `usage_report` by day in a worker thread on its own connection: the
+report answers from the usage rollup after counting what was appended since the last one
+(as a search first catches its index up), so its cost follows the days shown, not the messages.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from typing import Any
 
 from rich.style import Style
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from sessionstore import SessionStore, SessionStoreError
 from sessionstore.sanitize import one_line
 from sessionstore.usage import Usage, UsageReport, UsageRow, cost_text, hit_rate_text, short_count, usage_report
 
@@ -104,8 +106,18 @@ class DayChart(Widget):
         return Text("\n", end="").join([title] + body)
 
 
+def read_report(url: str, session_id: str | None) -> UsageReport:
+    """The by-day report on a connection of its own (it may first count what was appended since the last one)."""
+    with SessionStore.open(url) as store:
+        return usage_report(store, by="day", session=session_id)
+
+
 class UsageScreen(Screen[None]):
-    """Usage and cost of every session, or of one session and its sub-agents."""
+    """Usage and cost of every session, or of one session and its sub-agents.
+
+    The report is read in a worker thread on its own connection, as a search is: counting what was
+    appended since the last report (a first report after an upgrade counts everything) never blocks the screen.
+    """
 
     BINDINGS = [Binding("q,escape", "app.pop_screen", "Back", id="back")]
 
@@ -120,11 +132,43 @@ class UsageScreen(Screen[None]):
         self.report: UsageReport | None = None
 
     def compose(self) -> ComposeResult:
-        self.report = usage_report(self.app.store, by="day", session=self.session_id)
-        yield Static(self._info(self.report), id="usage-info")
-        yield DayChart(calendar_days(self.report), id="usage-chart")
+        yield Static(Text(" usage · counting…"), id="usage-info")
+        yield DayChart([], id="usage-chart")
         yield DataTable(cursor_type="row", zebra_stripes=True, id="usage-days")
         yield KeyBar()
+
+    def on_mount(self) -> None:
+        table: DataTable[Any] = self.query_one("#usage-days", DataTable)
+        for label, width in (("day", 10), ("resp", 6), ("input", 6), ("cache wr", 8), ("cache rd", 8),
+                             ("output", 6), ("hit", 4), ("cost", 9)):
+            table.add_column(label, width=width)
+        table.focus()
+        self.load()
+
+    @work(thread=True, exclusive=True, group="usage")
+    def load(self) -> None:
+        """Read the report off the UI thread, then show it."""
+        try:
+            report = read_report(self.app.store.url, self.session_id)
+        except SessionStoreError as exc:
+            self.app.call_from_thread(self.app.notify, f"usage: {one_line(str(exc))}", severity="error")
+            return
+        self.app.call_from_thread(self.show, report)
+
+    def show(self, report: UsageReport) -> None:
+        """Fill the header, the chart and the table from `report`."""
+        self.report = report
+        self.query_one("#usage-info", Static).update(self._info(report))
+        chart = self.query_one("#usage-chart", DayChart)
+        chart.days = calendar_days(report)
+        chart.refresh()
+        table: DataTable[Any] = self.query_one("#usage-days", DataTable)
+        for row in reversed(report.rows):
+            u = row.usage
+            table.add_row(Text(row.key), *(Text(v, justify="right") for v in (
+                f"{u.responses:,}", short_count(u.input_tokens), short_count(u.cache_write),
+                short_count(u.cache_read), short_count(u.output_tokens), hit_rate_text(u), cost_text(u))),
+                key=row.key)
 
     def _info(self, report: UsageReport) -> Text:
         total = report.total
@@ -135,16 +179,3 @@ class UsageScreen(Screen[None]):
         if total.unpriced_models:
             line += " · unpriced: " + ", ".join(sorted(total.unpriced_models))
         return Text(one_line(line), no_wrap=True, overflow="ellipsis")
-
-    def on_mount(self) -> None:
-        table: DataTable[Any] = self.query_one("#usage-days", DataTable)
-        for label, width in (("day", 10), ("resp", 6), ("input", 6), ("cache wr", 8), ("cache rd", 8),
-                             ("output", 6), ("hit", 4), ("cost", 9)):
-            table.add_column(label, width=width)
-        for row in reversed(self.report.rows if self.report else []):
-            u = row.usage
-            table.add_row(Text(row.key), *(Text(v, justify="right") for v in (
-                f"{u.responses:,}", short_count(u.input_tokens), short_count(u.cache_write),
-                short_count(u.cache_read), short_count(u.output_tokens), hit_rate_text(u), cost_text(u))),
-                key=row.key)
-        table.focus()
