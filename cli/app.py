@@ -14,13 +14,15 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionstore import SessionStoreError
+from sessionstore.sanitize import one_line
+from sessionstore.usage import cost_text, hit_rate_text, session_usage
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, forkcmd, importcmd, mcpcmd,
-               pipelinecmd, recallcmd, searchcmd, showcmd, watchcmd)
+               pipelinecmd, recallcmd, searchcmd, showcmd, usagecmd, watchcmd)
 from . import secretscmd
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, cell, console, err_console,
                      note_local_continuation, one_line, open_store, preview, print_json, short_ids)
-from .tables import sessions_table
+from .tables import COST_COLUMN_FROM, sessions_table
 
 #: Most tokens a context window can be.
 MAX_WINDOW = 100_000_000
@@ -113,8 +115,9 @@ def sessions_cmd(
     with open_store(db, read_only=True) as store:
         rows = store.list(limit=limit, offset=offset)
         some = bool(rows) or (limit == 0 and bool(store.list(limit=1, offset=offset)))
+        usage = session_usage(store, [r["id"] for r in rows]) if json_out or console.width >= COST_COLUMN_FROM else {}
     if json_out:
-        print_json(rows)
+        print_json([{**r, "cost_usd": usage[r["id"]].cost_usd} for r in rows])
         return
     if not rows and some:
         err_console.print("--limit 0 lists no session; there are some here: give --limit N (default 50)")
@@ -124,7 +127,8 @@ def sessions_cmd(
                           + ": `sessionstore new`, or bring in your transcripts with "
                           "`sessionstore watch --once` (Claude Code and Codex) or `sessionstore import ...`")
         return
-    console.print(sessions_table(rows, console.width, _short_source))
+    costs = {sid: cost_text(u) for sid, u in usage.items()} if usage else None
+    console.print(sessions_table(rows, console.width, _short_source, costs))
 
 
 def _short_source(row: dict[str, Any]) -> str:
@@ -296,16 +300,18 @@ def stats_cmd(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Counts for one session: messages, view entries and tokens, bytes, boundaries.
+    """Counts for one session: messages, view entries and tokens, bytes, boundaries, usage and cost.
 
     Example: sessionstore stats SESSION --json
     """
     from sessionstore.storage.stats import STAT_LABELS, session_stats
 
     with open_store(db, read_only=True) as store:
-        stats = session_stats(store.get(session))
+        found = store.get(session)
+        stats = session_stats(found)
+        usage = session_usage(store, [found.id])[found.id]
     if json_out:
-        print_json(stats)
+        print_json({**stats, "usage": usage.to_dict()})
         return
     title = one_line(f"stats of {stats['session']}")
     table = Table(title=Text(title), min_width=len(title))
@@ -315,10 +321,17 @@ def stats_cmd(
         if key != "session" and value is not None:
             label = STAT_LABELS.get(key, key.replace("_", " "))
             table.add_row(cell(label), cell(f"{value:,}" if isinstance(value, int) else value))
+    for label, value in (("API responses", f"{usage.responses:,}"), ("input tokens", f"{usage.input_tokens:,}"),
+                         ("cache write tokens", f"{usage.cache_write:,}"),
+                         ("cache read tokens", f"{usage.cache_read:,}"), ("output tokens", f"{usage.output_tokens:,}"),
+                         ("cache hit rate", hit_rate_text(usage)), ("cost", cost_text(usage))):
+        table.add_row(cell(label), cell(value))
+    if usage.unpriced_models:
+        table.add_row(cell("not in the price table"), cell(", ".join(sorted(usage.unpriced_models))))
     console.print(table)
 
 
 for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
-                mcpcmd, evalcmd, recallcmd, forkcmd, showcmd):
+                mcpcmd, evalcmd, recallcmd, forkcmd, showcmd, usagecmd):
     _module.register(app)
 secretscmd.register(app)

@@ -145,6 +145,7 @@ def test_no_command_writes_the_key(
     (work / "watched.jsonl").write_bytes((work / "cc.jsonl").read_bytes().replace(b"cc-secrets", b"cc-watched"))
     run("watch", "--once", "watched.jsonl")
     run("search", "hello")
+    run("usage", "--by", "session", "--json")
     run("eval", sid, "--json")
     run("recall", sid, "--json")
     run("show", sid, "1")

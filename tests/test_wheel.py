@@ -69,6 +69,7 @@ def test_wheel_ships_every_package_under_the_project_name() -> None:
     assert "sessionstore/migrations/script.py.mako" in names
     assert "sessionstore/fixtures/demo_conversation.jsonl" in names
     assert "sessionstore/cli/browse/browse.tcss" in names
+    assert "sessionstore/data/prices.json" in names, "the price table ships as package data"
 
 
 def test_installed_wheel_runs_the_main_commands(installed: Path, tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ class SessionScreen(Screen[None]):
         Binding("y", "copy", "Copy resume", id="copy"),
         Binding("b", "focus_boundaries", "Boundaries", id="boundaries"),
         Binding("m", "focus_messages", "Messages", id="messages"),
+        Binding("u", "usage", "Usage", id="usage", show=False),
     ]
 
     def __init__(self, session: Session, *, seq: int | None = None):
@@ -112,3 +113,9 @@ class SessionScreen(Screen[None]):
 
     def action_copy(self) -> None:
         self.app.copy_resume(self.session.id)
+
+    def action_usage(self) -> None:
+        """The usage screen of this session and its sub-agents."""
+        from .usage import UsageScreen
+
+        self.app.push_screen(UsageScreen(self.session.id))

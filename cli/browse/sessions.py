@@ -41,6 +41,7 @@ class SessionsScreen(Screen[None]):
         Binding("f", "filter", "Filter", id="filter"),
         Binding("e", "export", "Export", id="export"),
         Binding("y", "copy", "Copy resume", id="copy"),
+        Binding("u", "usage", "Usage", id="usage", show=False),
         Binding("escape", "clear", "Clear", show=False),
     ]
 
@@ -59,6 +60,12 @@ class SessionsScreen(Screen[None]):
         yield DataTable(cursor_type="row", zebra_stripes=True, id="hits", classes="hidden")
         yield Static(id="preview")
         yield KeyBar()
+
+    def action_usage(self) -> None:
+        """The usage screen of every session."""
+        from .usage import UsageScreen
+
+        self.app.push_screen(UsageScreen())
 
     def on_mount(self) -> None:
         self.load(reset=True)

@@ -364,7 +364,27 @@ def export_html(session: "Session", out: TextIO) -> int:
     note = fork_note(session)
     title = (session.title or session.id) + (f" ({note})" if note else "")
     return render_html_rows(out, title=title, rows=_html_rows(session), boundaries=marks,
-                            token_points=token_points(session, found=found))
+                            token_points=token_points(session, found=found), usage=usage_line(session))
+
+
+def usage_line(session: "Session") -> str:
+    """What the session's API responses used and cost, in one line for the page header ("" without any)."""
+    from sessionstore.prices import load_prices
+    from sessionstore.usage import cost_text, hit_rate_text, session_usage
+
+    prices = load_prices(session.store.config.prices or None)
+    usage = session_usage(session.store, [session.id], prices=prices)[session.id]
+    if not usage.responses:
+        return ""
+    line = (f"API usage: {usage.responses:,} responses · input {usage.input_tokens:,} · cache write "
+            f"{usage.cache_write:,} (5m {usage.cache_write_5m:,}, 1h {usage.cache_write_1h:,}) · cache read "
+            f"{usage.cache_read:,} · output {usage.output_tokens:,} · cache hit {hit_rate_text(usage)} · ")
+    if usage.unpriced_models:
+        line += (f"cost unknown ({', '.join(sorted(usage.unpriced_models))} not in the price table; "
+                 f"the rest ${usage.cost_usd_known:,.2f})")
+    else:
+        line += f"cost {cost_text(usage)}"
+    return line + f" (prices of {prices.date})"
 
 
 def _html_rows(session: "Session") -> Iterator[Any]:

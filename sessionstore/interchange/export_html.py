@@ -61,6 +61,7 @@ background:#fff;border-right:1px solid #d5d9e0}
 nav ol{padding-left:1.2em}nav li{margin:0 0 10px}
 main{padding:16px 24px;min-width:0}
 h1{font-size:20px;margin:4px 0 12px}
+.usage{font-size:13px;line-height:18px;color:#44506a;margin:0 0 12px}
 .msg{background:#fff;border:1px solid #dde1e7;border-left:4px solid #9aa3b2;border-radius:6px;
 margin:10px 0;padding:8px 12px}
 .msg>header{font-size:12px;color:#5b6474;margin-bottom:4px}
@@ -188,9 +189,13 @@ def render_html(
     messages: Iterable[StoredMessage],
     boundaries: list[dict[str, Any]],
     token_points: list[tuple[int, int]],
+    usage: str = "",
 ) -> int:
-    """Write the whole page to `out`, one message at a time; returns the number of messages."""
-    return _page(out, title, boundaries, token_points, lambda writer: writer.messages(messages))
+    """Write the whole page to `out`, one message at a time; returns the number of messages.
+
+    `usage` is the line under the title saying what the session's API responses used and cost (plain text).
+    """
+    return _page(out, title, boundaries, token_points, lambda writer: writer.messages(messages), usage=usage)
 
 
 def render_html_rows(
@@ -200,6 +205,7 @@ def render_html_rows(
     rows: Iterable[Sequence[Any]],
     boundaries: list[dict[str, Any]],
     token_points: list[tuple[int, int]],
+    usage: str = "",
 ) -> int:
     """`render_html` from ROW_COLUMNS rows as read from the store (the export's fast path); returns their number.
 
@@ -207,12 +213,13 @@ def render_html_rows(
     in pieces of about ROWS_FLUSH_CHARS characters rather than per message: far
     fewer writes, memory still bounded.
     """
-    return _page(out, title, boundaries, token_points, lambda writer: writer.rows(rows), ROWS_FLUSH_CHARS)
+    return _page(out, title, boundaries, token_points, lambda writer: writer.rows(rows), ROWS_FLUSH_CHARS,
+                 usage=usage)
 
 
 def _page(
     out: TextIO, title: str, boundaries: list[dict[str, Any]], token_points: list[tuple[int, int]],
-    feed: Callable[["_TranscriptWriter"], int], flush_chars: int = 0,
+    feed: Callable[["_TranscriptWriter"], int], flush_chars: int = 0, *, usage: str = "",
 ) -> int:
     """The page around the transcript, which `feed` writes through a _TranscriptWriter."""
     bounds = [_Boundary.of(b, i + 1) for i, b in enumerate(boundaries)]
@@ -220,6 +227,8 @@ def _page(
     out.write('<div class="layout">')
     out.write(_nav(bounds))
     out.write(f'<main><h1 id="top">{esc(title)}</h1>')
+    if usage:
+        out.write(f'<p class="usage" id="usage">{esc(usage)}</p>')
     out.write(_chart(token_points, bounds))
     writer = _TranscriptWriter(out, bounds, flush_chars)
     count = feed(writer)

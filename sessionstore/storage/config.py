@@ -47,6 +47,9 @@ class Config:
     search_max_chars: int = 16_000_000  # characters of one message indexed (a longer message's rest is not searchable)
     search_batch_chars: int = 1_000_000  # characters indexed per write transaction (appends wait that long)
 
+    # Usage reports: a user price file (same format as sessionstore/data/prices.json) over the shipped one
+    prices: str = ""
+
     # Layer 1: tool-result budget and spills
     tool_result_max_chars: int = 50_000
     tool_results_per_message_chars: int = 200_000

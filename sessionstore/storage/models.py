@@ -332,6 +332,74 @@ class SessionForkRow(Base):
     __table_args__ = (Index("ix_session_forks_parent_id", "parent_id"),)
 
 
+class UsageMarkRow(Base):
+    """How far a session's messages are counted in the usage tables (their high-water mark)."""
+
+    __tablename__ = "usage_marks"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    counted_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
+
+
+class UsageStateRow(Base):
+    """SQLite: the newest transcript row (rowid, session, seq) when every session was last found counted.
+
+    While that row is still the newest, nothing was appended since, so a report skips the per-session check.
+    """
+
+    __tablename__ = "usage_state"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    last_rowid: Mapped[int] = mapped_column(BigInt, nullable=False)
+    session_id: Mapped[str] = mapped_column(String(36), nullable=False)
+    seq: Mapped[int] = mapped_column(BigInt, nullable=False)
+
+
+class UsageResponseRow(Base):
+    """One API response's usage (its streamed pieces folded: the largest count of each kind)."""
+
+    __tablename__ = "usage_responses"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    #: The API message id, or `seq:<n>` for a message with usage but no id.
+    response_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    #: Hours since the Unix epoch (UTC) of the response's first piece.
+    hour: Mapped[int] = mapped_column(BigInt, nullable=False)
+    model: Mapped[str] = mapped_column(String(200), nullable=False)
+    #: How many of the prompt-size thresholds (sessionstore.storage.usage.PROMPT_BANDS) the prompt exceeded.
+    band: Mapped[int] = mapped_column(Integer, nullable=False)
+    input_tokens: Mapped[int] = mapped_column(BigInt, nullable=False)
+    output_tokens: Mapped[int] = mapped_column(BigInt, nullable=False)
+    cache_write_5m: Mapped[int] = mapped_column(BigInt, nullable=False)
+    cache_write_1h: Mapped[int] = mapped_column(BigInt, nullable=False)
+    cache_read: Mapped[int] = mapped_column(BigInt, nullable=False)
+
+
+class UsageRollupRow(Base):
+    """Usage summed per session, hour, model and prompt band: what every usage report reads."""
+
+    __tablename__ = "usage_rollup"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    hour: Mapped[int] = mapped_column(BigInt, primary_key=True)
+    model: Mapped[str] = mapped_column(String(200), primary_key=True)
+    band: Mapped[int] = mapped_column(Integer, primary_key=True)
+    responses: Mapped[int] = mapped_column(BigInt, nullable=False)
+    input_tokens: Mapped[int] = mapped_column(BigInt, nullable=False)
+    output_tokens: Mapped[int] = mapped_column(BigInt, nullable=False)
+    cache_write_5m: Mapped[int] = mapped_column(BigInt, nullable=False)
+    cache_write_1h: Mapped[int] = mapped_column(BigInt, nullable=False)
+    cache_read: Mapped[int] = mapped_column(BigInt, nullable=False)
+
+    __table_args__ = (Index("ix_usage_rollup_hour", "hour"),)
+
+
 #: The search index's engine-specific tables (SQLite FTS5 and its shadow tables, PostgreSQL's
 #: tsvector table): written by revision 0002 in raw DDL, so they have no model here.
 SEARCH_INDEX_TABLES = ("search_rows", "search_fts", "search_docs")

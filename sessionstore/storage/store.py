@@ -68,7 +68,8 @@ class SessionStore:
 
     @property
     def index_db(self) -> Database:
-        """The connection that writes the search index: the store's own, or a second, index-only one when read-only."""
+        """The connection that writes derived tables (search index, usage counts): the store's own, or for a
+        read-only store a second one that may write only those (DERIVED_PREFIXES; enforced on SQLite)."""
         if not self.db.read_only:
             return self.db
         if self._index_db is None:
@@ -238,6 +239,8 @@ def _create_schema(url: str, config: Config) -> None:
         writer.engine.dispose()
 
 
+#: The derived tables a reader may bring up to date: the search index and the usage counts.
+DERIVED_PREFIXES = ("search_", "usage_")
 #: SQLite authorizer actions that change a table's rows.
 _ROW_WRITES = {9, 18, 23}  # SQLITE_DELETE, SQLITE_INSERT, SQLITE_UPDATE
 #: Reads, transactions and functions an index catch-up needs; anything else (DDL, ATTACH...) is refused.
@@ -246,7 +249,7 @@ _PRAGMA = 19
 
 
 def _index_only(action: int, table: str | None, arg2: str | None, _db: str | None, _source: str | None) -> int:
-    """SQLite authorizer of a read-only store's index connection: rows of `search_*` tables only.
+    """SQLite authorizer of a read-only store's index connection: rows of derived tables only.
 
     FTS5 prepares an UPDATE of `sqlite_master` when it opens its table; that statement cannot
     change the schema while `writable_schema` is off, and pragmas that set a value are refused.
@@ -254,7 +257,7 @@ def _index_only(action: int, table: str | None, arg2: str | None, _db: str | Non
     import sqlite3
 
     if action in _ROW_WRITES:
-        allowed = (table or "").startswith("search_") or (table == "sqlite_master" and action == 23)
+        allowed = (table or "").startswith(DERIVED_PREFIXES) or (table == "sqlite_master" and action == 23)
         return sqlite3.SQLITE_OK if allowed else sqlite3.SQLITE_DENY
     if action == _PRAGMA:
         return sqlite3.SQLITE_OK if arg2 is None else sqlite3.SQLITE_DENY

@@ -1,0 +1,292 @@
+"""Counting usage: each API response once, summed per session, hour, model and prompt band.
+
+Like the search index, the usage tables are derived data kept off the append path: each
+session has a high-water mark (`usage_marks.counted_seq`), and a usage report first counts
+the messages above it, in write transactions of its own, reading their `usage_json`,
+`metadata_json` (the model) and timestamps, never their content.
+
+Streamed pieces of one response share an `api_message_id` and each repeats the response's
+usage, the output count growing as the stream goes on; a response is counted once, with the
+largest count of each kind among its pieces, at the hour of its first piece. A message with
+usage but no id is a response of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from .fastjson import loads_stored
+
+if TYPE_CHECKING:
+    from .db import Database
+
+#: Prompt sizes (input + cache writes + cache reads of one request) where some model's price
+#: changes; a response records how many of them its prompt exceeded. A price table's
+#: long-context threshold must be one of these (sessionstore.prices checks it).
+PROMPT_BANDS: tuple[int, ...] = (200_000, 272_000)
+
+#: The token kinds, in the column order of usage_responses and usage_rollup.
+KINDS = ("input_tokens", "output_tokens", "cache_write_5m", "cache_write_1h", "cache_read")
+
+#: Messages with usage read per batch, and per write transaction.
+_FETCH_ROWS = 2_000
+_ROWS_PER_TRANSACTION = 20_000
+#: PostgreSQL advisory lock class: one counter per session at a time.
+_PG_LOCK = 735527
+
+
+@dataclass(slots=True)
+class Response:
+    """One response's folded usage and where it is summed."""
+
+    hour: int
+    model: str
+    counts: list[int]
+
+    @property
+    def band(self) -> int:
+        """How many PROMPT_BANDS thresholds the prompt exceeded."""
+        prompt = self.counts[0] + self.counts[2] + self.counts[3] + self.counts[4]
+        return sum(1 for threshold in PROMPT_BANDS if prompt > threshold)
+
+    def key(self) -> tuple[int, str, int]:
+        return self.hour, self.model, self.band
+
+    def merged(self, other: "Response") -> "Response":
+        """Both pieces as one response: the largest count of each kind, the earlier hour, a known model."""
+        return Response(min(self.hour, other.hour), self.model or other.model,
+                        [max(a, b) for a, b in zip(self.counts, other.counts)])
+
+
+def token_counts(usage: dict[str, Any]) -> list[int]:
+    """[input, output, cache write 5m, cache write 1h, cache read] of one stored usage object.
+
+    Cache writes without the 5m/1h breakdown (`cache_creation`) are 5-minute writes, the API's default.
+    """
+    total_write = _int(usage.get("cache_creation_input_tokens"))
+    split = usage.get("cache_creation")
+    one_hour = _int(split.get("ephemeral_1h_input_tokens")) if isinstance(split, dict) else 0
+    if isinstance(split, dict) and not total_write:
+        total_write = one_hour + _int(split.get("ephemeral_5m_input_tokens"))
+    one_hour = min(one_hour, total_write)
+    return [_int(usage.get("input_tokens")), _int(usage.get("output_tokens")), total_write - one_hour, one_hour,
+            _int(usage.get("cache_read_input_tokens"))]
+
+
+def _int(value: Any) -> int:
+    """A stored count as a non-negative integer (validation already refused negative and huge ones)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return max(int(value), 0)
+
+
+def hour_of(timestamp: str | None, fallback: float) -> int:
+    """Hours since the Unix epoch (UTC) of an ISO-8601 timestamp (naive = UTC), else of `fallback`."""
+    if timestamp:
+        try:
+            parsed = datetime.fromisoformat(timestamp)
+        except ValueError:
+            parsed = None
+        if parsed is not None:
+            if parsed.tzinfo is None:
+                return int((parsed - datetime(1970, 1, 1)).total_seconds() // 3600)
+            return int(parsed.timestamp() // 3600)
+    return int(fallback // 3600)
+
+
+def lagging_sessions(db: "Database", session_ids: Sequence[str] | None = None) -> list[str]:
+    """Sessions holding messages above their usage mark (all of them, or those among `session_ids`)."""
+    where = ""
+    params: dict[str, Any] = {}
+    if session_ids is not None:
+        if not session_ids:
+            return []
+        names = [f"s{i}" for i in range(len(session_ids))]
+        where = f" AND s.id IN ({', '.join(':' + n for n in names)})"
+        params = dict(zip(names, session_ids))
+    rows = db.all(
+        "SELECT s.id FROM sessions s LEFT JOIN usage_marks m ON m.session_id = s.id "
+        "WHERE (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) > COALESCE(m.counted_seq, 0)" + where,
+        params,
+    )
+    return [r[0] for r in rows]
+
+
+def catch_up(db: "Database", session_ids: Sequence[str] | None = None) -> int:
+    """Count every message above each session's mark (all sessions, or `session_ids`); returns how many.
+
+    On SQLite it first asks whether the newest transcript row is still the one recorded when every
+    session was last found counted (one lookup): then nothing was appended since, to any session.
+    A new row gets a larger rowid than every row present, and the recorded one is still present.
+    """
+    tail = _newest_row(db)
+    if tail is not None and _unchanged_since_last_check(db, tail):
+        return 0
+    if session_ids is not None:
+        tail = None
+    done = 0
+    for sid in lagging_sessions(db, session_ids):
+        while True:
+            counted, more = db.run_write(lambda d, sid=sid: _count_batch(d, sid))
+            done += counted
+            if not more:
+                break
+    if tail is not None:
+        db.run_write(lambda d: _record_tail(d, tail))
+    return done
+
+
+def _newest_row(db: "Database") -> tuple[int, str, int] | None:
+    """SQLite: (rowid, session, seq) of the newest transcript row; None elsewhere or without messages."""
+    if not db.is_sqlite:
+        return None
+    row = db.one("SELECT rowid, session_id, seq FROM messages ORDER BY rowid DESC LIMIT 1")
+    return (int(row[0]), row[1], int(row[2])) if row else None
+
+
+def _unchanged_since_last_check(db: "Database", tail: tuple[int, str, int]) -> bool:
+    """True when `tail` is the row recorded by the last complete check and its session is counted past it."""
+    row = db.one("SELECT t.last_rowid, t.session_id, t.seq, m.counted_seq FROM usage_state t "
+                 "LEFT JOIN usage_marks m ON m.session_id = t.session_id WHERE t.name = 'tail'")
+    return (row is not None and (int(row[0]), row[1], int(row[2])) == tail and row[3] is not None
+            and int(row[3]) >= tail[2])
+
+
+def _record_tail(db: "Database", tail: tuple[int, str, int]) -> None:
+    params = {"r": tail[0], "s": tail[1], "q": tail[2]}
+    if db.one("SELECT 1 FROM usage_state WHERE name = 'tail'") is None:
+        db.execute("INSERT INTO usage_state (name, last_rowid, session_id, seq) VALUES ('tail', :r, :s, :q)",
+                   params).close()
+    else:
+        db.execute("UPDATE usage_state SET last_rowid = :r, session_id = :s, seq = :q WHERE name = 'tail'",
+                   params).close()
+
+
+def _count_batch(db: "Database", sid: str) -> tuple[int, bool]:
+    """Count the next messages of one session in this transaction; (messages passed, whether more remain)."""
+    if not db.is_sqlite:
+        db.execute("SELECT pg_advisory_xact_lock(:k, hashtext(:id))", {"k": _PG_LOCK, "id": sid}).close()
+    session = db.one("SELECT model, created_at FROM sessions WHERE id = :id", {"id": sid})
+    if session is None:
+        return 0, False
+    row = db.one("SELECT counted_seq FROM usage_marks WHERE session_id = :id", {"id": sid})
+    mark = int(row[0]) if row else 0
+    top = db.one("SELECT MAX(seq) FROM messages WHERE session_id = :id", {"id": sid})[0]
+    top = int(top or 0)
+    limit = min(top, mark + _ROWS_PER_TRANSACTION)
+    folded: dict[str, Response] = {}
+    after = mark
+    while True:
+        rows = db.all(
+            "SELECT seq, api_message_id, timestamp, written_at, usage_json, metadata_json FROM messages "
+            "WHERE session_id = :id AND seq > :after AND seq <= :limit AND usage_json IS NOT NULL "
+            "ORDER BY seq LIMIT :n",
+            {"id": sid, "after": after, "limit": limit, "n": _FETCH_ROWS},
+        )
+        for seq, api_id, timestamp, written_at, usage_json, metadata_json in rows:
+            _fold(folded, api_id or f"seq:{seq}", _response(timestamp, written_at, usage_json, metadata_json,
+                                                            session[0] or "", float(session[1])))
+        if len(rows) < _FETCH_ROWS:
+            break
+        after = int(rows[-1][0])
+    _apply(db, sid, folded)
+    if limit > mark:
+        if row is None:
+            db.execute("INSERT INTO usage_marks (session_id, counted_seq) VALUES (:id, :s)",
+                       {"id": sid, "s": limit}).close()
+        else:
+            db.execute("UPDATE usage_marks SET counted_seq = :s WHERE session_id = :id",
+                       {"id": sid, "s": limit}).close()
+    return limit - mark, limit < top
+
+
+def _response(timestamp: str | None, written_at: float | None, usage_json: str, metadata_json: str | None,
+              session_model: str, created_at: float) -> Response:
+    usage = loads_stored(usage_json)
+    usage = usage if isinstance(usage, dict) else {}
+    metadata = loads_stored(metadata_json) if metadata_json else {}
+    model = metadata.get("model") if isinstance(metadata, dict) else None
+    model = model if isinstance(model, str) and model else session_model
+    return Response(hour_of(timestamp, written_at if written_at is not None else created_at), model[:200],
+                    token_counts(usage))
+
+
+def _fold(folded: dict[str, Response], key: str, response: Response) -> None:
+    earlier = folded.get(key)
+    folded[key] = response if earlier is None else earlier.merged(response)
+
+
+def _apply(db: "Database", sid: str, folded: dict[str, Response]) -> None:
+    """Merge `folded` into usage_responses and move each change into usage_rollup."""
+    if not folded:
+        return
+    stored = _stored_responses(db, sid, list(folded))
+    deltas: dict[tuple[int, str, int], list[int]] = {}
+    inserts, updates = [], []
+    for key, fresh in folded.items():
+        old = stored.get(key)
+        new = fresh if old is None else old.merged(fresh)
+        if old is not None:
+            if old.key() == new.key() and old.counts == new.counts:
+                continue
+            _add(deltas, old.key(), [-1, *(-c for c in old.counts)])
+            updates.append((new.hour, new.model, new.band, *new.counts, sid, key))
+        else:
+            inserts.append((sid, key, new.hour, new.model, new.band, *new.counts))
+        _add(deltas, new.key(), [1, *new.counts])
+    columns = ", ".join(KINDS)
+    if inserts:
+        db.insert_rows("usage_responses", ("session_id", "response_id", "hour", "model", "band", *KINDS), inserts)
+    if updates:
+        mark = "?" if db.is_sqlite else "%s"
+        sets = ", ".join(f"{c} = {mark}" for c in ("hour", "model", "band", *KINDS))
+        cur = db.conn.cursor()
+        cur.executemany(f"UPDATE usage_responses SET {sets} WHERE session_id = {mark} AND response_id = {mark}",
+                        updates)
+        cur.close()
+    _add_to_rollup(db, sid, deltas, columns)
+
+
+def _stored_responses(db: "Database", sid: str, keys: list[str]) -> dict[str, Response]:
+    """The usage_responses rows of these response ids, read in chunks."""
+    out: dict[str, Response] = {}
+    for start in range(0, len(keys), 500):
+        chunk = keys[start:start + 500]
+        names = {f"k{i}": k for i, k in enumerate(chunk)}
+        rows = db.all(
+            f"SELECT response_id, hour, model, {', '.join(KINDS)} FROM usage_responses "
+            f"WHERE session_id = :sid AND response_id IN ({', '.join(':' + n for n in names)})",
+            {"sid": sid, **names},
+        )
+        for r in rows:
+            out[r[0]] = Response(int(r[1]), r[2], [int(v) for v in r[3:]])
+    return out
+
+
+def _add(deltas: dict[tuple[int, str, int], list[int]], key: tuple[int, str, int], values: Iterable[int]) -> None:
+    current = deltas.setdefault(key, [0] * (1 + len(KINDS)))
+    for i, value in enumerate(values):
+        current[i] += value
+
+
+def _add_to_rollup(db: "Database", sid: str, deltas: dict[tuple[int, str, int], list[int]], columns: str) -> None:
+    """Add each delta to its rollup row (creating it), then drop rows no response is summed in any more."""
+    changed = [(sid, hour, model, band, *values) for (hour, model, band), values in deltas.items()
+               if any(values)]
+    if not changed:
+        return
+    mark = "?" if db.is_sqlite else "%s"
+    names = ("responses", *KINDS)
+    updates = ", ".join(f"{c} = usage_rollup.{c} + excluded.{c}" for c in names)
+    cur = db.conn.cursor()
+    cur.executemany(
+        f"INSERT INTO usage_rollup (session_id, hour, model, band, responses, {columns}) "
+        f"VALUES ({', '.join([mark] * (4 + len(names)))}) "
+        f"ON CONFLICT (session_id, hour, model, band) DO UPDATE SET {updates}",
+        changed,
+    )
+    cur.close()
+    db.execute("DELETE FROM usage_rollup WHERE session_id = :id AND responses = 0", {"id": sid}).close()
+
