@@ -15,8 +15,8 @@ from rich.text import Text
 
 from sessionstore import SessionStoreError
 
-from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd,
-               recallcmd, searchcmd, watchcmd)
+from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pincmd,
+               pipelinecmd, recallcmd, searchcmd, watchcmd)
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, console, err_console,
                      open_store, preview, print_json, short_ids)
 from .tables import sessions_table
@@ -292,5 +292,5 @@ def stats_cmd(
 
 
 for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
-                mcpcmd, evalcmd, recallcmd):
+                mcpcmd, evalcmd, recallcmd, pincmd):
     _module.register(app)

@@ -277,15 +277,11 @@ def _recall_range(session: "Session", span: tuple[int, int], *, query: str | Non
             bound = int(batch[-1][0])
             n = min(n * 2, PAGE_ROWS)
         shown = sorted(page.shown, key=lambda item: item[0].key)
-        extra_like = ""
+        # Counted by the seq index alone (no text match): a query's note says older messages *may* match.
         params = {"id": session.id, "lo": lo, "hi": hi, "no": False}
-        if query is not None:
-            extra_like = f" AND m.content_json {'LIKE' if db.is_sqlite else 'ILIKE'} :like ESCAPE '!'"
-            params["like"] = _like_pattern(query)
-        size = int(db.one(f"SELECT COUNT(*) FROM ({_RANGE_SQL}{extra_like}) c", params)[0])
+        size = int(db.one(f"SELECT COUNT(*) FROM ({_RANGE_SQL}) c", params)[0])
         oldest = shown[0][0].seq if shown else (min(hi, cursor) if cursor is not None else hi)
-        earlier = int(db.one(f"SELECT COUNT(*) FROM ({_RANGE_SQL}{extra_like} AND m.seq < :k) c",
-                             {**params, "k": oldest})[0])
+        earlier = int(db.one(f"SELECT COUNT(*) FROM ({_RANGE_SQL} AND m.seq < :k) c", {**params, "k": oldest})[0])
     next_cursor = shown[0][0].seq if shown and earlier else None
     text = _render(label, mode, query, shown, size, earlier, 0, next_cursor)
     messages = [RecalledMessage(r.seq, r.uuid, r.role, cost, r.replaced, cut) for r, _, cost, cut in shown]
