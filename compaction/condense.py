@@ -11,6 +11,7 @@ range, so the next compaction reads a constant amount, not every earlier list.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -66,47 +67,68 @@ def hold_to_budget(body: str, facts: Facts, *, max_tokens: int, era_of: EraOf) -
     """The gate within `max_tokens`: the body (cut when it must be), missing facts, condensed references.
 
     Linear in the body and the facts: the body is indexed once, each fact is a lookup and one
-    estimate. With nothing missing, nothing condensed and the body within budget, the body is
-    returned unchanged.
+    estimate; the text is estimated whole only to confirm the result. With nothing missing,
+    nothing condensed and the body within budget, the body is returned unchanged.
     """
+    era_of = _cached(era_of)
     index = SummaryIndex(body)
     present = {k: _held(index, facts, k) for k in FACT_KINDS}
     missing = {k: [f for f, held in zip(facts.of(k), present[k]) if not held] for k in FACT_KINDS}
-    checked = {k: len(facts.of(k)) for k in FACT_KINDS}
     body_tokens = estimate_text(body)
     if not any(missing.values()) and not facts.condensed and body_tokens <= max_tokens:
-        return Budgeted(body, GateReport(checked, missing, 0, summary_tokens=body_tokens, budget=max_tokens), facts)
-    whole = _render(body, facts, {k: list(range(len(facts.of(k)))) for k in FACT_KINDS}, present,
-                    dict(facts.condensed), era_of)
-    if estimate_text(whole) <= max_tokens:
-        return _result(whole, body, facts, missing, present, dict(facts.condensed), {}, max_tokens, False, era_of)
+        report = GateReport(_checked(facts), missing, 0, summary_tokens=body_tokens, budget=max_tokens)
+        return Budgeted(body, report, facts)
+    costs = {k: [estimate_text(f) + 2 for f in facts.of(k)] for k in FACT_KINDS}
+    overhead = estimate_text(GATE_HEADING) + _reference_reserve() + 8
+    needed = overhead + sum(c for k in FACT_KINDS for c, held in zip(costs[k], present[k]) if not held)
+    if body_tokens + needed <= max_tokens:
+        everything = {k: list(range(len(facts.of(k)))) for k in FACT_KINDS}
+        whole = _render(body, facts, everything, present, dict(facts.condensed), era_of)
+        if estimate_text(whole) <= max_tokens:
+            return _result(whole, body, facts, missing, present, dict(facts.condensed), {}, max_tokens, False,
+                           era_of)
     body_cut = False
-    needed = sum(estimate_text(f) + 2 for k in FACT_KINDS for f in missing[k])
-    needed += estimate_text(GATE_HEADING) + _reference_reserve(facts) + 8
     body_cap = max(int(max_tokens * BODY_SHARE), max_tokens - needed)
     if body_tokens > body_cap:
         body, body_cut = fit_body(body, body_cap), True
+        body_tokens = estimate_text(body)
         index = SummaryIndex(body)
         present = {k: _held(index, facts, k) for k in FACT_KINDS}
         missing = {k: [f for f, held in zip(facts.of(k), present[k]) if not held] for k in FACT_KINDS}
-    room = max_tokens - estimate_text(body) - estimate_text(GATE_HEADING) - _reference_reserve(facts) - 8
-    chosen = _choose(facts, present, room)
+    chosen = _choose(facts, present, costs, max_tokens - body_tokens - overhead)
     while True:
         condensed, newly = _condense(facts, present, chosen)
         text = _render(body, facts, chosen, present, condensed, era_of)
         if estimate_text(text) <= max_tokens or not any(chosen.values()):
             break
-        _drop_oldest(chosen, facts)
+        _drop_oldest(chosen)
     if estimate_text(text) > max_tokens:
         text = fit_body(text, max_tokens)
     return _result(text, body, facts, missing, present, condensed, newly, max_tokens, body_cut, era_of)
+
+
+def _cached(era_of: EraOf) -> EraOf:
+    """`era_of` remembering its answers for one compaction (each is a database read)."""
+    seen: dict[int, int] = {}
+
+    def lookup(seq: int) -> int:
+        if seq not in seen:
+            seen[seq] = era_of(seq)
+        return seen[seq]
+
+    return lookup
+
+
+def _checked(facts: Facts) -> dict[str, int]:
+    return {k: len(facts.of(k)) for k in FACT_KINDS}
 
 
 def _held(index: SummaryIndex, facts: Facts, kind: str) -> list[bool]:
     return [index.holds(kind, f, facts.cwd) for f in facts.of(kind)]
 
 
-def _reference_reserve(facts: Facts) -> int:
+@functools.cache
+def _reference_reserve() -> int:
     """Tokens the reference lines can take: one line with the largest figures per kind."""
     big = Condensed(10**9, 0, 0)
     return sum(estimate_text(reference_line(k, big, lambda _s: 10**6)) + estimate_text(KIND_TITLES[k]) + 2
@@ -119,11 +141,11 @@ def _newest_first(facts: Facts, kind: str) -> list[int]:
     return indexes if kind == "user_messages" else indexes[::-1]
 
 
-def _choose(facts: Facts, present: dict[str, list[bool]], room: int) -> dict[str, list[int]]:
+def _choose(facts: Facts, present: dict[str, list[bool]], costs: dict[str, list[int]], room: int
+            ) -> dict[str, list[int]]:
     """Per kind, the missing facts listed verbatim: an equal share each first, then what is left, newest first."""
     chosen: dict[str, list[int]] = {k: [] for k in FACT_KINDS}
     queues = {k: [i for i in _newest_first(facts, k) if not present[k][i]] for k in FACT_KINDS}
-    costs = {k: {i: estimate_text(facts.of(k)[i]) + 2 for i in queues[k]} for k in FACT_KINDS}
     left = max(0, room)
     for rank, kind in enumerate(PRIORITY):
         share = left // (len(PRIORITY) - rank)
@@ -134,16 +156,18 @@ def _choose(facts: Facts, present: dict[str, list[bool]], room: int) -> dict[str
     return chosen
 
 
-def _take(queue: list[int], costs: dict[int, int], into: list[int], room: int) -> int:
+def _take(queue: list[int], costs: list[int], into: list[int], room: int) -> int:
     """Move facts from the front of `queue` into `into` while they fit `room`; the tokens spent."""
-    spent = 0
-    while queue and spent + costs[queue[0]] <= room:
-        spent += costs[queue[0]]
-        into.append(queue.pop(0))
+    spent = taken = 0
+    while taken < len(queue) and spent + costs[queue[taken]] <= room:
+        spent += costs[queue[taken]]
+        taken += 1
+    into.extend(queue[:taken])
+    del queue[:taken]
     return spent
 
 
-def _drop_oldest(chosen: dict[str, list[int]], facts: Facts) -> None:
+def _drop_oldest(chosen: dict[str, list[int]]) -> None:
     """Give up a tenth (at least one) of the verbatim facts of the kind listing most, the oldest first."""
     kind = max(chosen, key=lambda k: len(chosen[k]))
     count = max(1, len(chosen[kind]) // 10)
@@ -194,10 +218,10 @@ def _result(text: str, body: str, facts: Facts, missing: dict[str, list[str]], p
                  seqs={k: tuple(facts.origins(k)[i] for i in keep[k]) for k in FACT_KINDS}, condensed=condensed)
     references = {k: {"count": g.count, "first_boundary": era_of(g.first_seq),
                       "last_boundary": max(era_of(g.first_seq), era_of(g.last_seq))} for k, g in condensed.items()}
-    added = estimate_text(text) - estimate_text(body) if text != body else 0
-    report = GateReport(checked={k: len(facts.of(k)) for k in FACT_KINDS}, missing=missing, added_tokens=max(0, added),
-                        condensed=newly, references=references, summary_tokens=estimate_text(text),
-                        budget=max_tokens, body_cut=body_cut)
+    tokens = estimate_text(text)
+    added = tokens - estimate_text(body) if text != body else 0
+    report = GateReport(checked=_checked(facts), missing=missing, added_tokens=max(0, added), condensed=newly,
+                        references=references, summary_tokens=tokens, budget=max_tokens, body_cut=body_cut)
     return Budgeted(text, report, kept)
 
 

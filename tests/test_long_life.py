@@ -42,7 +42,7 @@ APPENDED: list[tuple[str, Any]] = []
 
 @pytest.fixture(scope="module")
 def span(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    """About 40 recorded messages of the spotter transcript (a dozen files read and edited)."""
+    """38 recorded messages of the spotter transcript (nine files read and edited)."""
     if not TRANSCRIPTS.is_dir():
         pytest.skip(f"shared transcripts not found at {TRANSCRIPTS}")
     return load_span(TRANSCRIPTS, f"sqlite:///{tmp_path_factory.mktemp('span') / 'src.db'}", messages=40)
@@ -171,3 +171,46 @@ def test_300_alternating_partial_compactions_stay_within_budget_with_pins_and_re
     holders, summary = _run(session, span, step, [RULE])
     assert _check_condensed(session, holders, summary)
     _check_export(session, APPENDED, tmp_path)
+
+
+#: The generated tool-heavy session: TOTAL messages, compacted every EVERY (as the issue measured it).
+#: PostgreSQL appends at about half SQLite's rate here, so it gets 70,000 (14 compactions, past the
+#: 13 at which the view used to exceed the window) to stay within two minutes on a loaded machine.
+TOTAL = {"sqlite": 100_000, "postgresql": 70_000}
+EVERY = 5_000
+
+
+def tool_heavy_batch(start: int, count: int, *, part: int) -> list[dict[str, Any]]:
+    """`count` messages: one ask, then rounds each reading a file no earlier round read, then a reply."""
+    batch: list[dict[str, Any]] = [{"role": "user", "content": f"Part {part}: read the next files and report."}]
+    i = start
+    while len(batch) < count - 1:
+        use_id = f"toolu_g{i}"
+        path = f"/srv/app/pkg{i // 100}/module_{i}.py"
+        batch.append({"role": "assistant", "content": [{"type": "tool_use", "id": use_id, "name": "Read",
+                                                        "input": {"file_path": path}}]})
+        batch.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": use_id,
+                                                   "content": f"def f{i}():\n    return {i}\n"}]})
+        i += 1
+    batch.append({"role": "assistant", "content": f"Read {i - start} files of part {part}."})
+    return batch
+
+
+@pytest.mark.slow
+def test_a_100k_message_tool_heavy_session_compacted_every_5000_stays_within_budget(store: SessionStore) -> None:
+    session = store.create_session(cwd="/srv/app")
+    session.append({"role": "user", "content": RULE}, pinned=True)
+    session.append({"role": "assistant", "content": "Understood."})
+    budget = store.config.summary_budget(session.context_window)
+    files = 0
+    for part in range(TOTAL["sqlite" if store.db.is_sqlite else "postgresql"] // EVERY):
+        messages = tool_heavy_batch(files, EVERY, part=part)
+        files += (len(messages) - 2) // 2
+        for chunk in range(0, len(messages), 1_000):
+            session.append_many(messages[chunk:chunk + 1_000])
+        outcome = compact(session)
+        summary, pins = _summary_text(session, outcome.summary_uuid)
+        assert estimate_text(summary) <= budget, f"compaction {part + 1}"
+        assert RULE in pins
+        assert session.view_tokens <= budget + 2_000, f"view after compaction {part + 1}: {session.view_tokens}"
+    assert files > 30_000 and "earlier files touched" in summary
