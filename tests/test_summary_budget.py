@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -16,6 +17,7 @@ from sessionstore.compaction.facts import GATE_HEADING, Condensed, Facts, missin
 from sessionstore.compaction.pinning import split_pins
 from sessionstore.compaction.prompt import SUMMARY_SECTIONS
 from sessionstore.compaction.summarizers.anthropic import AnthropicSummarizer
+from sessionstore.interchange.importing import import_paths
 from sessionstore.storage.config import Config
 from sessionstore.storage.history import boundaries
 from sessionstore.storage.recall import RecallError, recall
@@ -207,3 +209,23 @@ def test_the_budgets_are_settings_with_window_shares_as_defaults() -> None:
 
 def test_references_name_boundary_ranges() -> None:
     assert references_in("- 3 earlier files touched (recall -b 2..7 --query PATH)") == [(2, 7)]
+
+
+def test_eval_gated_keeps_every_fact_on_the_shared_sessions(store: SessionStore, transcripts_dir: Path,
+                                                           capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a 300-token budget the gated summaries shrink and still lose no fact: all verbatim or referenced."""
+    import_paths(store, [transcripts_dir / "claude-code"], source="claude-code")
+    import_paths(store, [transcripts_dir / "codex"], source="codex")
+    monkeypatch.setenv("SESSIONSTORE_SUMMARY_MAX_TOKENS", "300")
+    out = run_cli(capsys, "eval", "--all", "--db", store.url, "--json", "-s", "extractive", "-s", "gated")
+    assert out.code == 0, out.err
+    spans = json.loads(out.out)["spans"]
+    assert len(spans) == 8
+    shrunk = 0
+    for span in spans:
+        gated, extractive = span["strategies"]["gated"], span["strategies"]["extractive"]
+        assert gated["tokens_after"] <= 320 and gated["lost_user_messages"] == 0
+        assert all(v in (None, 1.0) for v in gated["retention"].values()), gated
+        shrunk += gated["tokens_after"] < extractive["tokens_after"]
+    assert shrunk >= 3, "some spans needed condensing to fit"
