@@ -175,8 +175,11 @@ def test_session_memory_compaction_is_held_to_the_budget(store: SessionStore) ->
     assert estimate_text(_summary(session, outcome.summary_uuid)) <= 1_000
 
 
-def test_range_recall_reads_original_messages_and_refuses_bad_ranges(store: SessionStore,
+def test_range_recall_reads_original_messages_and_refuses_bad_ranges(store: SessionStore, tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from sessionstore.agent.loop import Agent, ToolError
+    from sessionstore.compaction.pipeline import Pipeline
+
     session = store.create_session(cwd=CWD)
     session.append({"role": "user", "content": "Read one file."})
     (path,) = _rounds(session, 1, "r")
@@ -196,6 +199,10 @@ def test_range_recall_reads_original_messages_and_refuses_bad_ranges(store: Sess
     assert json.loads(shown.out)["messages"][0]["uuid"] == found.messages[0].uuid
     bad = run_cli(capsys, "recall", session.id, "-b", "1..9", "--query", path, "--db", store.url)
     assert bad.code == 2 and "Traceback" not in bad.err and len(bad.err.strip().splitlines()) == 1
+    agent = Agent(session=session, pipeline=Pipeline(store), client=None, workdir=tmp_path)
+    assert found.messages[0].uuid in agent._recall({"boundaries": "1..2", "query": path})
+    with pytest.raises(ToolError, match="boundary range"):
+        agent._recall({"boundaries": "2..1", "query": path})
 
 
 def test_the_budgets_are_settings_with_window_shares_as_defaults() -> None:
