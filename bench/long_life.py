@@ -135,7 +135,8 @@ def section(r: dict[str, list[float]], compactions: int, info: dict[str, str]) -
         f"{verdict(late_bytes / early_bytes <= TARGET_BYTES)}; the file is {sizes[last] / 1e6:.1f} MB after "
         f"{compactions:,} boundaries",
         "",
-        "For comparison, issue #22 measured the code before this change on the same kind of replay: the carried facts grew with every compaction, about 470 tokens more "
+        "For comparison, issue #22 measured the code before this change on the same kind of replay: the carried "
+        "facts grew with every compaction, about 470 tokens more "
         "view per compaction, and on a synthetic session the view passed the whole window at ~540 compactions.",
     ])
 

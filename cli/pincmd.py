@@ -38,7 +38,7 @@ def pin_cmd(
     if json_out:
         print_json(pinned.to_dict())
     else:
-        typer.echo(f"pinned {pinned.uuid} ({pinned.tokens:,} tokens)")
+        typer.echo(f"pinned {one_line(pinned.uuid)} ({pinned.tokens:,} tokens)")
 
 
 def unpin_cmd(
@@ -82,5 +82,5 @@ def pins_cmd(
         print_json({"session": target.id, "budget": budget, "used": used, "pins": [p.to_dict() for p in pinned]})
         return
     for p in pinned:
-        typer.echo(f"{p.uuid}  {p.role:<9} {p.tokens:>6,}  {one_line(p.text)[:100]}")
+        typer.echo(f"{one_line(p.uuid)}  {p.role:<9} {p.tokens:>6,}  {one_line(p.text)[:100]}")
     typer.echo(f"{len(pinned)} pinned, {used:,} of {budget:,} tokens")

@@ -138,7 +138,7 @@ def commit_compaction(
     )
 
 
-def summary_budget(session: Session, config: Config) -> SummaryBudget:
+def summary_budget(session: Session, config: Config, pins: PinPlan | None = None) -> SummaryBudget:
     """The budget the gated text gets: `summary_max_tokens` less the summary message's lead and recall line.
 
     So the whole summary message, pinned messages aside, stays within `summary_max_tokens`.
@@ -147,7 +147,8 @@ def summary_budget(session: Session, config: Config) -> SummaryBudget:
     if config.recall_note:
         reserve += estimate_text(recall_line(10**9))
     limit = max(64, config.summary_budget(session.context_window) - reserve)
-    return SummaryBudget(limit, lambda seq: era_of(session, seq))
+    carried = pins_block(pins.carried) if pins is not None else ""
+    return SummaryBudget(limit, lambda seq: era_of(session, seq), carried)
 
 
 def recall_line(index: int) -> str:

@@ -63,15 +63,16 @@ def references_in(text: str) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in _REFERENCE.findall(text)]
 
 
-def hold_to_budget(body: str, facts: Facts, *, max_tokens: int, era_of: EraOf) -> Budgeted:
+def hold_to_budget(body: str, facts: Facts, *, max_tokens: int, era_of: EraOf, also_held: str = "") -> Budgeted:
     """The gate within `max_tokens`: the body (cut when it must be), missing facts, condensed references.
 
     Linear in the body and the facts: the body is indexed once, each fact is a lookup and one
     estimate; the text is estimated whole only to confirm the result. With nothing missing,
-    nothing condensed and the body within budget, the body is returned unchanged.
+    nothing condensed and the body within budget, the body is returned unchanged. `also_held` is text
+    the summary message carries beside the summary (the pinned messages): a fact in it counts as held.
     """
     era_of = _cached(era_of)
-    index = SummaryIndex(body)
+    index = SummaryIndex(f"{body}\n{also_held}")
     present = {k: _held(index, facts, k) for k in FACT_KINDS}
     missing = {k: [f for f, held in zip(facts.of(k), present[k]) if not held] for k in FACT_KINDS}
     body_tokens = estimate_text(body)
@@ -92,7 +93,7 @@ def hold_to_budget(body: str, facts: Facts, *, max_tokens: int, era_of: EraOf) -
     if body_tokens > body_cap:
         body, body_cut = fit_body(body, body_cap), True
         body_tokens = estimate_text(body)
-        index = SummaryIndex(body)
+        index = SummaryIndex(f"{body}\n{also_held}")
         present = {k: _held(index, facts, k) for k in FACT_KINDS}
         missing = {k: [f for f, held in zip(facts.of(k), present[k]) if not held] for k in FACT_KINDS}
     chosen = _choose(facts, present, costs, max_tokens - body_tokens - overhead)

@@ -63,13 +63,14 @@ def compact_partial(
     if not any(e.message.is_sent for e in summarized):
         side = "after" if direction == "from" else "before"
         raise NothingToCompact(f"nothing to summarize {side} message {pivot_uuid}" + (f" ({note})" if note else ""))
+    pins = plan_pins(session, summarized, kept, auto=config.auto_pin_instructions)
     gated = summarize_gated(summarizer, summarized, cwd=session.cwd, config=config,
-                            custom_instructions=custom_instructions, budget=summary_budget(session, config))
+                            custom_instructions=custom_instructions, budget=summary_budget(session, config, pins))
     outcome = commit_compaction(
         session, snapshot, summarized=summarized, kept=kept, summary_text=gated.text, truncated=gated.truncated,
         kind=f"partial-{direction}", trigger=trigger, layout=layout, summarizer=summarizer.name,
         custom_instructions=custom_instructions, gated=gated, recall_note=config.recall_note,
-        pins=plan_pins(session, summarized, kept, auto=config.auto_pin_instructions),
+        pins=pins,
     )
     return replace(outcome, pivot_uuid=pivot_uuid, pivot_note=note)
 

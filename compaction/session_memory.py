@@ -82,7 +82,8 @@ def compact_with_memory(
     notes = truncate_sections(
         memory.notes, per_section_tokens=config.memory_section_tokens, total_tokens=config.memory_total_tokens
     )
-    gated = gate_notes(notes, summarized, cwd=session.cwd, config=config, budget=summary_budget(session, config))
+    pins = plan_pins(session, summarized, kept, auto=config.auto_pin_instructions)
+    gated = gate_notes(notes, summarized, cwd=session.cwd, config=config, budget=summary_budget(session, config, pins))
     notes = gated.text if gated is not None else notes
     if threshold is not None:
         from sessionstore.storage.tokens import estimate_text
@@ -94,7 +95,7 @@ def compact_with_memory(
             session, snapshot, summarized=summarized, kept=kept, summary_text=notes, truncated=False,
             kind="session-memory", trigger=trigger, layout="suffix", summarizer=SUMMARIZER_NAME,
             gated=gated, recall_note=config.recall_note,
-            pins=plan_pins(session, summarized, kept, auto=config.auto_pin_instructions),
+            pins=pins,
         )
     except CompactionWouldNotShrink:
         return None

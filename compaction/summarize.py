@@ -113,6 +113,8 @@ class SummaryBudget:
 
     max_tokens: int
     era_of: EraOf
+    #: Text the summary message carries beside the summary (the pinned messages), counted as held.
+    also_held: str = ""
 
 
 def summarize_gated(
@@ -157,5 +159,6 @@ def _gated(result: SummaryResult, truncated: bool, entries: Sequence[ViewEntry],
     if budget is None:
         text, report = apply_gate(result.text, facts)
         return GatedSummary(dataclasses.replace(result, text=text), truncated, facts, report)
-    held = hold_to_budget(result.text, facts, max_tokens=budget.max_tokens, era_of=budget.era_of)
+    held = hold_to_budget(result.text, facts, max_tokens=budget.max_tokens, era_of=budget.era_of,
+                          also_held=budget.also_held)
     return GatedSummary(dataclasses.replace(result, text=held.text), truncated, held.facts, held.report)

@@ -8,6 +8,7 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
+from sessionstore.compaction.facts import GATE_HEADING
 from sessionstore.compaction.pinning import PINS_HEADING, is_standing_instruction, split_pins
 from sessionstore.storage.pins import PinBudgetExceeded
 from sessionstore.storage.session import Session
@@ -185,3 +186,20 @@ def test_automatic_pinning_is_off_by_default_and_pins_rules_when_on(store: Sessi
         _work(session, "two")
         compact(session, config=store.config.replace(auto_pin_instructions=auto))
         assert (RULE in _carried(session)) is auto
+
+
+def test_a_carried_pin_counts_as_held_so_the_gate_adds_no_copy(store: SessionStore) -> None:
+    from tests.support.fakeapi import start_fake_api
+    from sessionstore.compaction.summarizers.anthropic import AnthropicSummarizer
+
+    session = store.create_session()
+    session.append({"role": "user", "content": RULE}, pinned=True)
+    session.append({"role": "assistant", "content": "Understood."})
+    _work(session, "one")
+    with start_fake_api() as api:
+        api.script("<summary>1. Primary Request and Intent: reading logs.</summary>")
+        outcome = compact(session, summarizer=AnthropicSummarizer(api_key="sk-ant-test-pins", base_url=api.base_url,
+                                                                  max_retries=0))
+    summary, block = split_pins(str(session.message(outcome.summary_uuid).content))
+    assert RULE in block and "Task one: look at the logs." in summary.partition(GATE_HEADING)[2]
+    assert RULE not in summary, "the pinned rule is carried once, in the pinned block"

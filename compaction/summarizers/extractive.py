@@ -455,7 +455,9 @@ def _files_and_commands(activity: Activity) -> str:
     """Section 3: the file ledger, then the most recent commands with exit status (earlier summaries' first)."""
     files = _file_lines(activity)
     shown_files = files[-MAX_FILES:]
-    title = "Files touched:" if len(shown_files) == len(files) else f"Files touched, last {len(shown_files)} of {len(files)}:"
+    title = "Files touched:"
+    if len(shown_files) < len(files):
+        title = f"Files touched, last {len(shown_files)} of {len(files)}:"
     parts = [title, _bullets(shown_files, "None.")]
     commands = activity.carried.commands + [
         f"`{first_line(cmd, COMMAND_CHARS)}` → {status}" for cmd, status in activity.commands()
@@ -516,7 +518,9 @@ def _user_messages(activity: Activity) -> str:
     if not messages:
         return "None."
     shown = messages[:MAX_USER_MESSAGES]
-    omitted = f"({len(messages) - len(shown)} earlier user messages not listed here)\n" if len(shown) < len(messages) else ""
+    omitted = ""
+    if len(shown) < len(messages):
+        omitted = f"({len(messages) - len(shown)} earlier user messages not listed here)\n"
     return "(newest first)\n" + omitted + "\n".join(f"- {m}" for m in shown)
 
 

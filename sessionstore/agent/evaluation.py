@@ -188,7 +188,8 @@ def score_gated(session: Session, span: Span, facts: Facts, summarizer: Summariz
     held = hold_to_budget(result.text, facts, max_tokens=limit, era_of=lambda seq: era_of(session, seq))
     missing = missing_facts(held.text, facts)
     eras = lambda seq: era_of(session, seq)  # noqa: E731
-    referenced = {kind for kind, group in held.facts.condensed.items() if reference_line(kind, group, eras) in held.text}
+    referenced = {kind for kind, group in held.facts.condensed.items()
+                  if reference_line(kind, group, eras) in held.text}
     retention: dict[str, float | None] = {}
     lost: dict[str, int] = {}
     for kind in FACT_KINDS:
