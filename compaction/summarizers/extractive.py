@@ -25,9 +25,6 @@ FIRST_LINE_CHARS = 300
 COMMAND_CHARS = 160
 ERROR_LINE_CHARS = 200
 MAX_COMMANDS = 40
-#: Files and user messages the ledger lists at most (the newest); the facts gate condenses the rest.
-MAX_FILES = 40
-MAX_USER_MESSAGES = 40
 MAX_ERRORS = 25
 CURRENT_WORK_CHARS = 4_000
 CARRIED_SUMMARY_CHARS = 800
@@ -453,12 +450,7 @@ def _action_label(counts: Counter[str]) -> str:
 
 def _files_and_commands(activity: Activity) -> str:
     """Section 3: the file ledger, then the most recent commands with exit status (earlier summaries' first)."""
-    files = _file_lines(activity)
-    shown_files = files[-MAX_FILES:]
-    title = "Files touched:"
-    if len(shown_files) < len(files):
-        title = f"Files touched, last {len(shown_files)} of {len(files)}:"
-    parts = [title, _bullets(shown_files, "None.")]
+    parts = ["Files touched:", _bullets(_file_lines(activity), "None.")]
     commands = activity.carried.commands + [
         f"`{first_line(cmd, COMMAND_CHARS)}` → {status}" for cmd, status in activity.commands()
     ]
@@ -517,11 +509,7 @@ def _user_messages(activity: Activity) -> str:
     messages = budget_user_messages(activity.carried.user_messages + activity.user_messages)
     if not messages:
         return "None."
-    shown = messages[:MAX_USER_MESSAGES]
-    omitted = ""
-    if len(shown) < len(messages):
-        omitted = f"({len(messages) - len(shown)} earlier user messages not listed here)\n"
-    return "(newest first)\n" + omitted + "\n".join(f"- {m}" for m in shown)
+    return "(newest first)\n" + "\n".join(f"- {m}" for m in messages)
 
 
 def _pending(activity: Activity) -> str:
