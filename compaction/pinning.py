@@ -84,12 +84,16 @@ def plan_pins(session: Session, summarized: Sequence[ViewEntry], kept: Sequence[
 
 
 def pins_block(pins: Sequence[Pin]) -> str:
-    """The carried pins as text: the heading, then each pin's header line and its text, oldest first."""
+    """The carried pins as text: the heading, then each pin's header line and its text, oldest first.
+
+    The header names the pin by its transcript seq, not its uuid: a uuid in the text makes the
+    store's estimator count the whole summary message hundreds of tokens higher.
+    """
     if not pins:
         return ""
     parts = [PINS_HEADING]
     for pin in pins:
-        parts.append(f"\n[pinned {pin.role} message uuid={pin.uuid}]\n{pin.text}")
+        parts.append(f"\n[pinned {pin.role} message #{pin.seq}]\n{pin.text}")
     return "\n".join(parts)
 
 
