@@ -18,7 +18,7 @@ from sessionstore.sanitize import one_line
 from sessionstore.usage import cost_text, hit_rate_text, session_usage
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, forkcmd, importcmd, mcpcmd,
-               pipelinecmd, recallcmd, searchcmd, showcmd, usagecmd, watchcmd)
+               pincmd, pipelinecmd, recallcmd, searchcmd, showcmd, usagecmd, watchcmd)
 from . import secretscmd
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, cell, console, err_console,
                      note_local_continuation, one_line, open_store, preview, print_json, short_ids)
@@ -332,6 +332,6 @@ def stats_cmd(
 
 
 for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
-                mcpcmd, evalcmd, recallcmd, forkcmd, showcmd, usagecmd):
+                mcpcmd, evalcmd, recallcmd, forkcmd, showcmd, usagecmd, pincmd):
     _module.register(app)
 secretscmd.register(app)

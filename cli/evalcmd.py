@@ -19,7 +19,7 @@ def eval_cmd(
     sessions: Annotated[Optional[list[str]], typer.Argument(help="Session ids (or unique prefixes).")] = None,
     all_sessions: Annotated[bool, typer.Option("--all", help="Every session in the store.")] = False,
     strategy: Annotated[Optional[list[str]], typer.Option(
-        "--strategy", "-s", help="extractive, anthropic, recorded, mask, user-only (repeat; default: all but "
+        "--strategy", "-s", help="extractive, gated, anthropic, recorded, mask, user-only (repeat; default: all but "
         "anthropic, which calls the real API only when asked).")] = None,
     model: Annotated[Optional[str], typer.Option(help="Model of the anthropic strategy.")] = None,
     db: DbOption = None,
@@ -84,11 +84,14 @@ def _print_table(summary: dict) -> None:  # type: ignore[type-arg]
     from sessionstore.compaction.facts import FACT_KINDS
 
     table = Table(title="compaction strategies, medians over all spans: ratio = tokens after/before; "
-                        "per fact kind, the share kept verbatim")
+                        "per fact kind, the share kept verbatim (gated: or by a recall reference)")
     heads = {"user_messages": "users", "paths": "paths", "failures": "failures", "open_items": "open items"}
-    for col in ("strategy", "spans", "ratio", *(heads.get(kind, kind) for kind in FACT_KINDS)):
+    for col in ("strategy", "spans", "ratio", "tokens", *(heads.get(kind, kind) for kind in FACT_KINDS),
+                "users lost"):
         table.add_column(col, justify="right", no_wrap=True)
     for name, row in summary.items():
         shares = ["–" if v is None else f"{v:.0%}" for v in row["retention"].values()]
-        table.add_row(name, str(row["spans"]), f"{row['ratio']:.3f}", *shares)
+        lost = row.get("lost_user_messages")
+        table.add_row(name, str(row["spans"]), f"{row['ratio']:.3f}", f"{row['tokens']:,}", *shares,
+                      "–" if lost is None else str(lost))
     console.print(table)

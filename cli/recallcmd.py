@@ -16,7 +16,9 @@ def register(app: typer.Typer) -> None:
 
 def recall_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    boundary: Annotated[Optional[int], typer.Option("--boundary", "-b", help="Boundary K (default: the latest).")] = None,
+    boundary: Annotated[Optional[str], typer.Option(
+        "--boundary", "-b", help="Boundary K (default: the latest), or a range A..B: the messages recorded from "
+        "boundary A-1 to boundary B, as a summary's condensed references name them.")] = None,
     query: Annotated[Optional[str], typer.Option("--query", "-q", help="Only messages containing this text.")] = None,
     around: Annotated[Optional[str], typer.Option("--around", help="This message uuid and its neighbours.")] = None,
     max_tokens: Annotated[int, typer.Option(help="Token budget of the answer.")] = 4000,
@@ -31,6 +33,8 @@ def recall_cmd(
       sessionstore recall SESSION --query 'port'
 
       sessionstore recall SESSION -b 2 --max-tokens 1000 --cursor 131072 --json
+
+      sessionstore recall SESSION -b 3..40 --query src/app.py
     """
     from sessionstore.storage.recall import recall
 

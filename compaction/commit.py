@@ -16,10 +16,16 @@ from sessionstore.storage.tokens import estimate_content
 from sessionstore.storage.types import ViewEntry
 from sessionstore.storage.validate import NewMessage
 
+from sessionstore.storage.config import Config
+from sessionstore.storage.recall import era_of
+from sessionstore.storage.tokens import estimate_text
+
 from .errors import CompactionWouldNotShrink
 from .facts import METADATA_KEY as FACTS_KEY
 from .messages import boundary_message, summary_message
-from .summarize import GatedSummary
+from .pinning import PinPlan, pins_block
+from .prompt import summary_message_text
+from .summarize import GatedSummary, SummaryBudget
 
 Layout = Literal["suffix", "prefix"]
 
@@ -65,6 +71,7 @@ def commit_compaction(
     attachments: Sequence[NewMessage] = (),
     gated: GatedSummary | None = None,
     recall_note: bool = False,
+    pins: PinPlan | None = None,
 ) -> CompactionOutcome:
     """Write the compaction as one rewrite; refuses one that would not shrink the view.
 
@@ -83,6 +90,10 @@ def commit_compaction(
         summary_text = f"{summary_text.rstrip()}\n\n{recall_line(boundary_count(session) + 1)}"
     gate = gated.report.to_dict() if gated is not None and gated.report is not None else None
     summary = summary_message(summary_text, truncated=truncated, summarizer=summarizer, parent_uuid=boundary_uuid)
+    summary.metadata["summary_tokens"] = estimate_text(str(summary.content))
+    if pins is not None and pins.carried:
+        summary.content = f"{summary.content}\n\n{pins_block(pins.carried)}"
+        summary.metadata["pinned"] = [p.uuid for p in pins.carried]
     if gated is not None and gated.facts is not None:
         summary.metadata[FACTS_KEY] = gated.facts.to_dict()
     segment = _preserved_segment(kept, layout, boundary_uuid, summary.uuid)
@@ -112,6 +123,7 @@ def commit_compaction(
         tail_uuid=segment["tail_uuid"] if segment else None,
         custom_instructions=custom_instructions, summarizer=summarizer,
         metadata={"truncated": truncated, **({"facts_gate": gate} if gate else {})},
+        pins=list(pins.new) if pins is not None else [], pins_budget=pins.budget if pins is not None else 0,
     )
     result: RewriteResult = commit_rewrite(
         session, base_version=snapshot.view_version, snapshot_last_seq=snapshot.last_seq,
@@ -124,6 +136,19 @@ def commit_compaction(
         view_version=result.view_version, summarizer=summarizer,
         first_kept_uuid=kept[0].uuid if kept else None, last_kept_uuid=kept[-1].uuid if kept else None,
     )
+
+
+def summary_budget(session: Session, config: Config, pins: PinPlan | None = None) -> SummaryBudget:
+    """The budget the gated text gets: `summary_max_tokens` less the summary message's lead and recall line.
+
+    So the whole summary message, pinned messages aside, stays within `summary_max_tokens`.
+    """
+    reserve = estimate_text(summary_message_text("", truncated=True)) + 8
+    if config.recall_note:
+        reserve += estimate_text(recall_line(10**9))
+    limit = max(64, config.summary_budget(session.context_window) - reserve)
+    carried = pins_block(pins.carried) if pins is not None else ""
+    return SummaryBudget(limit, lambda seq: era_of(session, seq), carried)
 
 
 def recall_line(index: int) -> str:

@@ -14,7 +14,8 @@ from sessionstore.storage.session import Session
 from sessionstore.storage.types import ViewEntry
 
 from .attachments import carried_attachments, file_attachments
-from .commit import CompactionOutcome, commit_compaction
+from .commit import CompactionOutcome, commit_compaction, summary_budget
+from .pinning import plan_pins
 from .rounds import adjust_split
 from .summarize import summarize_gated
 from .errors import NothingToCompact
@@ -57,8 +58,9 @@ def compact_full(
     summarized, kept = entries[:cut], entries[cut:]
     if not any(e.message.is_sent for e in summarized):
         raise NothingToCompact(f"session {session.id} has nothing to compact yet")
+    pins = plan_pins(session, summarized, kept, auto=config.auto_pin_instructions)
     gated = summarize_gated(summarizer, summarized, cwd=session.cwd, config=config,
-                            custom_instructions=custom_instructions)
+                            custom_instructions=custom_instructions, budget=summary_budget(session, config, pins))
     attachments = file_attachments(entries, kept, cwd=session.cwd, config=config) + carried_attachments(
         entries, config
     )
@@ -67,4 +69,5 @@ def compact_full(
         kind=kind, trigger=trigger, layout="suffix", summarizer=summarizer.name,
         custom_instructions=custom_instructions, attachments=attachments, gated=gated,
         recall_note=config.recall_note,
+        pins=pins,
     )

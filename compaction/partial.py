@@ -20,7 +20,8 @@ from sessionstore.storage.errors import MessageNotFound
 from sessionstore.storage.session import Session
 from sessionstore.storage.types import ViewEntry
 
-from .commit import CompactionOutcome, commit_compaction
+from .commit import CompactionOutcome, commit_compaction, summary_budget
+from .pinning import plan_pins
 from .full import NothingToCompact
 from .messages import is_boundary
 from .rounds import adjust_split, split_problem
@@ -62,12 +63,14 @@ def compact_partial(
     if not any(e.message.is_sent for e in summarized):
         side = "after" if direction == "from" else "before"
         raise NothingToCompact(f"nothing to summarize {side} message {pivot_uuid}" + (f" ({note})" if note else ""))
+    pins = plan_pins(session, summarized, kept, auto=config.auto_pin_instructions)
     gated = summarize_gated(summarizer, summarized, cwd=session.cwd, config=config,
-                            custom_instructions=custom_instructions)
+                            custom_instructions=custom_instructions, budget=summary_budget(session, config, pins))
     outcome = commit_compaction(
         session, snapshot, summarized=summarized, kept=kept, summary_text=gated.text, truncated=gated.truncated,
         kind=f"partial-{direction}", trigger=trigger, layout=layout, summarizer=summarizer.name,
         custom_instructions=custom_instructions, gated=gated, recall_note=config.recall_note,
+        pins=pins,
     )
     return replace(outcome, pivot_uuid=pivot_uuid, pivot_note=note)
 

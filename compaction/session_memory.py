@@ -17,7 +17,8 @@ from sessionstore.storage.memory import SessionMemory, load_memory, save_memory
 from sessionstore.storage.session import Session
 from sessionstore.storage.types import ViewEntry
 
-from .commit import CompactionOutcome, commit_compaction
+from .commit import CompactionOutcome, commit_compaction, summary_budget
+from .pinning import plan_pins
 from .errors import CompactionWouldNotShrink
 from .memory_notes import count_tool_calls, is_empty_template, should_update, truncate_sections, update_notes
 from .messages import is_boundary
@@ -81,7 +82,8 @@ def compact_with_memory(
     notes = truncate_sections(
         memory.notes, per_section_tokens=config.memory_section_tokens, total_tokens=config.memory_total_tokens
     )
-    gated = gate_notes(notes, summarized, cwd=session.cwd, config=config)
+    pins = plan_pins(session, summarized, kept, auto=config.auto_pin_instructions)
+    gated = gate_notes(notes, summarized, cwd=session.cwd, config=config, budget=summary_budget(session, config, pins))
     notes = gated.text if gated is not None else notes
     if threshold is not None:
         from sessionstore.storage.tokens import estimate_text
@@ -93,6 +95,7 @@ def compact_with_memory(
             session, snapshot, summarized=summarized, kept=kept, summary_text=notes, truncated=False,
             kind="session-memory", trigger=trigger, layout="suffix", summarizer=SUMMARIZER_NAME,
             gated=gated, recall_note=config.recall_note,
+            pins=pins,
         )
     except CompactionWouldNotShrink:
         return None

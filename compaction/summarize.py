@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from sessionstore.compaction.facts import Facts, GateReport, gate_summary
+from sessionstore.compaction.condense import EraOf, fit_body, hold_to_budget
+from sessionstore.compaction.facts import Facts, GateReport, apply_gate, span_facts
 from sessionstore.compaction.rounds import group_rounds
 from sessionstore.compaction.summarizers.base import PromptTooLong, Summarizer, SummarizerError, SummaryResult
 from sessionstore.storage.config import Config
@@ -106,6 +107,16 @@ class GatedSummary:
         return self.result.text
 
 
+@dataclass(frozen=True, slots=True)
+class SummaryBudget:
+    """What a compaction holds its summary to: the token budget and where condensed facts point."""
+
+    max_tokens: int
+    era_of: EraOf
+    #: Text the summary message carries beside the summary (the pinned messages), counted as held.
+    also_held: str = ""
+
+
 def summarize_gated(
     summarizer: Summarizer,
     entries: Sequence[ViewEntry],
@@ -113,24 +124,41 @@ def summarize_gated(
     cwd: str | None,
     config: Config,
     custom_instructions: str | None = None,
+    budget: SummaryBudget | None = None,
 ) -> GatedSummary:
     """Summarize with the prompt-too-long fallback, then run the facts gate over the whole span.
 
     The gate sees every entry, also those of rounds dropped to fit the request,
-    so a truncated summary still keeps their user messages and paths.
+    so a truncated summary still keeps their user messages and paths. With a `budget`, the
+    gated text stays within it: the newest facts verbatim, the rest condensed into counts
+    and recall references.
     """
     result, truncated = summarize_with_retry(
         summarizer, entries, custom_instructions=custom_instructions, max_retries=config.ptl_max_retries
     )
-    if not config.facts_gate_enabled:
-        return GatedSummary(result, truncated, None, None)
-    text, report, facts = gate_summary(result.text, entries, cwd=cwd, budget=config.user_messages_budget_tokens)
-    return GatedSummary(dataclasses.replace(result, text=text), truncated, facts, report)
+    return _gated(result, truncated, entries, cwd=cwd, config=config, budget=budget)
 
 
-def gate_notes(notes: str, entries: Sequence[ViewEntry], *, cwd: str | None, config: Config) -> GatedSummary | None:
-    """The facts gate over session notes that stand in for a summary (None when the gate is off)."""
-    if not config.facts_gate_enabled:
+def gate_notes(notes: str, entries: Sequence[ViewEntry], *, cwd: str | None, config: Config,
+               budget: SummaryBudget | None = None) -> GatedSummary | None:
+    """The facts gate over session notes that stand in for a summary (None when the gate is off and no budget)."""
+    if not config.facts_gate_enabled and budget is None:
         return None
-    text, report, facts = gate_summary(notes, entries, cwd=cwd, budget=config.user_messages_budget_tokens)
-    return GatedSummary(SummaryResult(text=text, raw=notes), False, facts, report)
+    return _gated(SummaryResult(text=notes, raw=notes), False, entries, cwd=cwd, config=config, budget=budget)
+
+
+def _gated(result: SummaryResult, truncated: bool, entries: Sequence[ViewEntry], *, cwd: str | None,
+           config: Config, budget: SummaryBudget | None) -> GatedSummary:
+    """The facts gate (and the budget, when given) over one summary text."""
+    if not config.facts_gate_enabled:
+        if budget is None:
+            return GatedSummary(result, truncated, None, None)
+        return GatedSummary(dataclasses.replace(result, text=fit_body(result.text, budget.max_tokens)), truncated,
+                            None, None)
+    facts = span_facts(entries, cwd=cwd, budget=config.user_messages_budget_tokens)
+    if budget is None:
+        text, report = apply_gate(result.text, facts)
+        return GatedSummary(dataclasses.replace(result, text=text), truncated, facts, report)
+    held = hold_to_budget(result.text, facts, max_tokens=budget.max_tokens, era_of=budget.era_of,
+                          also_held=budget.also_held)
+    return GatedSummary(dataclasses.replace(result, text=held.text), truncated, held.facts, held.report)

@@ -166,7 +166,8 @@ def test_cli_declines_with_one_line(capsys: pytest.CaptureFixture[str], sqlite_u
 
 
 def test_automatic_compaction_that_would_not_shrink_is_skipped(store: SessionStore) -> None:
-    """Over the threshold, but the summary must carry the one big user message verbatim: skip, write nothing."""
+    """Over the threshold, but the summary must carry the one big user message verbatim (its budget is large
+    enough to hold it, so it is not condensed): skip, write nothing."""
     s = store.create_session(context_window=40_000)  # threshold 7,000
     s.append_many([
         {"role": "user", "content": WORDS * 600},
@@ -175,7 +176,7 @@ def test_automatic_compaction_that_would_not_shrink_is_skipped(store: SessionSto
     ])
     assert s.view_tokens > 7_000
     before = _state(s)
-    pipeline = Pipeline(store, config=store.config.replace(microcompact_enabled=False))
+    pipeline = Pipeline(store, config=store.config.replace(microcompact_enabled=False, summary_max_tokens=40_000))
     prepared = pipeline.prepare(s)
     layer = prepared.report["autocompact"]
     assert not layer.acted and "would not shrink" in layer.details["skipped"]

@@ -23,6 +23,8 @@ _SECTION_HEADING = re.compile(
     + r")[ \t]*\**[ \t]*:?[ \t]*\**",
     re.MULTILINE | re.IGNORECASE,
 )
+#: A numbered summary heading ("3. Files and Code Sections:"), as summarizers following the prompt write it.
+SECTION_HEADING = _SECTION_HEADING
 _COUNTED = re.compile(r"^(.+?) ×(\d+)$")
 _TODO = re.compile(r"^\[([\w-]+)\] (.*)$", re.DOTALL)
 _COMMANDS_HEADER = re.compile(r"^Commands run\b.*:$", re.MULTILINE)

@@ -20,7 +20,7 @@ from alembic import op
 BigInt = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 revision: str = "0007"
-down_revision: str | None = "0005"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -8,6 +8,9 @@ after / before and, per fact kind of the facts gate, the share of the span's
 facts the strategy kept verbatim, before any gate ran. Strategies:
 
 * extractive: the offline summarizer;
+* gated: the extractive summary after the facts gate, held to the session's summary budget, as a
+  compaction writes it: its facts count as kept verbatim or by a recall reference that names
+  them, and it reports the user messages lost (neither);
 * anthropic: the model summarizer through the real SDK (only when asked);
 * recorded: the summary the original tool wrote (imported boundaries only);
 * mask: the span itself with every tool result cleared but the last five;
@@ -42,8 +45,8 @@ from sessionstore.storage.session import Session
 from sessionstore.storage.tokens import estimate_content
 from sessionstore.storage.types import ViewEntry
 
-STRATEGIES: tuple[str, ...] = ("extractive", "anthropic", "recorded", "mask", "user-only")
-DEFAULT_STRATEGIES: tuple[str, ...] = ("extractive", "recorded", "mask", "user-only")
+STRATEGIES: tuple[str, ...] = ("extractive", "gated", "anthropic", "recorded", "mask", "user-only")
+DEFAULT_STRATEGIES: tuple[str, ...] = ("extractive", "gated", "recorded", "mask", "user-only")
 RECOMPACT_STRATEGIES: tuple[str, ...] = ("extractive", "anthropic", "mask", "user-only")
 MASK_KEEP_RECENT = 5
 IMPORTED_PREFIX = "imported:"
@@ -76,6 +79,8 @@ class StrategyScore:
     tokens_after: int
     checked: dict[str, int]
     retention: dict[str, float | None]
+    #: `gated` only: user messages neither verbatim nor named by a recall reference.
+    lost_user_messages: int | None = None
 
     @property
     def ratio(self) -> float:
@@ -84,7 +89,8 @@ class StrategyScore:
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
                 "ratio": round(self.ratio, 4), "checked": dict(self.checked),
-                "retention": {k: (None if v is None else round(v, 4)) for k, v in self.retention.items()}}
+                "retention": {k: (None if v is None else round(v, 4)) for k, v in self.retention.items()},
+                **({"lost_user_messages": self.lost_user_messages} if self.lost_user_messages is not None else {})}
 
 
 @dataclass(slots=True)
@@ -171,12 +177,39 @@ def score(strategy: str, text: str, span: Span, facts: Facts) -> StrategyScore:
     return StrategyScore(strategy, span.tokens, after, checked, retention)
 
 
+def score_gated(session: Session, span: Span, facts: Facts, summarizer: Summarizer | None) -> StrategyScore:
+    """The extractive summary held to the session's budget by the gate: facts kept verbatim or by reference."""
+    from sessionstore.compaction.condense import hold_to_budget, reference_line
+    from sessionstore.compaction.summarizers.extractive import ExtractiveSummarizer
+    from sessionstore.storage.recall import era_of
+
+    result, _ = summarize_with_retry(summarizer or ExtractiveSummarizer(), span.entries)
+    limit = session.store.config.summary_budget(session.context_window)
+    held = hold_to_budget(result.text, facts, max_tokens=limit, era_of=lambda seq: era_of(session, seq))
+    missing = missing_facts(held.text, facts)
+    eras = lambda seq: era_of(session, seq)  # noqa: E731
+    referenced = {kind for kind, group in held.facts.condensed.items()
+                  if reference_line(kind, group, eras) in held.text}
+    retention: dict[str, float | None] = {}
+    lost: dict[str, int] = {}
+    for kind in FACT_KINDS:
+        condensed = set(held.report.condensed.get(kind, [])) if kind in referenced else set()
+        lost[kind] = sum(1 for f in missing[kind] if f not in condensed)
+        checked = len(facts.of(kind))
+        retention[kind] = (1 - lost[kind] / checked) if checked else None
+    return StrategyScore("gated", span.tokens, estimate_content(held.text), {k: len(facts.of(k)) for k in FACT_KINDS},
+                         retention, lost_user_messages=lost["user_messages"])
+
+
 def evaluate_span(session: Session, span: Span, strategies: Sequence[str],
                   summarizers: dict[str, Summarizer], budget: int = 20_000) -> SpanEval:
     """Every applicable strategy on one span; nothing written."""
     facts = span_facts(span.entries, cwd=session.cwd, budget=budget)
     out = SpanEval(session.id, span.boundary, span.imported)
     for strategy in strategies:
+        if strategy == "gated":
+            out.scores[strategy] = score_gated(session, span, facts, summarizers.get("extractive"))
+            continue
         text = strategy_text(strategy, span, summarizer=summarizers.get(strategy), budget=budget)
         if text is not None:
             out.scores[strategy] = score(strategy, text, span, facts)
@@ -211,7 +244,11 @@ def medians(results: Sequence[SpanEval], strategies: Sequence[str]) -> dict[str,
             values = [s.retention[kind] for s in scores if s.retention[kind] is not None]
             retention[kind] = round(statistics.median(values), 4) if values else None
         out[strategy] = {"spans": len(scores), "ratio": round(statistics.median(s.ratio for s in scores), 4),
+                         "tokens": int(statistics.median(s.tokens_after for s in scores)),
                          "retention": retention}
+        lost = [s.lost_user_messages for s in scores if s.lost_user_messages is not None]
+        if lost:
+            out[strategy]["lost_user_messages"] = sum(lost)
     return out
 
 

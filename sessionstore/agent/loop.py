@@ -62,6 +62,8 @@ RECALL_TOOL: dict[str, Any] = {
         "type": "object",
         "properties": {
             "boundary": {"type": "integer", "minimum": 1, "description": "Boundary number K (default: latest)."},
+            "boundaries": {"type": "string", "description": "A range A..B, as a summary's condensed reference "
+                           "(`recall -b A..B --query ...`) names it: the messages of boundaries A to B."},
             "query": {"type": "string", "description": "Only messages containing this text (case-insensitive)."},
             "around_uuid": {"type": "string", "description": "Show this message and its neighbours."},
             "cursor": {"type": "integer", "description": "next_cursor of an earlier recall: page on."},
@@ -208,13 +210,15 @@ class Agent:
         from sessionstore.storage.recall import DEFAULT_MAX_TOKENS, recall
 
         options: dict[str, Any] = {}
-        for name, kind in (("boundary", int), ("cursor", int), ("max_tokens", int), ("query", str),
-                           ("around_uuid", str)):
+        for name, kind in (("boundary", int), ("boundaries", str), ("cursor", int), ("max_tokens", int),
+                           ("query", str), ("around_uuid", str)):
             value = args.get(name)
             if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
                 raise ToolError(f"recall: {name} must be {'an integer' if kind is int else 'a string'}")
             options[name] = value
-        boundary = options.pop("boundary")
+        ranged, boundary = options.pop("boundaries"), options.pop("boundary")
+        if ranged is not None:
+            boundary = ranged
         options["max_tokens"] = options["max_tokens"] or DEFAULT_MAX_TOKENS
         try:
             return recall(self.session, boundary, **options).text

@@ -107,6 +107,12 @@ class Config:
     #: End each summary with a line naming the `recall` tool (set by an agent that has it).
     recall_note: bool = False
     summary_max_output_tokens: int = 20_000
+    #: Most tokens a summary (gated facts and condensed references included) may take; 0 = 10% of the window.
+    summary_max_tokens: int = 0
+    #: Most tokens all pinned messages of a session may take together; 0 = 5% of the window.
+    pins_max_tokens: int = 0
+    #: Pin a summarized user message that states a standing rule ("never push to main") at compaction.
+    auto_pin_instructions: bool = False
 
     #: `watch`: seconds a Codex response may wait for its usage line before it is imported without it.
     watch_settle_seconds: float = 30.0
@@ -143,6 +149,14 @@ class Config:
         if self.collapse_start_ratio > self.collapse_block_ratio:
             raise ConfigError(f"{ENV_PREFIX}COLLAPSE_START_RATIO ({self.collapse_start_ratio:g}) must not exceed "
                               f"{ENV_PREFIX}COLLAPSE_BLOCK_RATIO ({self.collapse_block_ratio:g})")
+
+    def summary_budget(self, context_window: int) -> int:
+        """Tokens a summary may take in a session with this window (`summary_max_tokens`, else 10%)."""
+        return self.summary_max_tokens or max(1, context_window // 10)
+
+    def pins_budget(self, context_window: int) -> int:
+        """Tokens a session's pinned messages may take together (`pins_max_tokens`, else 5%)."""
+        return self.pins_max_tokens or max(1, context_window // 20)
 
     def replace(self, **changes: Any) -> "Config":
         """A copy with some fields changed."""

@@ -220,6 +220,23 @@ class SessionMemoryRow(Base):
     updated_at: Mapped[float] = mapped_column(Float, nullable=False)
 
 
+class PinRow(Base):
+    """A pinned message: carried verbatim through every compaction, within the session's pin budget."""
+
+    __tablename__ = "pins"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(BigInt, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(100), nullable=False)
+    #: What the pinned text costs in the view (the pin budget is the sum).
+    tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+    pinned_at: Mapped[float] = mapped_column(Float, nullable=False)
+    #: "caller" (append(pinned=True), pin) or "auto" (the standing-instruction detector).
+    source: Mapped[str] = mapped_column(String(16), nullable=False, server_default="caller")
+
+
 class SourceLineRow(Base):
     """Every line of an imported file, raw, so it can be exported byte-for-byte."""
 

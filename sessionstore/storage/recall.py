@@ -92,11 +92,14 @@ class Recall:
     later: int = 0
     next_cursor: int | None = None
     tokens: int = 0
+    #: For a range recall (`A..B`), A; `boundary` is B.
+    first_boundary: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape for the CLI, the MCP server and the agent's logs."""
         return {
             "session": self.session, "boundary": self.boundary, "mode": self.mode, "text": self.text,
+            **({"first_boundary": self.first_boundary} if self.first_boundary is not None else {}),
             "messages": [m.to_dict() for m in self.messages], "view_size": self.view_size,
             "earlier": self.earlier, "later": self.later, "next_cursor": self.next_cursor, "tokens": self.tokens,
         }
@@ -141,7 +144,7 @@ class _Page:
 
 def recall(
     session: "Session",
-    boundary: int | None = None,
+    boundary: "int | str | tuple[int, int] | None" = None,
     *,
     query: str | None = None,
     around_uuid: str | None = None,
@@ -154,7 +157,15 @@ def recall(
     `query`: the newest messages containing it (case-insensitive). With
     `around_uuid` (a uuid, a unique start of one, or a seq): that message and its neighbours. `cursor` (from
     `next_cursor`) pages on to earlier messages. Never writes.
+
+    A range `"A..B"` (or `(A, B)`) reads the transcript messages recorded after boundary A-1
+    and before boundary B (summaries, boundaries and attachments left out): what a summary's
+    condensed reference `recall -b A..B --query FACT` names.
     """
+    boundary = parse_boundary(boundary)
+    if isinstance(boundary, tuple):
+        return _recall_range(session, boundary, query=query, around_uuid=around_uuid, max_tokens=max_tokens,
+                             cursor=cursor)
     if query is not None and around_uuid is not None:
         raise RecallError("give a query or an around_uuid, not both")
     if query is not None and not query.strip():
@@ -193,6 +204,110 @@ def recall(
     messages = [RecalledMessage(r.seq, r.uuid, r.role, cost, r.replaced, cut) for r, _, cost, cut in shown]
     return Recall(session.id, index, mode, text, messages, size, earlier, later, next_cursor,
                   estimate_text(text))
+
+
+def parse_boundary(value: "int | str | tuple[int, int] | None") -> "int | tuple[int, int] | None":
+    """A boundary number, or a range `A..B` as (A, B); RecallError for anything else."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        first, last = value
+    elif isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    elif isinstance(value, str) and value.count("..") == 1:
+        head, _, tail = value.strip().partition("..")
+        if not (head.isdigit() and tail.isdigit()):
+            raise RecallError(f"{value!r} is not a boundary range: write it as A..B (for example 3..40)")
+        first, last = int(head), int(tail)
+    else:
+        raise RecallError(f"{value!r} is not a boundary: give K or a range A..B")
+    if not 1 <= first <= last:
+        raise RecallError(f"boundary range {first}..{last} must run from 1 upwards, the first not after the last")
+    return first, last
+
+
+def era_of(session: "Session", seq: int) -> int:
+    """The boundary whose stretch of the transcript holds `seq`: 1 + the boundaries recorded before it."""
+    row = session.db.one("SELECT COUNT(*) FROM compactions WHERE session_id = :id AND boundary_seq < :seq",
+                         {"id": session.id, "seq": seq})
+    return int(row[0]) + 1
+
+
+#: Rows of a range recall: transcript messages, newest first, no summaries, boundaries or attachments.
+_RANGE_SQL = (
+    "SELECT m.seq, m.uuid, m.role, m.type, m.subtype, m.content_json FROM messages m "
+    "WHERE m.session_id = :id AND m.seq > :lo AND m.seq < :hi AND m.is_compact_summary = :no "
+    "AND m.role <> 'system' AND m.type <> 'attachment'"
+)
+
+
+def _recall_range(session: "Session", span: tuple[int, int], *, query: str | None, around_uuid: str | None,
+                  max_tokens: int, cursor: int | None) -> Recall:
+    """The newest transcript messages recorded in boundaries first..last's stretch (matching `query`)."""
+    first, last = span
+    if around_uuid is not None:
+        raise RecallError("a boundary range reads messages by query or newest first; around_uuid takes one boundary")
+    if query is not None and not query.strip():
+        raise RecallError("the query is empty")
+    if not MIN_MAX_TOKENS <= max_tokens <= MAX_MAX_TOKENS:
+        raise RecallError(f"max_tokens must be between {MIN_MAX_TOKENS} and {MAX_MAX_TOKENS}, not {max_tokens}")
+    check_cursor(cursor)
+    count = boundary_count(session)
+    if last > count:
+        plural = "y" if count == 1 else "ies"
+        raise BoundaryNotFound(f"session {session.id} has {count} boundar{plural}; there is no boundary {last}")
+    mode = "query" if query is not None else "last"
+    label = f"{first}..{last}"
+    with session.db.read() as db:
+        lo = _boundary_seq(db, session.id, first - 1)
+        hi = _boundary_seq(db, session.id, last)
+        page = _Page(max(MIN_PAGE_TOKENS, max_tokens - _note_reserve(label, mode, query)))
+        needle = query.casefold() if query is not None else None
+        bound = hi if cursor is None else min(hi, cursor)
+        n = FIRST_ROWS
+        done = False
+        while not done:
+            params: dict[str, Any] = {"id": session.id, "lo": lo, "hi": bound, "no": False, "n": n}
+            extra = ""
+            if query is not None:
+                extra = f" AND m.content_json {'LIKE' if db.is_sqlite else 'ILIKE'} :like ESCAPE '!'"
+                params["like"] = _like_pattern(query)
+            batch = db.all(f"{_RANGE_SQL}{extra} ORDER BY m.seq DESC LIMIT :n", params)
+            for r in batch:
+                row = _Row(int(r[0]), False, int(r[0]), r[1], r[2], r[4] or r[3], r[5])
+                text = render_message(row)
+                if needle is not None:
+                    found = text.casefold().find(needle)
+                    if found < 0:
+                        continue
+                    text = _excerpt(text, found, len(needle))
+                if not page.offer(row, text, force=True):
+                    done = True
+                    break
+            if len(batch) < n:
+                break
+            bound = int(batch[-1][0])
+            n = min(n * 2, PAGE_ROWS)
+        shown = sorted(page.shown, key=lambda item: item[0].key)
+        # Counted by the seq index alone (no text match): a query's note says older messages *may* match.
+        params = {"id": session.id, "lo": lo, "hi": hi, "no": False}
+        size = int(db.one(f"SELECT COUNT(*) FROM ({_RANGE_SQL}) c", params)[0])
+        oldest = shown[0][0].seq if shown else (min(hi, cursor) if cursor is not None else hi)
+        earlier = int(db.one(f"SELECT COUNT(*) FROM ({_RANGE_SQL} AND m.seq < :k) c", {**params, "k": oldest})[0])
+    next_cursor = shown[0][0].seq if shown and earlier else None
+    text = _render(label, mode, query, shown, size, earlier, 0, next_cursor)
+    messages = [RecalledMessage(r.seq, r.uuid, r.role, cost, r.replaced, cut) for r, _, cost, cut in shown]
+    return Recall(session.id, last, f"range-{mode}", text, messages, size, earlier, 0, next_cursor,
+                  estimate_text(text), first_boundary=first)
+
+
+def _boundary_seq(db: "Database", session_id: str, ordinal: int) -> int:
+    """The seq of boundary `ordinal` (0 before the first one)."""
+    if ordinal < 1:
+        return 0
+    row = db.one("SELECT boundary_seq FROM compactions WHERE session_id = :id AND ordinal = :k",
+                 {"id": session_id, "k": ordinal})
+    return int(row[0])
 
 
 def check_cursor(cursor: Any) -> None:
@@ -353,29 +468,30 @@ def _cut_to(text: str, tokens: int) -> str:
     return f"{text[:chars]}\n[… {len(text) - chars:,} more characters of this message not shown]"
 
 
-def _render(index: int, mode: str, query: str | None, shown: list[tuple[_Row, str, int, bool]], size: int,
+def _render(index: int | str, mode: str, query: str | None, shown: list[tuple[_Row, str, int, bool]], size: int,
             earlier: int, later: int, next_cursor: int | None) -> str:
     """The recalled messages followed by one note: what was shown, what was left out, how to page on."""
     body = "\n\n".join(text for _, text, _, _ in shown)
     what = {"last": "the last messages", "query": f"messages matching {_clip(query)!r}",
             "around": "messages around one"}[mode]
+    where = f"view before boundary {index}" if isinstance(index, int) else f"messages of boundaries {index}"
     if shown:
-        note = (f"[recall: view before boundary {index}, {what}: {len(shown)} shown "
+        note = (f"[recall: {where}, {what}: {len(shown)} shown "
                 f"(#{shown[0][0].seq}–#{shown[-1][0].seq}) of {size} in that view")
     else:
-        note = f"[recall: view before boundary {index}, {what}: none found among {earlier} messages searched"
+        note = f"[recall: {where}, {what}: none found among {earlier} messages searched"
     if shown and mode == "query" and earlier:
         note += f"; {earlier} older messages may hold more matches"
     elif shown and mode != "query" and (earlier or later):
         note += f"; {earlier} earlier and {later} later left out"
     if next_cursor is not None:
         again = f"query={_clip(query)!r}, " if mode == "query" else ""
-        note += f"; for earlier ones call recall(boundary={index}, {again}cursor={next_cursor})"
+        note += f"; for earlier ones call recall(boundary={index!r}, {again}cursor={next_cursor})"
     note += "]"
     return f"{body}\n\n{note}" if body else note
 
 
-def _note_reserve(index: int, mode: str, query: str | None) -> int:
+def _note_reserve(index: int | str, mode: str, query: str | None) -> int:
     """Tokens the closing note can take at most: the note rendered with the largest figures it can hold."""
     big = 10**12
     row = _Row(big, False, big, "", "", "", "")

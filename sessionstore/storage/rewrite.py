@@ -61,6 +61,10 @@ class CompactionRecord:
     custom_instructions: str | None = None
     summarizer: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: Messages to pin in the same transaction, as (seq, uuid, tokens): standing instructions found
+    #: by the opt-in detector; one that would go over `pins_budget` is skipped.
+    pins: list[tuple[int, str, int]] = field(default_factory=list)
+    pins_budget: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +196,11 @@ def _apply(
         floor = min((i.old_from for i in current if i.old_from is not None), default=version)
         compaction_id = _insert_compaction(db, session_id, version, floor, state.view_tokens, post_tokens, added,
                                            compaction)
+        if compaction.pins:
+            from .pins import insert_pin
+
+            for seq, uuid, tokens in compaction.pins:
+                insert_pin(db, session_id, seq, uuid, tokens, compaction.pins_budget, source="auto", refuse=False)
         fault_in(db, "after_compaction_row")
     return RewriteResult(new_version, state.view_tokens, post_tokens, added, len(meanwhile), compaction_id)
 

@@ -34,6 +34,7 @@ from .view import api_messages_from_json, to_api_messages
 
 if TYPE_CHECKING:
     from .db import Database
+    from .pins import Pin
     from .store import SessionStore
 
 #: The session's view state in one indexed read. The session row holds the figures as of its
@@ -120,8 +121,15 @@ class Session:
 
     # ----------------------------------------------------------------- writes
 
-    def append(self, message: Any) -> StoredMessage:
-        """Record one message (one transaction); returns it with its seq and uuid."""
+    def append(self, message: Any, *, pinned: bool = False) -> StoredMessage:
+        """Record one message (one transaction); returns it with its seq and uuid.
+
+        `pinned=True` (or `"metadata": {"pinned": true}` in the message) also pins it in the same
+        transaction: it is carried verbatim through every compaction. A pin over the session's pin
+        budget raises `PinBudgetExceeded` and nothing is written.
+        """
+        if pinned or _asks_pin(message):
+            return self._append_pinned(message)
         return self.append_many([message])[0]
 
     def become(self, other: "Session") -> None:
@@ -134,6 +142,50 @@ class Session:
             from .continuation import before_local_write
 
             before_local_write(self)
+
+    def pin(self, uuid: str) -> "Pin":
+        """Pin a recorded message: carried verbatim through every compaction, within the pin budget."""
+        from .pins import pin
+
+        return pin(self, uuid)
+
+    def unpin(self, uuid: str) -> bool:
+        """Unpin a message; False when it was not pinned."""
+        from .pins import unpin
+
+        return unpin(self, uuid)
+
+    def pins(self) -> list["Pin"]:
+        """The pinned messages, oldest first."""
+        from .pins import list_pins
+
+        return list_pins(self)
+
+    def _append_pinned(self, message: Any) -> StoredMessage:
+        """Append one message and pin it, in one transaction under the session lock."""
+        from .pins import insert_pin, pin_cost, pin_text, pins_budget
+
+        self.before_local_write()
+        batch = _normalize_all([message])
+        prepared = [(m, _encoded_json(m), estimate_content(m.content)) for m in batch]
+        text = pin_text(batch[0].content)
+        if not text:
+            raise InvalidMessage("a pinned message needs text to carry")
+        budget = pins_budget(self)
+
+        def body(db: "Database") -> tuple[ViewState, list[TailState]]:
+            state, tails = self._append_locked(db, prepared)
+            insert_pin(db, self.id, state.last_seq + 1, batch[0].uuid, pin_cost(text), budget)
+            return state, tails
+
+        self._state = None
+        state, tails = self.db.run_write(body, session_id=self.id, point="append")
+        added = prepared[0][2]
+        new_state = ViewState(state.last_seq + 1, state.base_seq, state.view_version,
+                              state.view_tokens + added, state.explicit_count, tails[-1])
+        stored = [stored_from_new(state.last_seq + 1, batch[0], added)]
+        self._after_append(new_state, stored, [prepared[0][1]])
+        return stored[0]
 
     def append_many(self, messages: Iterable[Any]) -> list[StoredMessage]:
         """Record several messages in one transaction: all of them or none.
@@ -345,6 +397,12 @@ class Session:
 
             raise MessageNotFound(f"no message {uuid!r} in session {self.id}")
         return stored_from_row(row)
+
+
+def _asks_pin(message: Any) -> bool:
+    """True for a message dict whose metadata says `"pinned": true`."""
+    metadata = message.get("metadata") if isinstance(message, dict) else None
+    return isinstance(metadata, dict) and metadata.get("pinned") is True
 
 
 def _normalize_all(messages: Iterable[Any]) -> list[NewMessage]:
