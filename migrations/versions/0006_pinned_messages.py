@@ -5,7 +5,7 @@
   of `tokens`, read with one indexed aggregate.
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ so a lagging copy is recognised as such without being read again, and a longer c
 same session. Existing `imports` rows are copied as their file's row.
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 """
 from __future__ import annotations
 

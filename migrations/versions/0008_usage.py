@@ -13,7 +13,7 @@ counts the messages above each session's mark (reading their usage, never their 
 existing rows are counted by the first report after the upgrade, not by the upgrade itself.
 
 Revision ID: 0008
-Revises: 0004
+Revises: 0007
 """
 from __future__ import annotations
 
