@@ -7,19 +7,19 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 from rich.text import Text
-
-from sessionstore.interchange.importing import ImportResult, import_paths, transcript_files
 
 from sessionstore import SessionStoreError
 from sessionstore.storage.output import STDIO
 
 from .common import DbOption, JsonOption, UsageError, console, open_store, print_json
+
+if TYPE_CHECKING:
+    from sessionstore.interchange.importing import ImportResult
 
 app = typer.Typer(help="Import transcripts you already have (Claude Code JSONL, Codex rollouts, our jsonl export).",
                   no_args_is_help=True)
@@ -105,6 +105,10 @@ def _relabel(results: list[ImportResult], spooled: str) -> None:
 
 
 def _import(source: str, paths: list[str], db: str | None, strict: bool, show: bool | None) -> list[ImportResult]:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    from sessionstore.interchange.importing import import_paths, transcript_files
+
     files = transcript_files(paths)
     if not files:
         raise UsageError(f"nothing to import: no *.jsonl file in {', '.join(paths)}")

@@ -166,7 +166,8 @@ def carried_facts(entry: ViewEntry) -> Facts:
     """The facts an earlier summary carried: from its metadata, else read from its sections."""
     stored = entry.message.metadata.get(METADATA_KEY)
     if isinstance(stored, dict):
-        return Facts(**{kind: tuple(str(f) for f in stored.get(kind) or ()) for kind in FACT_KINDS})
+        carried: dict[str, Any] = {kind: tuple(str(f) for f in stored.get(kind) or ()) for kind in FACT_KINDS}
+        return Facts(**carried)
     text = _text(entry.message.content)
     users = [b for b in _bullets(summary_section(text, 6)) if b != "(newest first)"]
     paths = _PATH.findall(summary_section(text, 3))

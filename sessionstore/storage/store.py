@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import time
 import uuid as uuid_mod
 from typing import TYPE_CHECKING, Any
@@ -146,7 +147,7 @@ class SessionStore:
             out.append(info)
         return out
 
-    def search(self, query: str, **filters: Any) -> "list[Hit]":
+    def search(self, query: str, **filters: Any) -> builtins.list[Hit]:
         """Messages of every session matching `query`, best first; filters: session, role, since, cwd, in_, limit."""
         from .search import Filters, search
 
