@@ -113,7 +113,8 @@ class Timeline(Widget):
     def render(self) -> Text:
         width, height = self.size.width, self.size.height
         top = max((p.tokens for p in self.points), default=0)
-        title = Text(f" context tokens · peak {top:,} · now {self.points[-1].tokens:,} · window {self.window:,}",
+        now = self.points[-1].tokens if self.points else 0
+        title = Text(f" context tokens · peak {top:,} · now {now:,} · window {self.window:,}",
                      style=self.get_component_rich_style("timeline--title"), no_wrap=True, overflow="ellipsis",
                      end="")
         body = draw(self.points, width, max(2, height - 1), self.get_component_rich_style("timeline--mark"))
