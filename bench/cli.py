@@ -53,8 +53,9 @@ def sessionstore_command() -> list[str]:
 def wall_ms(argv: list[str] | str, *, shell: bool = False) -> float:
     """Wall milliseconds of one run, output discarded; a failing command stops the bench."""
     start = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                          shell=shell)
+    proc = subprocess.run(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, shell=shell
+    )
     elapsed = (time.perf_counter() - start) * 1000
     if proc.returncode != 0:
         raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-500:]}")
@@ -94,8 +95,9 @@ def measure(jsonl: Path, url: str, session: str, runs: int) -> dict[str, list[fl
     for _ in range(runs):
         for name, commands in subjects.items():
             times[name] += [wall_ms(argv) for argv in commands]
-        times["ripgrep"] += [wall_ms(f"rg -F -i -- {shlex.quote(q)} {shlex.quote(str(jsonl))} | wc -l", shell=True)
-                             for q in QUERIES]
+        times["ripgrep"] += [
+            wall_ms(f"rg -F -i -- {shlex.quote(q)} {shlex.quote(str(jsonl))} | wc -l", shell=True) for q in QUERIES
+        ]
     return times
 
 
@@ -124,13 +126,17 @@ def section(times: dict[str, list[float]], size_mb: float, messages: int, runs: 
         ordered = sorted(values)
         p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
         lines.append(f"| {name} | {p50[name]:.0f} | {p95:.0f} | {p50[name] / base:.2f} |")
-    lines += ["", "Targets:", "",
-              f"- `--version` within {STARTUP_TARGET}x of the baseline import: "
-              f"{verdict(p50['--version'] <= STARTUP_TARGET * base)} ({p50['--version'] / base:.2f}x)",
-              f"- `sessions` within {STARTUP_TARGET}x of the baseline import: "
-              f"{verdict(p50['sessions'] <= STARTUP_TARGET * base)} ({p50['sessions'] / base:.2f}x)",
-              f"- `search` p50 below ripgrep's on the same JSONL: {verdict(p50['search'] < p50['ripgrep'])} "
-              f"({p50['search']:.0f} ms vs {p50['ripgrep']:.0f} ms)"]
+    lines += [
+        "",
+        "Targets:",
+        "",
+        f"- `--version` within {STARTUP_TARGET}x of the baseline import: "
+        f"{verdict(p50['--version'] <= STARTUP_TARGET * base)} ({p50['--version'] / base:.2f}x)",
+        f"- `sessions` within {STARTUP_TARGET}x of the baseline import: "
+        f"{verdict(p50['sessions'] <= STARTUP_TARGET * base)} ({p50['sessions'] / base:.2f}x)",
+        f"- `search` p50 below ripgrep's on the same JSONL: {verdict(p50['search'] < p50['ripgrep'])} "
+        f"({p50['search']:.0f} ms vs {p50['ripgrep']:.0f} ms)",
+    ]
     return "\n".join(lines)
 
 

@@ -24,10 +24,23 @@ class MemoryRows:
     version: int | None = None
 
     def __init__(self, count: int):
-        self.data = [ViewRow(position=i, seq=i + 1, uuid=f"uuid-{i:05d}", role="user" if i % 2 == 0 else "assistant",
-                             type="user" if i % 2 == 0 else "assistant", subtype=None, timestamp=None, tokens=10 + i,
-                             replaced=False, is_compact_summary=False, is_meta=False, preview=f"message number {i}")
-                     for i in range(count)]
+        self.data = [
+            ViewRow(
+                position=i,
+                seq=i + 1,
+                uuid=f"uuid-{i:05d}",
+                role="user" if i % 2 == 0 else "assistant",
+                type="user" if i % 2 == 0 else "assistant",
+                subtype=None,
+                timestamp=None,
+                tokens=10 + i,
+                replaced=False,
+                is_compact_summary=False,
+                is_meta=False,
+                preview=f"message number {i}",
+            )
+            for i in range(count)
+        ]
         self.fetched: list[int] = []
 
     def count(self) -> int:
@@ -35,14 +48,13 @@ class MemoryRows:
 
     def rows(self, start: int, count: int) -> list[ViewRow]:
         self.fetched.append(start)
-        return self.data[start:start + count]
+        return self.data[start : start + count]
 
 
 class Harness(App[None]):
     """Two lists (#main, #side) and, optionally, a timeline; records what `@on(..., "#main")` received."""
 
-    def __init__(self, main: MemoryRows, side: MemoryRows | None = None,
-                 points: list[TimelinePoint] | None = None):
+    def __init__(self, main: MemoryRows, side: MemoryRows | None = None, points: list[TimelinePoint] | None = None):
         super().__init__()
         self.main_rows, self.side_rows, self.points = main, side or MemoryRows(3), points
         self.chosen: list[tuple[Any, int]] = []
@@ -201,8 +213,14 @@ def _rendered(app: Harness) -> list[str]:
 
 def test_the_timeline_draws_the_curve_and_marks_each_compaction() -> None:
     # Grows to 9000 tokens by seq 40, compacts to 1000, grows to 6000 by seq 80, compacts to 500, ends at 2000.
-    points = [TimelinePoint(0, 0), TimelinePoint(40, 9000), TimelinePoint(40, 1000), TimelinePoint(80, 6000),
-              TimelinePoint(80, 500), TimelinePoint(100, 2000)]
+    points = [
+        TimelinePoint(0, 0),
+        TimelinePoint(40, 9000),
+        TimelinePoint(40, 1000),
+        TimelinePoint(80, 6000),
+        TimelinePoint(80, 500),
+        TimelinePoint(100, 2000),
+    ]
     seen: dict[str, Any] = {}
 
     async def steps(pilot: Pilot[None], app: Harness) -> None:

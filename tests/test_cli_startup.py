@@ -34,8 +34,9 @@ sys.stderr.write("\\nLOADED " + json.dumps({"code": code, "heavy": heavy}) + "\\
 
 def _loaded(*argv: str) -> dict[str, object]:
     """Run `sessionstore ARGV` in a new interpreter; its exit code and which HEAVY packages it imported."""
-    proc = subprocess.run([sys.executable, "-c", _RUN % json.dumps(HEAVY), *argv], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN % json.dumps(HEAVY), *argv], capture_output=True, text=True, timeout=120
+    )
     line = [x for x in proc.stderr.splitlines() if x.startswith("LOADED ")][-1]
     result: dict[str, object] = json.loads(line.removeprefix("LOADED "))
     return result

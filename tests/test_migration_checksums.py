@@ -48,8 +48,10 @@ def check_released(directory: Path, released: dict[str, tuple[str, str]]) -> lis
             problems.append(f"{revision}: {name} no longer declares revision = {revision!r}")
         actual = sha256(path)
         if actual != expected:
-            problems.append(f"{revision}: {name} was edited (sha256 {actual}, released as {expected}); "
-                            "put the change in a new revision instead")
+            problems.append(
+                f"{revision}: {name} was edited (sha256 {actual}, released as {expected}); "
+                "put the change in a new revision instead"
+            )
     return problems
 
 
@@ -74,4 +76,3 @@ def test_an_edited_or_missing_revision_is_reported(tmp_path: Path) -> None:
     problems = check_released(tmp_path, RELEASED)
     assert [p.split(":")[0] for p in problems] == ["0002", "0004"], problems
     assert "was edited" in problems[0] and "is missing" in problems[1]
-
