@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo-output
 
-.PHONY: demo test test-fast bench install clean
+.PHONY: demo test test-fast lint typecheck format docs bench install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,25 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py --dir $(DEMO_DIR)
 
-test: $(STAMP)
+test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest
+
+# ruff: the linter over everything, the formatter check over the files in scripts/formatted.txt.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check $$(grep -v '^\#' scripts/formatted.txt)
+
+# mypy, strict on sessionstore.storage and sessionstore.compaction (settings in pyproject.toml).
+typecheck: $(STAMP)
+	MYPY=$(BIN)/mypy scripts/typecheck
+
+# Formats the whole tree once (after the pending branches are merged); `make lint` then checks every file.
+format: $(STAMP)
+	RUFF=$(BIN)/ruff scripts/format-all
+
+# docs/cli.md, generated from the typer app (tests/test_cli_reference.py fails when it is stale).
+docs: $(STAMP)
+	$(BIN)/python -m sessionstore.cli.reference > docs/cli.md
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m 'not slow'

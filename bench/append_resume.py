@@ -201,7 +201,7 @@ class SessionStoreSubject:
         self.url = f"sqlite:///{tmpdir / 'sessionstore.db'}"
         self.store = SessionStore.open(self.url)
         self.session = self.store.create_session(title="bench append/resume")
-        self.session_id = getattr(self.session, "id", None) or getattr(self.session, "session_id")
+        self.session_id = self.session.id
 
     def append(self, msg: Message) -> None:
         self.session.append(msg)

@@ -283,7 +283,7 @@ def append_rates(tmp: Path, n: int, rounds: int) -> dict[str, float]:
             for p in tmp.glob(f"append-{label}-{r}.db*"):
                 p.unlink()
     out = {label: statistics.median(values) for label, values in rates.items()}
-    out["slowdown"] = statistics.median(1 - h / o for o, h in zip(rates["bare"], rates["indexed"]))
+    out["slowdown"] = statistics.median(1 - h / o for o, h in zip(rates["bare"], rates["indexed"], strict=True))
     return out
 
 

@@ -60,15 +60,29 @@ def _root(
     """A durable memory for LLM coding agents: sessions, active views, compaction, history."""
 
 
+#: Exit codes: a runtime failure (the database busy, unreachable, corrupt or foreign) is not the caller's input.
+EXIT_RUNTIME, EXIT_USAGE = 1, 2
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turning expected errors into one line and exit code 2."""
+    """Entry point: run the app, turning expected errors into one line on stderr and an exit code (see exit_code)."""
     _warnings_to_stderr()
     try:
         refuse_undecodable(sys.argv[1:] if argv is None else argv)
         app(args=argv, prog_name="sessionstore")
     except (SessionStoreError, UsageError) as exc:
         sys.stderr.write(f"error: {one_line(' '.join(str(exc).split()))}\n")
-        sys.exit(2)
+        sys.exit(exit_code(exc))
+
+
+def exit_code(exc: Exception) -> int:
+    """1 when the store failed (busy, unreachable, corrupt or foreign, a schema it cannot upgrade, a rewrite that
+    lost a race): trying again later may work; 2 for a usage error or bad input (click's own usage errors exit 2)."""
+    from sessionstore.storage.blobs import BlobCorrupt
+    from sessionstore.storage.errors import DatabaseUnavailable, MigrationError, RewriteConflict, StoreBusy
+
+    runtime = (StoreBusy, DatabaseUnavailable, MigrationError, BlobCorrupt, RewriteConflict)
+    return EXIT_RUNTIME if isinstance(exc, runtime) else EXIT_USAGE
 
 
 def refuse_undecodable(args: list[str]) -> None:

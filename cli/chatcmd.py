@@ -80,7 +80,7 @@ def chat_cmd(
             if text.strip().startswith("/"):
                 run_slash(slash, text)
                 continue
-            _answer(lambda: agent.ask(text.strip()), client)
+            _answer(lambda: agent.ask(text.strip()), client)  # noqa: B023  (called before the loop moves on)
 
 
 def _read_line(prompt: str) -> str | None:

@@ -175,7 +175,7 @@ def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:
 def _common(a: str, b: str) -> int:
     """Length of the common prefix of `a` and `b`."""
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1

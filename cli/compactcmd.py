@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional, Sequence
 
 import typer
 
 from sessionstore.storage import history as hist
-from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
-from sessionstore.secrets import SecretFilter
 from sessionstore.storage.output import STDIO, open_output
 
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, echo, fmt_time,
                      note_local_continuation, one_line, open_store, preview, print_json, short_ids)
+
+if TYPE_CHECKING:
+    from sessionstore.secrets import SecretFilter
+    from sessionstore.storage.session import Session
 
 
 #: `history --json` shows this much of each summary unless --full.
@@ -78,7 +80,7 @@ def compact_cmd(
 HISTORY_PAGE = 50
 
 
-def _full_uuid(s, option: str, given: Optional[str]) -> Optional[str]:  # type: ignore[no-untyped-def]
+def _full_uuid(s: Session, option: str, given: Optional[str]) -> Optional[str]:
     """The uuid of the active-view message `given` names: itself, or the one message it is a unique prefix of."""
     if not given:
         return given
@@ -156,7 +158,7 @@ def history_cmd(
             _show_boundary(s, boundary, json_out)
 
 
-def _list_boundaries(s, json_out: bool, limit: int, offset: int, full: bool = False) -> None:  # type: ignore[no-untyped-def]
+def _list_boundaries(s: Session, json_out: bool, limit: int, offset: int, full: bool = False) -> None:
     """One page of boundaries; the table previews summaries from their first characters only."""
     if json_out:
         found = hist.boundaries(s, limit=limit, offset=offset, summaries=True)
@@ -178,17 +180,17 @@ def _list_boundaries(s, json_out: bool, limit: int, offset: int, full: bool = Fa
     echo(_plain_table(("#", "time", "kind", "trigger", "tokens", "summarized", "summary"), rows))
 
 
-def _plain_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _plain_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     """Aligned columns as plain text: a page of history prints in a millisecond (a Rich table takes ~3 ms a row)."""
     rows = [tuple(map(one_line, r)) for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
              "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)
 
 
-def _show_boundary(s, index: int, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+def _show_boundary(s: Session, index: int, json_out: bool) -> None:
     from sessionstore.storage.view import to_api_messages
 
     b = hist.boundary(s, index)
@@ -257,6 +259,9 @@ def export_cmd(
         with open_store(db) as store:
             install_view(store, session, format, claude_dir, codex_home, json_out)
         return
+    from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
+    from sessionstore.secrets import SecretFilter
+
     text_formats = {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html}
     if format not in (*text_formats, "claude-code"):
         raise UsageError(f"unknown format {format!r}: use jsonl, markdown, html or claude-code")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from sessionstore.storage.doctor import Report, check, repair
-
 from .common import DbOption, JsonOption, echo, one_line, open_store, print_json
+
+if TYPE_CHECKING:
+    from sessionstore.storage.doctor import Report
 
 
 def doctor_cmd(
@@ -25,6 +26,8 @@ def doctor_cmd(
 
     Example: sessionstore doctor --repair --json
     """
+    from sessionstore.storage.doctor import check, repair
+
     with open_store(db, read_only=not fix) as store:
         report = repair(store, session) if fix else check(store, session)
     if json_out:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 
 from .common import DbOption, JsonOption, UsageError, console, err_console, open_store, print_json
+
+if TYPE_CHECKING:
+    from sessionstore.compaction.summarizers.base import Summarizer
+    from sessionstore.storage.store import SessionStore
 
 
 def register(app: typer.Typer) -> None:
@@ -58,9 +62,10 @@ def eval_cmd(
             err_console.print(f"note: {name} scored no span{why}")
 
 
-def _every_session(store) -> list[dict]:  # type: ignore[no-untyped-def]
+def _every_session(store: SessionStore) -> list[dict[str, Any]]:
     """Every session row, page by page."""
-    out, offset = [], 0
+    out: list[dict[str, Any]] = []
+    offset = 0
     while True:
         page = store.list(limit=500, offset=offset)
         out += page
@@ -69,7 +74,7 @@ def _every_session(store) -> list[dict]:  # type: ignore[no-untyped-def]
         offset += 500
 
 
-def _summarizers(chosen: list[str], model: Optional[str]) -> dict:  # type: ignore[type-arg]
+def _summarizers(chosen: list[str], model: Optional[str]) -> dict[str, Summarizer]:
     from sessionstore.compaction.engine import make_summarizer
 
     found = {}
@@ -80,7 +85,7 @@ def _summarizers(chosen: list[str], model: Optional[str]) -> dict:  # type: igno
     return found
 
 
-def _print_table(summary: dict) -> None:  # type: ignore[type-arg]
+def _print_table(summary: dict[str, Any]) -> None:
     from sessionstore.compaction.facts import FACT_KINDS
 
     table = Table(title="compaction strategies, medians over all spans: ratio = tokens after/before; "

@@ -7,13 +7,10 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
-
-from sessionstore.interchange.importing import ImportResult, import_paths, transcript_files
 
 from sessionstore import SessionStoreError
 from sessionstore.sanitize import one_line
@@ -21,6 +18,9 @@ from sessionstore.storage.output import STDIO
 
 from .common import (DbOption, JsonOption, UsageError, cell, console, echo, err_console, one_line, open_store,
                      print_json)
+
+if TYPE_CHECKING:
+    from sessionstore.interchange.importing import ImportResult
 
 app = typer.Typer(help="Import transcripts you already have (Claude Code JSONL, Codex rollouts, our jsonl export).",
                   no_args_is_help=True)
@@ -113,6 +113,10 @@ def _relabel(results: list[ImportResult], spooled: str) -> None:
 
 def _import(source: str, paths: list[str], db: str | None, strict: bool, show: bool | None,
             follow_symlinks: bool = False) -> list[ImportResult]:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    from sessionstore.interchange.importing import import_paths, transcript_files
+
     outside: list[tuple[Path, str]] = []
     files = transcript_files(paths, follow_symlinks=follow_symlinks, outside=outside)
     for path, note in outside:

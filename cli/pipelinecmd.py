@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 
 from . import spillcmd
 from .common import DbOption, JsonOption, UsageError, console, note_local_continuation, open_store, print_json
+
+if TYPE_CHECKING:
+    from sessionstore.compaction.pipeline import Prepared
 
 
 def register(app: typer.Typer) -> None:
@@ -68,7 +71,7 @@ def prepare_cmd(
                   f"warning: {_warning_text(prepared, auto)}", highlight=False)
 
 
-def _warning_text(prepared, auto: dict) -> str:  # type: ignore[no-untyped-def]
+def _warning_text(prepared: Prepared, auto: dict[str, Any]) -> str:
     """The warning with what it means: how much context is left before auto-compact."""
     if prepared.context_left_percent is None:
         left = f"no context is left before auto-compact: its threshold is {auto['autocompact_threshold']:,} tokens"
@@ -92,7 +95,7 @@ def _parse_now(value: str | None) -> datetime | None:
         raise UsageError(f"--now: not an ISO-8601 time: {value!r}") from exc
 
 
-def _notes(name: str, details: dict) -> str:
+def _notes(name: str, details: dict[str, Any]) -> str:
     """One short line per layer for the table."""
     if "skipped" in details:
         return f"skipped: {details['skipped']}"

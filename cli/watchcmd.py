@@ -6,15 +6,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
-
-from sessionstore.interchange.watch import Watcher, WatchEvent, default_roots
 
 from .common import DbOption, UsageError, json_visible, one_line, open_store
+
+if TYPE_CHECKING:
+    from sessionstore.interchange.watch import Watcher, WatchEvent
 
 ProgressOption = Annotated[Optional[bool], typer.Option(
     "--progress/--no-progress", help="Progress bar for the catch-up (default: on a terminal).")]
@@ -53,6 +53,8 @@ def watch_cmd(
 
       sessionstore watch ~/.codex/sessions
     """
+    from sessionstore.interchange.watch import Watcher
+
     roots = _roots(paths)
     show = sys.stderr.isatty() if progress is None else progress
     out = _Reporter(json_out)
@@ -85,6 +87,8 @@ def _roots(paths: list[str] | None) -> list[Path]:
         if missing:
             raise UsageError(f"no such file or directory: {', '.join(missing)}")
         return roots
+    from sessionstore.interchange.watch import default_roots
+
     roots = [r for r in default_roots() if r.is_dir()]
     if not roots:
         raise UsageError("nothing to watch: neither " + " nor ".join(map(str, default_roots())) +
@@ -97,6 +101,8 @@ def _catch_up(watcher: Watcher, show: bool) -> None:
     if not show:
         watcher.sync_all()
         return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
     total = sum(_size(p) for p in watcher.files())
     with Progress(TextColumn("importing"), BarColumn(), DownloadColumn(), console=Console(stderr=True),
                   transient=True) as bar:

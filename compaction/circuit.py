@@ -7,6 +7,7 @@ its own rewrite transaction.
 
 from __future__ import annotations
 
+from sessionstore.storage.db import Database
 from sessionstore.storage.session import Session
 
 
@@ -19,7 +20,7 @@ def compact_failures(session: Session) -> int:
 def record_compact_failure(session: Session) -> int:
     """Count one more failure (one transaction); returns the new count."""
 
-    def bump(db) -> int:  # type: ignore[no-untyped-def]
+    def bump(db: Database) -> int:
         db.execute("UPDATE sessions SET compact_failures = compact_failures + 1 WHERE id = :id",
                    {"id": session.id}).close()
         return int(db.one("SELECT compact_failures FROM sessions WHERE id = :id", {"id": session.id})[0])

@@ -111,6 +111,7 @@ def commit_compaction(
         raise CompactionWouldNotShrink(snapshot.view_tokens, projected)
     keep = [Keep(e.seq) for e in kept]
     tail = [Add(a) for a in attachments]
+    plan: list[Keep | Add]
     if layout == "suffix":
         plan = [Add(boundary), Add(summary), *keep, *tail]
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from sessionstore.storage.config import Config
 from sessionstore.storage.session import Session
@@ -16,7 +16,7 @@ from .summarizers.base import Summarizer
 SummarizerName = Literal["extractive", "anthropic"]
 
 
-def make_summarizer(name: str = "extractive", **options: object) -> Summarizer:
+def make_summarizer(name: str = "extractive", **options: Any) -> Summarizer:
     """A summarizer by name: `extractive` (offline default) or `anthropic` (the real API)."""
     if name == "extractive":
         from .summarizers.extractive import ExtractiveSummarizer
@@ -25,7 +25,7 @@ def make_summarizer(name: str = "extractive", **options: object) -> Summarizer:
     if name == "anthropic":
         from .summarizers.anthropic import AnthropicSummarizer
 
-        return AnthropicSummarizer(**options)  # type: ignore[arg-type]
+        return AnthropicSummarizer(**options)
     raise ValueError(f"unknown summarizer {name!r}: use extractive or anthropic")
 
 

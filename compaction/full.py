@@ -30,7 +30,7 @@ def pending_turn_start(entries: Sequence[ViewEntry]) -> int:
     for index in range(len(entries) - 1, -1, -1):
         entry = entries[index]
         if entry.role == "user" and not isinstance(entry.content, str):
-            answered.update(b.get("tool_use_id") for b in entry.content if b.get("type") == "tool_result")
+            answered.update(str(b.get("tool_use_id")) for b in entry.content if b.get("type") == "tool_result")
         if entry.role == "assistant":
             ids = [] if isinstance(entry.content, str) else [
                 b["id"] for b in entry.content if b.get("type") == "tool_use"

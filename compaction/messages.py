@@ -71,4 +71,4 @@ def attachment_message(text: str, *, kind: str, **metadata: Any) -> NewMessage:
 
 def is_boundary(entry: Any) -> bool:
     """True for a compact_boundary entry."""
-    return entry.role == "system" and entry.subtype == BOUNDARY_SUBTYPE
+    return bool(entry.role == "system" and entry.subtype == BOUNDARY_SUBTYPE)

@@ -20,7 +20,7 @@ from sessionstore.storage.errors import MessageNotFound
 from sessionstore.storage.session import Session
 from sessionstore.storage.types import ViewEntry
 
-from .commit import CompactionOutcome, commit_compaction, summary_budget
+from .commit import CompactionOutcome, Layout, commit_compaction, summary_budget
 from .pinning import plan_pins
 from .full import NothingToCompact
 from .messages import is_boundary
@@ -55,7 +55,7 @@ def compact_partial(
     cut, note = split_at_pivot(entries, index, direction)
     if direction == "from":
         kept, summarized = entries[:cut], entries[cut:]
-        layout = "prefix"
+        layout: Layout = "prefix"
     else:
         summarized = entries[:cut]
         kept = [e for e in entries[cut:] if not is_boundary(e) and not e.message.is_compact_summary]

@@ -29,7 +29,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Sequence
+from typing import Any, Sequence
 
 from sessionstore.storage.types import ViewEntry
 
@@ -85,7 +85,7 @@ def plain_text(entry: ViewEntry) -> str | None:
     return None
 
 
-def is_trivial_output(block: dict) -> bool:
+def is_trivial_output(block: dict[str, Any]) -> bool:
     """A successful tool result whose whole text is empty or a bare success line."""
     if block.get("is_error"):
         return False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from sessionstore.storage.config import default_db_url
 from sessionstore.storage.db import make_engine
@@ -13,7 +13,7 @@ config = context.config
 target_metadata = Base.metadata
 
 
-def _configure_and_run(connection) -> None:
+def _configure_and_run(connection: Connection) -> None:
     """Run migrations inside one transaction; PostgreSQL takes an advisory lock first."""
     context.configure(
         connection=connection,

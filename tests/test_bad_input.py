@@ -189,7 +189,7 @@ def expected(name: str) -> list[dict[str, Any]]:
 def assert_same(stored: list[dict[str, Any]], sent: list[dict[str, Any]]) -> None:
     """Every given field of each sent message comes back exactly (export / transcript shape)."""
     assert len(stored) == len(sent)
-    for got, message in zip(stored, sent):
+    for got, message in zip(stored, sent, strict=True):
         assert got["message"] == {"role": message["role"], "content": message["content"]}
         for key in ("uuid", "parent_uuid", "api_message_id"):
             if key in message:

@@ -82,7 +82,7 @@ def test_per_result_limit_spills_just_above_50000_chars(store: SessionStore, pip
     assert prepared.report["budget"].acted and prepared.report["budget"].items == 1
     assert prepared.messages == s.active_view()
     assert_valid_view(prepared.messages)
-    assert_transcript_kept(s, before) == []
+    assert assert_transcript_kept(s, before) == []
     assert spill_original(s, "over") == b"b" * 50_001
     decision = get_replacement(store.db, s.id, "over")
     assert decision is not None and decision.kind == "spilled" and decision.original_size == 50_001
@@ -133,7 +133,7 @@ def test_seen_results_are_not_spilled_when_the_message_grows(store: SessionStore
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "first", "content": "f" * 49_000}]})
     assert not pipeline.prepare(s).report["budget"].acted
     s.append_many([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": t, "content": "g" * n}]}
-                   for t, n in zip(ids[1:], sizes[1:])])
+                   for t, n in zip(ids[1:], sizes[1:], strict=True)])
     prepared = pipeline.prepare(s)
     assert list(_spilled(s)) == ["second"]
     assert_valid_view(prepared.messages)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 from sessionstore import SessionStore
@@ -13,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _switches(tags: list[str]) -> int:
     """How often the writer changes between consecutive messages of the transcript."""
-    return sum(1 for a, b in zip(tags, tags[1:]) if a != b)
+    return sum(1 for a, b in pairwise(tags) if a != b)
 
 
 def test_two_processes_append_500_each_interleaved(store_url: str) -> None:

@@ -104,7 +104,7 @@ def test_every_command_refuses_a_database_it_cannot_open(
     assert takes_db, f"{name} takes no --db; add it (or list the command in NO_DATABASE)"
     url = _bad_url(case, tmp_path)
     result = run_cli(capsys, *_argv(name, command, tmp_path), "--db", url)
-    assert result.code == 2, (result.code, result.err)
+    assert result.code == 1, (result.code, result.err)  # unreachable: a runtime failure, not a usage error
     lines = result.err.strip().splitlines()
     assert len(lines) == 1, result.err
     shown = url.replace(PASSWORD, "***")

@@ -69,7 +69,7 @@ def test_eval_over_every_shared_transcript(store: SessionStore, transcripts_dir:
         imported_boundaries += span["boundary"] is not None
         assert span["imported"] == (span["boundary"] is not None), "every boundary here came from a tool's file"
         assert names == set(STRATEGIES) - ({"recorded"} if span["boundary"] is None else set())
-        for name, score in span["strategies"].items():
+        for score in span["strategies"].values():
             assert set(score["checked"]) == set(FACT_KINDS) == set(score["retention"])
             assert score["tokens_before"] > 0 and score["tokens_after"] >= 0
             for kind in FACT_KINDS:

@@ -58,7 +58,7 @@ def test_each_boundary_is_found_by_its_number_and_its_past_view_is_exact(store: 
         assert [e.seq for e in hist.view_at(s, one.replaced_version)] == seqs
     floors = [int(r[0]) for r in s.db.all("SELECT view_floor FROM compactions WHERE session_id = :id "
                                           "ORDER BY ordinal", {"id": s.id})]
-    assert any(f < b.replaced_version for f, b in zip(floors, listed)), "a kept prefix outlives a version"
+    assert any(f < b.replaced_version for f, b in zip(floors, listed, strict=True)), "a kept prefix outlives a version"
     with pytest.raises(hist.BoundaryNotFound, match=f"has {len(before)} boundaries; there is no boundary 99"):
         hist.view_before(s, 99)
     with pytest.raises(hist.BoundaryNotFound):

@@ -139,7 +139,7 @@ def _snapshot(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
         for table, order in ORDER.items():
             cols = [c["name"] for c in inspect(conn).get_columns(table)]
             rows = conn.execute(text(f"SELECT {', '.join(cols)} FROM {table} ORDER BY {order}")).all()
-            out[table] = [tuple((c, bytes(v) if isinstance(v, memoryview) else v) for c, v in zip(cols, row))
+            out[table] = [tuple((c, bytes(v) if isinstance(v, memoryview) else v) for c, v in zip(cols, row, strict=True))
                           for row in rows]
     return out
 

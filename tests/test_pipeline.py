@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from itertools import pairwise
 
 import pytest
 
@@ -128,7 +129,7 @@ def test_a_warm_pipeline_leaves_nothing_a_cold_one_would_do(store: SessionStore,
     prompts = [i for i, m in enumerate(messages) if m["role"] == "user" and isinstance(m["content"], str)]
     cuts = prompts[::3]
     acted: dict[str, int] = {}
-    for n, (start, end) in enumerate(zip(cuts, cuts[1:])):
+    for n, (start, end) in enumerate(pairwise(cuts)):
         s.append_many(messages[start:end])
         s.append_many([*tool_round(f"big{n}", f"{n}" * 60_000, name="Bash"), *([user("ok")] if acks else [])])
         prepared = pipe.prepare(s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 import pytest
 
@@ -20,7 +21,7 @@ def _steps() -> list[list[dict]]:
     prompts = [i for i, m in enumerate(messages) if m["role"] == "user" and isinstance(m["content"], str)]
     cuts = prompts[::3]
     return [[*messages[a:b], *tool_round(f"big{n}", f"{n}" * 60_000, name="Bash"), user("ok")]
-            for n, (a, b) in enumerate(zip(cuts, cuts[1:]))]
+            for n, (a, b) in enumerate(pairwise(cuts))]
 
 
 def _saved(store: SessionStore, session_id: str) -> tuple[int, int]:

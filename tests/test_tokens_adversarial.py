@@ -16,7 +16,7 @@ import random
 import re
 import string
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -32,7 +32,7 @@ def test_view_rows_of_a_codex_session_are_told_apart(sqlite_url: str, transcript
     shown = shown_uuids(sqlite_url, result.session_id or "", "view")
     assert len(shown) == len(uuids) > 100
     assert len(set(shown)) == len(shown), "every row shows a different uuid"
-    for short, full in zip(shown, uuids):
+    for short, full in zip(shown, uuids, strict=True):
         assert full.startswith(short) and len(short) >= min(8, len(full))
         assert short == full or not any(u.startswith(short) for u in uuids if u != full)
 

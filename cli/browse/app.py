@@ -148,7 +148,7 @@ class BrowseApp(App[None]):
         if screen is not None:
             self.call_from_thread(screen.show_hits, query, outcome)
 
-    def action_back(self) -> None:
+    def action_back(self) -> None:  # type: ignore[override]  # Textual runs sync actions too; nothing to await
         """q: back to the screen below; from a session opened directly, to the sessions list; else quit."""
         from .sessions import SessionsScreen
 

@@ -6,7 +6,7 @@ view: its cost does not grow with the transcript.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -25,12 +25,20 @@ from .sources import ActiveView
 from .timeline import Timeline
 from .viewlist import ViewList
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from .app import BrowseApp
+
 #: Boundary rows shown before the list scrolls.
 BOUNDARY_ROWS = 5
 
 
 class SessionScreen(Screen[None]):
     """One session; Enter on a boundary opens it, Enter on a message opens the message."""
+
+    if TYPE_CHECKING:  # `self.app` is the browser (Textual's own idiom, for the type checker only)
+        app = getters.app(BrowseApp)
 
     BINDINGS = [
         Binding("q,escape", "app.back", "Back", id="back"),

@@ -9,7 +9,7 @@ boundaries, nothing more.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -27,6 +27,11 @@ from ..tables import ellipsize, short_model, short_path, short_time, when
 from .keybar import KeyBar
 from .search import SearchOutcome
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from .app import BrowseApp
+
 PAGE = 100
 #: Below this width the cwd column is left to the preview pane.
 WIDE = 100
@@ -34,6 +39,9 @@ WIDE = 100
 
 class SessionsScreen(Screen[None]):
     """Sessions, newest first; Enter opens one."""
+
+    if TYPE_CHECKING:  # `self.app` is the browser (Textual's own idiom, for the type checker only)
+        app = getters.app(BrowseApp)
 
     BINDINGS = [
         Binding("q", "back_or_quit", "Quit", id="quit"),

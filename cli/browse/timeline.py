@@ -8,6 +8,8 @@ boundaries, not the transcript.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
@@ -20,7 +22,7 @@ BLOCKS = " ▁▂▃▄▅▆▇█"
 def tokens_at(points: list[TimelinePoint], seq: float) -> float:
     """The curve's value at `seq`: the line between the recorded points around it (after a drop at `seq`)."""
     value = 0.0
-    for a, b in zip(points, points[1:]):
+    for a, b in pairwise(points):
         if a.seq <= seq <= b.seq:
             if b.seq == a.seq:
                 value = b.tokens
@@ -41,7 +43,7 @@ def column_peaks(points: list[TimelinePoint], width: int) -> list[float]:
     for x in range(width):
         lo, hi = x * span, (x + 1) * span
         inside = [p.tokens for p in points if lo <= p.seq < hi]
-        peaks.append(max([tokens_at(points, lo), tokens_at(points, min(hi, last))] + inside))
+        peaks.append(max([tokens_at(points, lo), tokens_at(points, min(hi, last)), *inside]))
     return peaks
 
 
@@ -51,7 +53,7 @@ def boundary_columns(points: list[TimelinePoint], width: int) -> dict[int, int]:
     span = max(last, 1) / max(width, 1)
     out: dict[int, int] = {}
     index = 0
-    for a, b in zip(points, points[1:]):
+    for a, b in pairwise(points):
         if a.seq == b.seq and a is not points[0]:
             index += 1
             out.setdefault(min(width - 1, int(a.seq / span)), index)
@@ -82,7 +84,7 @@ def draw(points: list[TimelinePoint], width: int, height: int, mark: Style | str
             cells[start + offset] = char
             marked[start + offset] = True
     axis = Text(no_wrap=True, end="")
-    for char, is_mark in zip(cells, marked):
+    for char, is_mark in zip(cells, marked, strict=True):
         axis.append(char, mark if is_mark else None)
     lines.append(axis)
     return lines
@@ -111,7 +113,8 @@ class Timeline(Widget):
     def render(self) -> Text:
         width, height = self.size.width, self.size.height
         top = max((p.tokens for p in self.points), default=0)
-        title = Text(f" context tokens · peak {top:,} · now {self.points[-1].tokens:,} · window {self.window:,}",
+        now = self.points[-1].tokens if self.points else 0
+        title = Text(f" context tokens · peak {top:,} · now {now:,} · window {self.window:,}",
                      style=self.get_component_rich_style("timeline--title"), no_wrap=True, overflow="ellipsis",
                      end="")
         body = draw(self.points, width, max(2, height - 1), self.get_component_rich_style("timeline--mark"))

@@ -100,6 +100,11 @@ class ViewList(ScrollView, can_focus=True):
         view_list: "ViewList"
         row: ViewRow
 
+        @property
+        def control(self) -> "ViewList":
+            """The list the row was chosen in: what `@on(ViewList.Selected, "#id")` matches against."""
+            return self.view_list
+
     def __init__(self, source: RowSource, *, marked: frozenset[int] = frozenset(), empty: str = "(empty)",
                  id: str | None = None, classes: str | None = None):
         super().__init__(id=id, classes=classes)

@@ -241,7 +241,7 @@ def medians(results: Sequence[SpanEval], strategies: Sequence[str]) -> dict[str,
             continue
         retention = {}
         for kind in FACT_KINDS:
-            values = [s.retention[kind] for s in scores if s.retention[kind] is not None]
+            values = [value for s in scores if (value := s.retention[kind]) is not None]
             retention[kind] = round(statistics.median(values), 4) if values else None
         out[strategy] = {"spans": len(scores), "ratio": round(statistics.median(s.ratio for s in scores), 4),
                          "tokens": int(statistics.median(s.tokens_after for s in scores)),

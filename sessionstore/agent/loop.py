@@ -227,7 +227,7 @@ class Agent:
 
     def _pending_calls(self, pending: set[str]) -> list[dict[str, Any]]:
         """The tool_use blocks still waiting for a result, in order."""
-        calls = []
+        calls: list[dict[str, Any]] = []
         for entry in reversed(self.session.active_entries()):
             if entry.role == "assistant" and isinstance(entry.content, list):
                 calls = [b for b in entry.content if b.get("type") == "tool_use" and b["id"] in pending] + calls

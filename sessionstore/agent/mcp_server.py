@@ -313,7 +313,7 @@ def _add_search(server: MCPServer, store: SessionStore, reading: Any) -> None:
         with reading():
             if session is not None:
                 filters["session"] = store.get(session).id
-            found = store.search(query, in_=place, limit=offset + limit + 1,  # type: ignore[attr-defined]
+            found = store.search(query, in_=place, limit=offset + limit + 1,
                                  **{k: v for k, v in filters.items() if v is not None})
         hits = [_search_hit(h) for h in found[offset:offset + limit]]
         more = len(found) > offset + limit

@@ -499,7 +499,9 @@ class _Writer:
 
     def _drop_bad_timestamp(self, line: ImportedLine) -> None:
         """A timestamp that is no time is dropped with a warning (the message is kept, stamped now)."""
-        stamp = line.message.get("timestamp") if isinstance(line.message, dict) else None
+        if not isinstance(line.message, dict):
+            return
+        stamp = line.message.get("timestamp")
         if isinstance(stamp, str):
             try:
                 check_timestamp(stamp)
@@ -510,7 +512,9 @@ class _Writer:
 
     def _drop_bad_usage(self, line: ImportedLine) -> None:
         """Token counts no API reports are dropped with a warning; the message itself is kept."""
-        usage = line.message.get("usage") if isinstance(line.message, dict) else None
+        if not isinstance(line.message, dict):
+            return
+        usage = line.message.get("usage")
         if usage is None:
             return
         try:

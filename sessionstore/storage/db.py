@@ -16,7 +16,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar, cast
 
 import sqlalchemy.dialects.sqlite  # noqa: F401  (imported here, not inside the first open)
 from sqlalchemy import create_engine, event
@@ -27,6 +27,9 @@ from sessionstore.credentials import hide_url_credentials
 from .errors import DatabaseUnavailable, ReadOnlyStore, SessionStoreError, StoreBusy
 from . import faults
 from .faults import fault_in
+
+#: What a write body returns, handed back by `run_write`.
+T = TypeVar("T")
 
 _PARAM = re.compile(r"(?<![:\w]):([a-zA-Z_][a-zA-Z0-9_]*)")
 
@@ -207,7 +210,7 @@ class Database:
         self.is_sqlite = self.dialect == "sqlite"
         self.write_retries = write_retries
         self._proxy = engine.raw_connection()
-        self.conn: Any = self._proxy.driver_connection
+        self.conn: Any = cast(Any, self._proxy.driver_connection)
         if not self.is_sqlite:
             self.conn.autocommit = True
             if read_only:
@@ -281,7 +284,7 @@ class Database:
     def all(self, statement: str, params: dict[str, Any] | None = None) -> list[Any]:
         """Every row."""
         cur = self.execute(statement, params)
-        rows = cur.fetchall()
+        rows: list[Any] = cur.fetchall()
         cur.close()
         return rows
 
@@ -300,8 +303,8 @@ class Database:
             finally:
                 self.conn.execute("ROLLBACK")
 
-    def run_write(self, body: Any, session_id: str | None = None, point: str = "", *,
-                  single_statement: bool = False) -> Any:
+    def run_write(self, body: Callable[[Database], T], session_id: str | None = None, point: str = "", *,
+                  single_statement: bool = False) -> T:
         """Run `body(db)` in a write transaction, retrying transient lock errors a bounded number of times.
 
         `point` names the write for fault injection (see faults.py); a nested call keeps the outer name.
@@ -330,7 +333,7 @@ class Database:
             delay = min(delay * 2, 0.5)
         raise AssertionError("unreachable")
 
-    def _write_once(self, body: Any, session_id: str | None, point: str = "") -> Any:
+    def _write_once(self, body: Callable[[Database], T], session_id: str | None, point: str = "") -> T:
         """BEGIN, body, COMMIT (ROLLBACK on any error): the append hot path, without a context manager."""
         conn = self.conn
         with self._lock:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from functools import partial
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
@@ -134,8 +135,7 @@ def repair(store: "SessionStore", session_id: str | None = None) -> Report:
     ids = _session_ids(store.db) if session_id is None else [store.get(session_id).id]
     repairs: list[str] = []
     for sid in ids:
-        repairs += store.db.run_write(lambda db, sid=sid: _repair_session(db, sid), session_id=sid,
-                                      point="doctor.repair")
+        repairs += store.db.run_write(partial(_repair_session, sid=sid), session_id=sid, point="doctor.repair")
     repairs += _repair_search(store, None if session_id is None else ids[0])
     report = check(store, session_id)
     report.repairs = repairs
@@ -523,7 +523,7 @@ def _compaction_problems(db: "Database", sid: str) -> list[Problem]:
         if summary_seq is not None and summary_found is None:
             problems.append(Problem("compaction", f"{where}: summary seq {summary_seq} has no message"))
         absent = _absent_uuids(db, sid, [u for u in segment if u])
-        for name, uuid in zip(("head", "anchor", "tail"), segment):
+        for name, uuid in zip(("head", "anchor", "tail"), segment, strict=True):
             if uuid in absent:
                 problems.append(Problem("compaction", f"{where}: {name}_uuid {uuid!r} is not in the transcript"))
     return problems + _empty_views_before(db, sid)

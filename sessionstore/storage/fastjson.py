@@ -54,7 +54,7 @@ spaced_dumps = encoder(", ", ": ")
 
 
 #: The C scanner json.loads ends in; called directly it skips loads' per-call checks.
-_scan_once = json.JSONDecoder().scan_once
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__; typeshed omits it
 
 
 def loads_stored(text: str) -> Any:

@@ -227,7 +227,7 @@ def _preview_of(prefix: str) -> str:
         body = body[:end.end() - 1]
     for cut in range(0, 7):  # drop a trailing half escape sequence
         try:
-            return json.loads('"' + body[:len(body) - cut] + '"')
+            return str(json.loads('"' + body[:len(body) - cut] + '"'))
         except ValueError:
             continue
     return ""

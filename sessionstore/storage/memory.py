@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .db import Database
     from .session import Session
 
 
@@ -42,7 +43,7 @@ def save_memory(
     params = {"id": session.id, "notes": notes, "seq": covers_seq, "uuid": covers_uuid,
               "tokens": tokens, "calls": tool_calls, "now": now}
 
-    def write(db) -> None:  # type: ignore[no-untyped-def]
+    def write(db: "Database") -> None:
         db.execute(
             "INSERT INTO session_memory (session_id, notes, covers_seq, covers_uuid, tokens_at_update, "
             "tool_calls_at_update, updated_at) VALUES (:id, :notes, :seq, :uuid, :tokens, :calls, :now) "

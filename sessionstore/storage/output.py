@@ -22,7 +22,7 @@ import sys
 import tempfile
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import IO, BinaryIO, Iterator, Literal, TextIO, overload
+from typing import IO, Any, BinaryIO, Iterator, Literal, TextIO, overload
 
 from .errors import SessionStoreError
 
@@ -41,15 +41,15 @@ def open_output(
 ) -> AbstractContextManager[TextIO]: ...
 @overload
 def open_output(path: str | os.PathLike[str] | None, *, binary: Literal[True]) -> AbstractContextManager[BinaryIO]: ...
-def open_output(  # type: ignore[misc]
+def open_output(
     path: str | os.PathLike[str] | None, *, binary: bool = False
-) -> AbstractContextManager[IO]:
+) -> AbstractContextManager[IO[Any]]:
     """A stream onto what `path` names (see the module docstring); the file is in place once the block ends."""
     return _open(path, binary)
 
 
 @contextmanager
-def _open(path: str | os.PathLike[str] | None, binary: bool) -> Iterator[IO]:
+def _open(path: str | os.PathLike[str] | None, binary: bool) -> Iterator[IO[Any]]:
     if path is None or os.fspath(path) == STDIO:
         yield from _stdout(binary)
         return
@@ -63,10 +63,10 @@ def _open(path: str | os.PathLike[str] | None, binary: bool) -> Iterator[IO]:
         yield from _replace(name, target, binary)
 
 
-def _stdout(binary: bool) -> Iterator[IO]:
+def _stdout(binary: bool) -> Iterator[IO[Any]]:
     """stdout, flushed at the end (text and bytes may share it)."""
     sys.stdout.flush()
-    stream: IO = sys.stdout.buffer if binary else sys.stdout
+    stream: IO[Any] = sys.stdout.buffer if binary else sys.stdout
     yield stream
     stream.flush()
 
@@ -109,7 +109,7 @@ def _is_fd_path(name: str) -> bool:
     return parent in ("/dev/fd", "/proc/self/fd") or (parent.startswith("/proc/") and parent.endswith("/fd"))
 
 
-def _stream(name: str, binary: bool) -> Iterator[IO]:
+def _stream(name: str, binary: bool) -> Iterator[IO[Any]]:
     """A pipe or a device: opened and written in place, like `> name` in a shell."""
     try:
         handle = open(name, "wb") if binary else open(name, "w", encoding="utf-8", newline="\n")
@@ -122,7 +122,7 @@ def _stream(name: str, binary: bool) -> Iterator[IO]:
         raise OutputError(f"cannot write to {name}: {exc.strerror or exc}") from exc
 
 
-def _replace(name: str, target: Path, binary: bool) -> Iterator[IO]:
+def _replace(name: str, target: Path, binary: bool) -> Iterator[IO[Any]]:
     """A temporary file beside `target`, renamed over it once complete (keeping an existing file's mode, owner).
 
     A new file gets NEW_FILE_MODE. The temporary file has a random name, created exclusively and never

@@ -97,7 +97,7 @@ _SESSION_SQL = (
 
 def list_sessions(db: "Database", *, text: str = "", limit: int = 100, offset: int = 0) -> list[SessionRow]:
     """Sessions newest first (as `sessions` lists them), narrowed to those whose id, title, cwd or model has `text`."""
-    where, params = "", {"limit": int(limit), "offset": int(offset)}
+    where, params = "", dict[str, Any](limit=int(limit), offset=int(offset))
     if text.strip():
         where = ("WHERE (lower(s.id) LIKE :f ESCAPE '\\' OR lower(s.title) LIKE :f ESCAPE '\\' "
                  "OR lower(s.cwd) LIKE :f ESCAPE '\\' OR lower(s.model) LIKE :f ESCAPE '\\')")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:
     from .db import Database
@@ -35,7 +35,7 @@ class Replacement:
     created_at: float = 0.0
 
 
-def _from_row(row: tuple) -> Replacement:
+def _from_row(row: Sequence[Any]) -> Replacement:
     return Replacement(row[0], row[1], row[2], row[3], None if row[4] is None else int(row[4]), float(row[5]))
 
 

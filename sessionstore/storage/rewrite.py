@@ -107,7 +107,7 @@ def commit_rewrite(
 
     `kind` names the rewrite for fault injection (default: the compaction's kind).
     """
-    prepared = [
+    prepared: list[tuple[Keep | Add, str | None, int]] = [
         (p, dumps(p.message.content), estimate_content(p.message.content)) if isinstance(p, Add) else (p, None, 0)
         for p in plan
     ]
@@ -131,7 +131,7 @@ def _apply(
     session_id: str,
     base_version: int,
     snapshot_last_seq: int,
-    prepared: list[tuple[Any, str | None, int]],
+    prepared: list[tuple[Keep | Add, str | None, int]],
     compaction: CompactionRecord | None,
 ) -> RewriteResult:
     state = load_state(db, session_id, for_update=True)
@@ -147,7 +147,7 @@ def _apply(
     new_version = version + 1
     next_seq = state.last_seq
     items: list[_Item] = []
-    message_rows: list[dict[str, Any]] = []
+    message_rows: list[tuple[Any, ...]] = []
     added: dict[str, int] = {}
     planned_seqs: set[int] = set()
     for p, content_json, tokens in prepared:
@@ -166,6 +166,7 @@ def _apply(
                 items.append(_Item(old.seq, toks, dumps(p.content), old_key=old.old_key,
                                    old_from=old.old_from, virtual=old.virtual, changed=True))
         else:
+            assert content_json is not None, "an added message is serialized before the transaction"
             next_seq += 1
             message_rows.append(message_row(session_id, next_seq, p.message, content_json, tokens))
             added[p.message.uuid] = next_seq
@@ -245,6 +246,7 @@ def _assign_keys(items: list[_Item], upper: int) -> None:
             j += 1
         low = items[i - 1].key if i > 0 else None
         high = items[j].key if j < n else upper
+        assert high is not None, "the scan stops at a keyed item or at the end"
         count = j - i
         if low is None:
             for k in range(count):

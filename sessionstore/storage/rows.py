@@ -46,7 +46,7 @@ def message_row(session_id: str, seq: int, msg: NewMessage, content_json: str, t
 
 def message_params(session_id: str, seq: int, msg: NewMessage, content_json: str, tokens: int) -> dict[str, Any]:
     """Parameters of INSERT_MESSAGE for one validated message (the same values as message_row, by name)."""
-    return dict(zip(MESSAGE_INSERT_COLUMNS, message_row(session_id, seq, msg, content_json, tokens)))
+    return dict(zip(MESSAGE_INSERT_COLUMNS, message_row(session_id, seq, msg, content_json, tokens), strict=True))
 
 
 def stored_from_new(seq: int, msg: NewMessage, tokens: int) -> StoredMessage:

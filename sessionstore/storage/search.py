@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from functools import partial
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
@@ -261,7 +262,7 @@ def catch_up(db: "Database", *, max_chars: int = INDEXED_CHARS, batch_chars: int
     done = 0
     for (sid,) in lagging:
         while True:
-            added, more = db.run_write(lambda d, sid=sid: _index_batch(d, sid, max_chars, batch_chars))
+            added, more = db.run_write(partial(_index_batch, sid=sid, max_chars=max_chars, batch_chars=batch_chars))
             done += added
             if progress is not None:
                 progress(added)
@@ -392,7 +393,7 @@ def _session_index_problems(db: "Database", sid: str, mark: int, max_chars: int)
         content = loads_stored(content_json)
         if kind != search_role(role, bool(is_summary), content) or body != indexed_body(content_json, max_chars):
             wrong.append(seq)
-    out = []
+    out: list[tuple[str, str, str | None]] = []
     for code, seqs, what in (("search-missing", missing, "not in the search index"),
                              ("search-stale", wrong, "indexed with other text or role than the transcript holds"),
                              ("search-beyond-mark", beyond, "indexed past the search mark")):

@@ -261,7 +261,7 @@ class Session:
                 self._entries.append(ViewEntry(pos + i, m, m.content, m.tokens))
             self._cached_at = (state.view_version, state.last_seq)
         if self._texts is not None and self._texts_at == before:
-            self._texts.extend((m.role, text) for m, text in zip(stored, texts))
+            self._texts.extend((m.role, text) for m, text in zip(stored, texts, strict=True))
             self._texts_at = (state.view_version, state.last_seq)
 
     def fork(self, at: str | int | None = None, *, before_boundary: int | None = None,

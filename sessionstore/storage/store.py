@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import time
 import uuid as uuid_mod
 from typing import TYPE_CHECKING, Any
@@ -182,7 +183,7 @@ class SessionStore:
             out.append(info)
         return _with_lineage(self.db, out)
 
-    def search(self, query: str, **filters: Any) -> "list[Hit]":
+    def search(self, query: str, **filters: Any) -> builtins.list[Hit]:
         """Messages of every session matching `query`, best first; filters: session, role, since, cwd, in_, limit."""
         from .search import Filters, search
 

@@ -124,7 +124,8 @@ def _plain(message: Any) -> Mapping[str, Any]:
         return message
     dump = getattr(message, "model_dump", None)
     if callable(dump):
-        return dump(mode="json", exclude_none=True)
+        plain: Mapping[str, Any] = dump(mode="json", exclude_none=True)
+        return plain
     raise InvalidMessage(f"a message must be a dict, got {type(message).__name__}")
 
 

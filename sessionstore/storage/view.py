@@ -47,13 +47,13 @@ def _merge(role: str, contents: list[Content], *, copy: bool = True) -> dict[str
     """
     if len(contents) == 1:
         content = contents[0]
-        if type(content) is str:
+        if isinstance(content, str):
             return {"role": role, "content": content}
         blocks = [b.copy() for b in content] if copy else content
     else:
         blocks = []
         for content in contents:
-            if type(content) is str:
+            if isinstance(content, str):
                 if content:
                     blocks.append({"type": "text", "text": content})
             elif copy:

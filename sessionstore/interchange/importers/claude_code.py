@@ -341,7 +341,7 @@ def _segment(value: Any) -> dict[str, str] | None:
     segment = {ours: value.get(theirs) for ours, theirs in keys.items()}
     if not all(isinstance(v, str) and v for v in segment.values()):
         return None
-    return segment  # type: ignore[return-value]
+    return {ours: str(v) for ours, v in segment.items()}
 
 
 def _intern(value: Any) -> str | None:

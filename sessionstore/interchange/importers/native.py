@@ -35,7 +35,7 @@ import hashlib
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Final, Sequence
 
 from sessionstore.storage.errors import InvalidMessage
 from sessionstore.storage.types import BOUNDARY_SUBTYPE, ENVELOPE_KEYS
@@ -57,7 +57,7 @@ from .plan import (
     where,
 )
 
-SOURCE = "jsonl"
+SOURCE: Final = "jsonl"
 #: Compaction kinds that keep a prefix: [boundary, kept..., summary].
 PREFIX_KINDS = frozenset({"partial-from"})
 #: Kinds whose kept suffix leaves out earlier boundaries and summaries.

@@ -1,0 +1,74 @@
+"""The CLI starts at shell speed: a command imports what it uses, nothing more.
+
+Alembic loads only when the stored revision is not the head (one SELECT tells); Textual, mcp, anthropic and
+watchfiles only inside the commands that need them. Checked in a fresh interpreter, on sys.modules.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sessionstore import SessionStore
+
+#: Heavy packages no plain read command needs.
+HEAVY = ("alembic", "textual", "mcp", "anthropic", "watchfiles")
+
+_RUN = """
+import json, sys
+from sessionstore.cli.app import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+heavy = sorted({name.split(".")[0] for name in sys.modules} & set(json.loads(%r)))
+sys.stderr.write("\\nLOADED " + json.dumps({"code": code, "heavy": heavy}) + "\\n")
+"""
+
+
+def _loaded(*argv: str) -> dict[str, object]:
+    """Run `sessionstore ARGV` in a new interpreter; its exit code and which HEAVY packages it imported."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN % json.dumps(HEAVY), *argv], capture_output=True, text=True, timeout=120
+    )
+    line = [x for x in proc.stderr.splitlines() if x.startswith("LOADED ")][-1]
+    result: dict[str, object] = json.loads(line.removeprefix("LOADED "))
+    return result
+
+
+@pytest.fixture
+def current_store(tmp_path: Path) -> str:
+    """A SQLite store already at the head revision, holding one session."""
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    with SessionStore.open(url) as store:
+        store.create_session(title="startup")
+    return url
+
+
+def test_sessions_on_a_current_database_imports_nothing_heavy(current_store: str) -> None:
+    assert _loaded("sessions", "--db", current_store) == {"code": 0, "heavy": []}
+
+
+def test_version_imports_nothing_heavy() -> None:
+    assert _loaded("--version") == {"code": 0, "heavy": []}
+
+
+def test_view_and_search_import_nothing_heavy(current_store: str) -> None:
+    with SessionStore.open(current_store) as store:
+        sid = store.list()[0]["id"]
+        store.get(sid).append({"role": "user", "content": "find the flaky test"})
+    assert _loaded("view", sid, "--db", current_store) == {"code": 0, "heavy": []}
+    assert _loaded("search", "flaky", "--db", current_store) == {"code": 0, "heavy": []}
+
+
+def test_an_old_database_still_loads_alembic_and_is_upgraded(tmp_path: Path) -> None:
+    """The cheap check must not skip a needed upgrade: an empty file gets the whole schema."""
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    assert _loaded("new", "--db", url) == {"code": 0, "heavy": ["alembic"]}
+    assert _loaded("sessions", "--db", url) == {"code": 0, "heavy": []}

@@ -1,0 +1,78 @@
+"""Released migrations are frozen: each one's file is pinned by its SHA-256, so an edit cannot slip in unseen.
+
+A database upgraded by a released revision never runs that revision again; editing the file afterwards
+would leave such databases and new ones with different schemas. A change goes in a new revision instead.
+
+When a release ships a new revision (0005 and on), add its line to RELEASED (`sha256sum
+migrations/versions/0005_*.py` gives the digest). Revisions not yet released stay out of the table, so
+they can still be re-chained or fixed before they ship; the table itself must stay a gap-free run from 0001.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+
+from sessionstore.storage.migrate import MIGRATIONS_DIR
+
+VERSIONS = MIGRATIONS_DIR / "versions"
+
+#: Revision id -> (file name, SHA-256 of its bytes), for every released revision.
+RELEASED: dict[str, tuple[str, str]] = {
+    "0001": ("0001_initial_schema.py", "f5a222c5547732d0bbaa1098e282f0aa355bff5ad0b10a9bcfc3afd07356e9eb"),
+    "0002": ("0002_search_index.py", "306643d1b87bf860ae7fe36d289e73474fe8566e7984b1b349fab3c0bcdf775e"),
+    "0003": ("0003_import_lookups.py", "f4b27d4cfd4c212dcc3b120283fa6e1650bc60539336586ebc6f38d5f194354e"),
+    "0004": ("0004_hot_paths.py", "365cbbe88228818aef528b93ce2dc59ad57464b0ab432b81ef347cde7d64bffc"),
+}
+
+_REVISION = re.compile(r"""^revision(?:\s*:\s*str)?\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_released(directory: Path, released: dict[str, tuple[str, str]]) -> list[str]:
+    """What differs between `directory` and the pinned table: one line per missing or edited revision."""
+    problems = []
+    for revision, (name, expected) in sorted(released.items()):
+        path = directory / name
+        if not path.is_file():
+            problems.append(f"{revision}: {name} is missing (a released revision is never removed or renamed)")
+            continue
+        found = _REVISION.search(path.read_text(encoding="utf-8"))
+        if found is None or found.group(1) != revision:
+            problems.append(f"{revision}: {name} no longer declares revision = {revision!r}")
+        actual = sha256(path)
+        if actual != expected:
+            problems.append(
+                f"{revision}: {name} was edited (sha256 {actual}, released as {expected}); "
+                "put the change in a new revision instead"
+            )
+    return problems
+
+
+@pytest.mark.parametrize("revision", sorted(RELEASED))
+def test_every_released_revision_is_unchanged(revision: str) -> None:
+    assert check_released(VERSIONS, {revision: RELEASED[revision]}) == []
+
+
+def test_the_table_is_a_gap_free_run_from_the_first_revision() -> None:
+    ids = sorted(RELEASED)
+    assert ids == [f"{n:04d}" for n in range(1, len(ids) + 1)], ids
+
+
+def test_an_edited_or_missing_revision_is_reported(tmp_path: Path) -> None:
+    """The check itself: a copy of the released files passes, one changed byte or a removed file does not."""
+    for name, _ in RELEASED.values():
+        (tmp_path / name).write_bytes((VERSIONS / name).read_bytes())
+    assert check_released(tmp_path, RELEASED) == []
+    edited = tmp_path / RELEASED["0002"][0]
+    edited.write_bytes(edited.read_bytes().replace(b"search", b"Search", 1))
+    (tmp_path / RELEASED["0004"][0]).unlink()
+    problems = check_released(tmp_path, RELEASED)
+    assert [p.split(":")[0] for p in problems] == ["0002", "0004"], problems
+    assert "was edited" in problems[0] and "is missing" in problems[1]
