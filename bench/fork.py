@@ -153,7 +153,7 @@ def section(results: dict[str, dict[str, Any]], info: dict[str, str], runs: int)
         "file growth per fork | parent transcript bytes |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for (label, r), per in zip((("small", small), ("large", big)), per_entry):
+    for (label, r), per in zip((("small", small), ("large", big)), per_entry, strict=True):
         lines.append(f"| {label} | {r['messages']:,} | {r['boundary']} | {r['entries']:,} | {r['ms']:.1f} | "
                      f"{per:.0f} | {r['fork_bytes']:,} | {r['file_growth']:,} | {r['transcript_bytes']:,} |")
     bytes_ratio = big["fork_bytes"] / max(1, small["fork_bytes"])

@@ -96,7 +96,7 @@ def section(r: dict[str, list[float]], compactions: int, info: dict[str, str]) -
     c_early, c_late = around(r["cpu"], EARLY), around(r["cpu"], last - 4)
     flat = r["view"][FLAT_FROM - 1:]
     spread = (max(flat) - min(flat)) / statistics.median(flat)
-    sizes = dict(zip((int(k) for k in r["size_at"]), r["sizes"]))
+    sizes = dict(zip((int(k) for k in r["size_at"]), r["sizes"], strict=True))
     early_bytes = (sizes[2 * EARLY] - sizes[EARLY]) / EARLY
     late_bytes = (sizes[last] - sizes[last - EARLY]) / EARLY
     budget = WINDOW // 10

@@ -140,9 +140,9 @@ def main() -> None:
             assert report.total.responses == first.total.responses
             engine = store.db.dialect
     p50 = statistics.median(report_ms)
-    ratio = statistics.median(c / p for c, p in zip(cost_ms, plain_ms))
-    read_ratio = statistics.median(c / p for c, p in zip(cost_read, plain_read))
-    cpu_ratio = statistics.median(c / p for c, p in zip(cost_cpu, plain_cpu))
+    ratio = statistics.median(c / p for c, p in zip(cost_ms, plain_ms, strict=True))
+    read_ratio = statistics.median(c / p for c, p in zip(cost_read, plain_read, strict=True))
+    cpu_ratio = statistics.median(c / p for c, p in zip(cost_cpu, plain_cpu, strict=True))
     text = "\n".join([
         "## Usage reports",
         "",

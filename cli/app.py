@@ -14,7 +14,6 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionstore import SessionStoreError
-from sessionstore.sanitize import one_line
 from sessionstore.usage import cost_text, hit_rate_text, session_usage
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, forkcmd, importcmd, mcpcmd,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
-from rich.console import Console, ConsoleOptions, RenderableType, RenderHook, RenderResult
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderHook, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.text import Text
@@ -55,7 +55,7 @@ class _Sanitized:
 class _SanitizeHook(RenderHook):
     """The last line of defence: whatever a console prints is sanitized, even text a caller forgot to."""
 
-    def process_renderables(self, renderables: list[RenderableType]) -> list[RenderableType]:
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
         return [_Sanitized(r) for r in renderables]
 
 

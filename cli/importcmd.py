@@ -13,7 +13,6 @@ import typer
 from rich.table import Table
 
 from sessionstore import SessionStoreError
-from sessionstore.sanitize import one_line
 from sessionstore.storage.output import STDIO
 
 from .common import (DbOption, JsonOption, UsageError, cell, console, echo, err_console, one_line, open_store,

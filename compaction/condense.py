@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Callable
 
 from sessionstore.compaction.facts import (
@@ -74,14 +75,14 @@ def hold_to_budget(body: str, facts: Facts, *, max_tokens: int, era_of: EraOf, a
     era_of = _cached(era_of)
     index = SummaryIndex(f"{body}\n{also_held}")
     present = {k: _held(index, facts, k) for k in FACT_KINDS}
-    missing = {k: [f for f, held in zip(facts.of(k), present[k]) if not held] for k in FACT_KINDS}
+    missing = {k: [f for f, held in zip(facts.of(k), present[k], strict=True) if not held] for k in FACT_KINDS}
     body_tokens = estimate_text(body)
     if not any(missing.values()) and not facts.condensed and body_tokens <= max_tokens:
         report = GateReport(_checked(facts), missing, 0, summary_tokens=body_tokens, budget=max_tokens)
         return Budgeted(body, report, facts)
     costs = {k: [estimate_text(f) + 2 for f in facts.of(k)] for k in FACT_KINDS}
     overhead = estimate_text(GATE_HEADING) + _reference_reserve() + 8
-    needed = overhead + sum(c for k in FACT_KINDS for c, held in zip(costs[k], present[k]) if not held)
+    needed = overhead + sum(c for k in FACT_KINDS for c, held in zip(costs[k], present[k], strict=True) if not held)
     if body_tokens + needed <= max_tokens:
         everything = {k: list(range(len(facts.of(k)))) for k in FACT_KINDS}
         whole = _render(body, facts, everything, present, dict(facts.condensed), era_of)
@@ -95,7 +96,7 @@ def hold_to_budget(body: str, facts: Facts, *, max_tokens: int, era_of: EraOf, a
         body_tokens = estimate_text(body)
         index = SummaryIndex(f"{body}\n{also_held}")
         present = {k: _held(index, facts, k) for k in FACT_KINDS}
-        missing = {k: [f for f, held in zip(facts.of(k), present[k]) if not held] for k in FACT_KINDS}
+        missing = {k: [f for f, held in zip(facts.of(k), present[k], strict=True) if not held] for k in FACT_KINDS}
     chosen = _choose(facts, present, costs, max_tokens - body_tokens - overhead)
     while True:
         condensed, newly = _condense(facts, present, chosen)
@@ -247,7 +248,7 @@ def fit_body(text: str, max_tokens: int) -> str:
         if total <= target:
             break
     pieces = []
-    for lines, n in zip(sections, cut):
+    for lines, n in zip(sections, cut, strict=True):
         kept = lines[: len(lines) - n]
         pieces.append("\n".join(kept + ([CUT_MARK.format(n=n)] if n else [])))
     out = "\n".join(pieces)
@@ -260,5 +261,5 @@ def _sections(text: str) -> list[list[str]]:
     """The text's lines grouped by numbered section heading (the lines before the first are one group)."""
     starts = [m.start() for m in SECTION_HEADING.finditer(text)]
     bounds = ([0] if not starts or starts[0] > 0 else []) + starts + [len(text)]
-    return [text[a:b].rstrip("\n").split("\n") for a, b in zip(bounds, bounds[1:]) if text[a:b].strip()]
+    return [text[a:b].rstrip("\n").split("\n") for a, b in pairwise(bounds) if text[a:b].strip()]
 

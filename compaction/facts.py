@@ -115,7 +115,7 @@ class Facts:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape stored in the summary message's metadata: [fact, seq] pairs, then the condensed groups."""
-        out: dict[str, Any] = {kind: [[f, s] for f, s in zip(self.of(kind), self.origins(kind))]
+        out: dict[str, Any] = {kind: [[f, s] for f, s in zip(self.of(kind), self.origins(kind), strict=True)]
                                for kind in FACT_KINDS}
         out["condensed"] = {kind: group.to_dict() for kind, group in self.condensed.items()}
         return out
@@ -205,7 +205,7 @@ def span_facts(entries: Sequence[ViewEntry], *, cwd: str | None = None,
 
 def _pairs(facts: Facts, kind: str) -> list[tuple[str, int]]:
     """(fact, origin seq) of one kind."""
-    return list(zip(facts.of(kind), facts.origins(kind)))
+    return list(zip(facts.of(kind), facts.origins(kind), strict=True))
 
 
 def _user_requests(entries: Sequence[ViewEntry]) -> list[tuple[ViewEntry, str]]:
@@ -230,7 +230,7 @@ def _latest_todo_call(calls: Sequence[ToolCall]) -> ToolCall | None:
 def _budgeted_pairs(pairs: Sequence[tuple[str, int]], budget: int) -> list[tuple[str, int]]:
     """`budgeted_user_messages` over (message, seq) pairs, the seqs kept."""
     texts = budgeted_user_messages([m for m, _ in pairs], budget)
-    return list(zip(texts, [s for _, s in reversed(pairs)]))
+    return list(zip(texts, [s for _, s in reversed(pairs)], strict=True))
 
 
 def budgeted_user_messages(messages: Sequence[str], budget: int = USER_MESSAGE_BUDGET) -> list[str]:
@@ -299,7 +299,8 @@ def _stored_facts(stored: dict[str, Any]) -> Facts:
         if kind in FACT_KINDS and isinstance(group, dict):
             condensed[kind] = Condensed(int(group.get("count", 0)), int(group.get("first_seq", 0)),
                                         int(group.get("last_seq", 0)))
-    return Facts(**texts, seqs=seqs, condensed=condensed)
+    return Facts(user_messages=texts["user_messages"], paths=texts["paths"], failures=texts["failures"],
+                 open_items=texts["open_items"], seqs=seqs, condensed=condensed)
 
 
 def _empty(item: str) -> bool:

@@ -40,7 +40,7 @@ class Rates:
 
     def cost(self, counts: Sequence[int]) -> float:
         """USD for token counts in KINDS order."""
-        return sum(n * r for n, r in zip(counts, self.per_million)) / 1_000_000
+        return sum(n * r for n, r in zip(counts, self.per_million, strict=True)) / 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -280,7 +280,7 @@ def _session_rows(store: "SessionStore", groups: dict[Any, Usage]) -> list[Usage
     children: dict[str, list[UsageRow]] = {}
     mains = []
     for row in rows.values():
-        if row.parent in rows:
+        if row.parent is not None and row.parent in rows:
             children.setdefault(row.parent, []).append(row)
         else:
             mains.append(row)

@@ -6,7 +6,6 @@ import asyncio
 from pathlib import Path
 from typing import Awaitable, Callable
 
-import pytest
 from textual.pilot import Pilot
 
 from sessionstore import SessionStore

@@ -88,7 +88,7 @@ def _run(session: Session, span: list[dict[str, Any]], step: Callable[[Session, 
     for n in range(_replays(session)):
         messages = replay(span, n)
         stored = session.append_many(messages)
-        APPENDED.extend((m.uuid, sent["content"]) for m, sent in zip(stored, messages))
+        APPENDED.extend((m.uuid, sent["content"]) for m, sent in zip(stored, messages, strict=True))
         for message in stored:
             for path in _paths([{"content": message.content}]):
                 holders.setdefault(path, []).append(message.uuid)

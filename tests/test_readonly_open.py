@@ -7,7 +7,6 @@ The old store is the previous revision's schema filled with raw SQL (tests/test_
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from alembic.script import ScriptDirectory

@@ -82,7 +82,7 @@ def test_a_huge_body_is_cut_to_the_budget_section_by_section(budget: int) -> Non
     headings = [f"{i}. {name}:" for i, name in enumerate(SUMMARY_SECTIONS, 1)]
     sizes = [5, 300, 40, 120, 3, 200, 2, 60, 1]
     body = "\n\n".join(h + "\n" + "\n".join(f"- line {i}.{j} " + "word " * 20 for j in range(n))
-                       for i, (h, n) in enumerate(zip(headings, sizes)))
+                       for i, (h, n) in enumerate(zip(headings, sizes, strict=True)))
     cut = fit_body(body, budget)
     assert estimate_text(cut) <= budget
     assert all(h in cut for h in headings), "every heading survives"

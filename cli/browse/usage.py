@@ -9,7 +9,7 @@ report answers from the usage rollup after counting what was appended since the 
 from __future__ import annotations
 
 from datetime import date, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.style import Style
 from rich.text import Text
@@ -27,6 +27,11 @@ from sessionstore.usage import Usage, UsageReport, UsageRow, cost_text, hit_rate
 from .keybar import KeyBar
 from .timeline import BLOCKS
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from .app import BrowseApp
+
 
 def chart_rows(days: list[UsageRow], width: int, height: int, mark: Style | str = "") -> list[Text]:
     """`height - 1` rows of bars, the latest days that fit in `width`, then an axis with their dates.
@@ -43,7 +48,7 @@ def chart_rows(days: list[UsageRow], width: int, height: int, mark: Style | str 
     for r in range(rows):
         floor = (rows - 1 - r) / rows
         line = Text(no_wrap=True, end="")
-        for row, value in zip(shown, values):
+        for row, value in zip(shown, values, strict=True):
             fill = (value / top - floor) * rows
             char = BLOCKS[max(0, min(8, int(round(fill * 8))))] if fill < 1 else BLOCKS[8]
             line.append(char * bar, mark if row.usage.unpriced_models else None)
@@ -118,6 +123,9 @@ class UsageScreen(Screen[None]):
     The report is read in a worker thread on its own connection, as a search is: counting what was
     appended since the last report (a first report after an upgrade counts everything) never blocks the screen.
     """
+
+    if TYPE_CHECKING:  # `self.app` is the browser (Textual's own idiom, for the type checker only)
+        app = getters.app(BrowseApp)
 
     BINDINGS = [Binding("q,escape", "app.pop_screen", "Back", id="back")]
 

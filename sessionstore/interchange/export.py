@@ -14,12 +14,13 @@ import os
 import re
 import shutil
 import tempfile
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 from sessionstore.interchange.fidelity import check_claude_code
 from sessionstore.interchange.importers.claude_code import KIND_FIELD
 from sessionstore.interchange.links import Link, linked_transcript
 from sessionstore.interchange.markdown_text import code_span, markdown_body, markdown_inline
+from sessionstore.interchange.sinks import ByteSink, TextSink
 from sessionstore.sanitize import visible
 from sessionstore.storage.history import Boundary, boundaries
 from sessionstore.storage.search import document_text
@@ -42,7 +43,7 @@ def fork_note(session: "Session") -> str | None:
     return f"forked from {info.parent_id}{'' if info.parent_exists else ' (deleted)'} {info.point}"
 
 
-def export_jsonl(session: "Session", out: TextIO) -> int:
+def export_jsonl(session: "Session", out: TextSink) -> int:
     """Write one JSON line per transcript message (StoredMessage.to_dict's shape); returns the count.
 
     Lines are assembled from the JSON text as stored, which is exactly what
@@ -69,7 +70,7 @@ def _jsonl_line(row: Any) -> str:
     )
 
 
-def export_markdown(session: "Session", out: TextIO) -> int:
+def export_markdown(session: "Session", out: TextSink) -> int:
     """Write a readable transcript; boundaries become dividers with their summaries."""
     by_seq = {b.boundary_seq: b for b in boundaries(session)}
     summary_seqs = {b.summary_seq for b in by_seq.values() if b.summary_seq is not None}
@@ -171,7 +172,7 @@ def _blocks_markdown(content: Any) -> Iterator[str]:
             yield f"[{markdown_inline(str(kind))}]"
 
 
-def export_claude_code(session: "Session", out: BinaryIO) -> int:
+def export_claude_code(session: "Session", out: ByteSink) -> int:
     """A Claude Code JSONL its own loader can follow: an imported file's lines byte-for-byte, then the rest.
 
     Every other message is written in Claude Code's line shape with the file's
@@ -346,7 +347,7 @@ def token_points(
     return points
 
 
-def export_html(session: "Session", out: TextIO) -> int:
+def export_html(session: "Session", out: TextSink) -> int:
     """The self-contained HTML history browser (see export_html.render_html); returns the message count.
 
     Raw rows go straight to the renderer: only the columns the page shows are

@@ -27,8 +27,9 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence, TextIO
+from typing import Any, Callable, Iterable, Sequence
 
+from sessionstore.interchange.sinks import TextSink
 from sessionstore.storage.fastjson import loads_stored
 from sessionstore.storage.types import StoredMessage
 
@@ -183,7 +184,7 @@ def _n(value: int | None) -> str:
 
 
 def render_html(
-    out: TextIO,
+    out: TextSink,
     *,
     title: str,
     messages: Iterable[StoredMessage],
@@ -199,7 +200,7 @@ def render_html(
 
 
 def render_html_rows(
-    out: TextIO,
+    out: TextSink,
     *,
     title: str,
     rows: Iterable[Sequence[Any]],
@@ -218,7 +219,7 @@ def render_html_rows(
 
 
 def _page(
-    out: TextIO, title: str, boundaries: list[dict[str, Any]], token_points: list[tuple[int, int]],
+    out: TextSink, title: str, boundaries: list[dict[str, Any]], token_points: list[tuple[int, int]],
     feed: Callable[["_TranscriptWriter"], int], flush_chars: int = 0, *, usage: str = "",
 ) -> int:
     """The page around the transcript, which `feed` writes through a _TranscriptWriter."""
@@ -376,7 +377,7 @@ class _TranscriptWriter:
     every message), so memory stays bounded whatever the transcript's size.
     """
 
-    def __init__(self, out: TextIO, bounds: list[_Boundary], flush_chars: int = 0) -> None:
+    def __init__(self, out: TextSink, bounds: list[_Boundary], flush_chars: int = 0) -> None:
         self.out = out
         self.flush_chars = flush_chars
         self.parts: list[str] = []

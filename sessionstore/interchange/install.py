@@ -286,7 +286,8 @@ def _message(role: str, text_type: str, blocks: list[dict[str, Any]], meta: dict
 
 def _call(block: dict[str, Any], codex_type: Any) -> dict[str, Any]:
     """A tool_use as the call item it came from (function_call unless recorded otherwise)."""
-    tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+    given = block.get("input")
+    tool_input: dict[str, Any] = given if isinstance(given, dict) else {}
     if codex_type == "custom_tool_call" and set(tool_input) == {"input"}:
         return {"type": "custom_tool_call", "name": block.get("name"), "input": tool_input["input"],
                 "call_id": block.get("id")}

@@ -71,7 +71,9 @@ def _escape_outside_code(text: str) -> str:
     for start, end in blocks:
         if any(verbatim[start:end]):
             continue
-        for i, line in zip(range(start, end), _escape_paragraph("\n".join(lines[start:end])).split("\n")):
+        # A token's map may run past the last line (see the fence above): zip stops at the shorter.
+        escaped = _escape_paragraph("\n".join(lines[start:end])).split("\n")
+        for i, line in zip(range(start, end), escaped, strict=False):
             out[i] = line
     return "\n".join(line if line is not None else lines[i].replace("<", "&lt;") for i, line in enumerate(out))
 

@@ -159,8 +159,9 @@ def _read_cut(parent: "Session", at: str | int | None, before_boundary: int | No
     from . import history
 
     if before_boundary is not None:
-        version, floor = history.boundary_floor(parent, before_boundary)
-        return _Cut(history._view_at(parent, version, floor), "boundary", version, boundary_index=int(before_boundary))
+        replaced, floor = history.boundary_floor(parent, before_boundary)
+        return _Cut(history._view_at(parent, replaced, floor), "boundary", replaced,
+                    boundary_index=int(before_boundary))
     state = parent.refresh_state()
     if at is None:
         return _Cut(parent.active_entries(), "current", state.view_version)
@@ -239,12 +240,13 @@ def _check_cut(entries: list[ViewEntry], index: int) -> None:
         return
     before = next((i for i in range(index - 1, -1, -1) if ok[i]), None)
     after = next((i for i in range(index + 1, len(entries)) if ok[i]), None)
-    nearest = [ForkPoint(entries[i].uuid, entries[i].seq) for i in (before, after) if i is not None]
+    labelled = [(label, ForkPoint(entries[i].uuid, entries[i].seq))
+                for label, i in (("before", before), ("after", after)) if i is not None]
+    nearest = [p for _, p in labelled]
     target = entries[index]
     why = _why_not(entries, index)
     shown = "; nearest valid points: " + ", ".join(
-        f"{label} {p}" for label, p in zip(
-            [lbl for lbl, i in (("before", before), ("after", after)) if i is not None], nearest)
+        f"{label} {p}" for label, p in labelled
     ) if nearest else "; no message of that view is a valid point"
     raise InvalidForkPoint(f"cannot fork right after message {target.uuid} (seq {target.seq}): {why}{shown}",
                            nearest)

@@ -98,10 +98,10 @@ def _spills(session: "Session", msg: StoredMessage) -> list[dict[str, Any]]:
 def _boundaries(session: "Session", msg: StoredMessage) -> list[dict[str, Any]]:
     """The boundaries whose record names this message: as their boundary, summary, or summarized or kept message."""
     rows = session.db.all(
-        "SELECT ordinal, boundary_seq, summary_seq, summarized_seqs_json, head_uuid, tail_uuid, kind, "
+        "SELECT ordinal, boundary_seq, summary_seq, summarized_seqs_json, kind, "
         "replaced_version FROM compactions WHERE session_id = :id ORDER BY ordinal", {"id": session.id})
     found: list[dict[str, Any]] = []
-    for ordinal, boundary_seq, summary_seq, seqs_json, head, tail, kind, replaced in rows:
+    for ordinal, boundary_seq, summary_seq, seqs_json, kind, replaced in rows:
         role = None
         if int(boundary_seq) == msg.seq:
             role = "boundary"

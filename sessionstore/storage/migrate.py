@@ -152,6 +152,8 @@ def one_transaction(engine: Engine) -> Iterator[Connection]:
     with engine.connect() as conn:
         if conn.dialect.name == "postgresql":
             dbapi = conn.connection.driver_connection
+            if dbapi is None:
+                raise MigrationError("the database connection was closed before the upgrade began")
             restore_transactions(dbapi)
             if dbapi.autocommit:
                 raise MigrationError("the database connection is in autocommit; the upgrade needs one transaction")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .fastjson import loads_stored
@@ -57,7 +58,7 @@ class Response:
     def merged(self, other: "Response") -> "Response":
         """Both pieces as one response: the largest count of each kind, the earlier hour, a known model."""
         return Response(min(self.hour, other.hour), self.model or other.model,
-                        [max(a, b) for a, b in zip(self.counts, other.counts)])
+                        [max(a, b) for a, b in zip(self.counts, other.counts, strict=True)])
 
 
 def token_counts(usage: dict[str, Any]) -> list[int]:
@@ -105,7 +106,7 @@ def lagging_sessions(db: "Database", session_ids: Sequence[str] | None = None) -
             return []
         names = [f"s{i}" for i in range(len(session_ids))]
         where = f" AND s.id IN ({', '.join(':' + n for n in names)})"
-        params = dict(zip(names, session_ids))
+        params = dict(zip(names, session_ids, strict=True))
     rows = db.all(
         "SELECT s.id FROM sessions s LEFT JOIN usage_marks m ON m.session_id = s.id "
         "WHERE (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) > COALESCE(m.counted_seq, 0)" + where,
@@ -129,7 +130,7 @@ def catch_up(db: "Database", session_ids: Sequence[str] | None = None) -> int:
     done = 0
     for sid in lagging_sessions(db, session_ids):
         while True:
-            counted, more = db.run_write(lambda d, sid=sid: _count_batch(d, sid))
+            counted, more = db.run_write(partial(_count_batch, sid=sid))
             done += counted
             if not more:
                 break
