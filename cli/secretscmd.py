@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from sessionstore.sanitize import one_line
-from sessionstore.secrets import SecretFinding, scan_store
 
 from .common import DbOption, JsonOption, console, err_console, open_store, print_json, short_ids
+
+if TYPE_CHECKING:
+    from sessionstore.secrets import SecretFinding
 
 
 def register(app: typer.Typer) -> None:
@@ -36,6 +38,8 @@ def secrets_cmd(
 
       sessionstore secrets 3f2a91c0 --json
     """
+    from sessionstore.secrets import scan_store  # detect-secrets costs a tenth of a second: only this command pays it
+
     with open_store(db, read_only=True) as store:
         findings = scan_store(store, session)
     if json_out:

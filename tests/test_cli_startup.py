@@ -1,7 +1,7 @@
 """The CLI starts at shell speed: a command imports what it uses, nothing more.
 
-Alembic loads only when the stored revision is not the head (one SELECT tells); Textual, mcp, anthropic and
-watchfiles only inside the commands that need them. Checked in a fresh interpreter, on sys.modules.
+Alembic loads only when the stored revision is not the head (one SELECT tells); Textual, mcp, anthropic,
+watchfiles and detect-secrets only inside the commands that need them. Checked in a fresh interpreter, on sys.modules.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from sessionstore import SessionStore
 
 #: Heavy packages no plain read command needs.
-HEAVY = ("alembic", "textual", "mcp", "anthropic", "watchfiles")
+HEAVY = ("alembic", "textual", "mcp", "anthropic", "watchfiles", "detect_secrets")
 
 _RUN = """
 import json, sys
