@@ -15,14 +15,18 @@ from tests.test_browse_snapshots import SESSION, SIZES, check, snapshot_url  # n
 
 @pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
 def test_usage_screen_of_every_session(
-    snap_compare: Any, snapshot_url: str, size: tuple[int, int]  # noqa: F811  (the fixture imported above)
+    snap_compare: Any,
+    snapshot_url: str,  # noqa: F811  (the fixture imported above)
+    size: tuple[int, int],
 ) -> None:
     check(snap_compare, snapshot_url, size, ["u"])
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
 def test_usage_screen_of_one_session(
-    snap_compare: Any, snapshot_url: str, size: tuple[int, int]  # noqa: F811  (the fixture imported above)
+    snap_compare: Any,
+    snapshot_url: str,  # noqa: F811  (the fixture imported above)
+    size: tuple[int, int],
 ) -> None:
     check(snap_compare, snapshot_url, size, ["u"], session=SESSION)
 
