@@ -150,8 +150,10 @@ class AgentsSqlite:
             raise Unavailable(f"not installed (`pip install openai-agents`, the `bench` extra): {exc}") from exc
         self.path = tmpdir / "agents.db"
         self.session = SQLiteSession(SESSION_ID, self.path)
-        self.settings = f"library defaults (WAL, synchronous={_default_synchronous()}: it sets none), " \
+        self.settings = (
+            f"library defaults (WAL, synchronous={_default_synchronous()}: it sets none), "
             "`await add_items([msg])` per message"
+        )
 
     def append(self, msg: Message) -> None:
         asyncio.run(self.session.add_items([msg]))
@@ -298,8 +300,14 @@ def _tool_call(rng: random.Random, tool_id: str) -> dict[str, Any]:
         name, args = "Bash", {"command": "python -m pytest -x -q tests/", "description": "Run the test suite"}
     elif kind < 0.9:
         old = "\n".join(rng.sample(_CODE, 3))
-        name, args = "Edit", {"file_path": f"/home/user/project/{rng.choice(_FILES)}", "old_string": old,
-                              "new_string": old.replace("self.", "self._", 1)}
+        name, args = (
+            "Edit",
+            {
+                "file_path": f"/home/user/project/{rng.choice(_FILES)}",
+                "old_string": old,
+                "new_string": old.replace("self.", "self._", 1),
+            },
+        )
     else:
         name, args = "Grep", {"pattern": "def append", "path": "sessionstore", "output_mode": "content"}
     return {"type": "tool_use", "id": tool_id, "name": name, "input": args}
@@ -321,7 +329,9 @@ def make_messages(n: int, seed: int = 1) -> list[Message]:
             blocks.append(_tool_call(rng, tool_id))
             out.append({"role": "assistant", "content": blocks})
             result = _tool_output(rng, rng.randint(200, 4000))
-            out.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": result}]})
+            out.append(
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": result}]}
+            )
         text = " ".join(rng.sample(_SENTENCES, rng.randint(2, 5)))
         out.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
     return out[:n]
@@ -373,8 +383,13 @@ def _child_env() -> dict[str, str]:
 def _resume_once(code: str) -> tuple[float, int | None]:
     """Run resume code in a fresh interpreter; (seconds, messages loaded)."""
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
-        env=_child_env(), cwd=REPO, stdin=subprocess.DEVNULL,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        env=_child_env(),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
     )
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
@@ -531,8 +546,10 @@ def _pg_raw_seconds(base_url: str, msgs: list[Message]) -> float:
     try:
         with psycopg.connect(_libpq_url(base_url), autocommit=True) as conn:
             conn.execute(f'SET search_path = "{schema}"')
-            conn.execute("CREATE TABLE messages (session_id TEXT NOT NULL, seq BIGINT NOT NULL, json TEXT NOT NULL,"
-                         " PRIMARY KEY (session_id, seq))")
+            conn.execute(
+                "CREATE TABLE messages (session_id TEXT NOT NULL, seq BIGINT NOT NULL, json TEXT NOT NULL,"
+                " PRIMARY KEY (session_id, seq))"
+            )
             start = time.perf_counter()
             for seq, msg in enumerate(msgs, 1):
                 conn.execute("INSERT INTO messages VALUES (%s, %s, %s)", (SESSION_ID, seq, json.dumps(msg)))
@@ -557,8 +574,9 @@ def _pg_sessionstore_seconds(base_url: str, msgs: list[Message]) -> float:
         _drop_schema(base_url, schema)
 
 
-def postgres_section(base_url: str | None, msgs: list[Message], sizes: tuple[int, ...], runs: int,
-                     log: Callable[[str], None]) -> str:
+def postgres_section(
+    base_url: str | None, msgs: list[Message], sizes: tuple[int, ...], runs: int, log: Callable[[str], None]
+) -> str:
     """Appends/s on PostgreSQL against a bare autocommit psycopg INSERT loop, runs interleaved."""
     head = ["### PostgreSQL: append against a bare psycopg INSERT", ""]
     if not base_url:
@@ -567,27 +585,37 @@ def postgres_section(base_url: str | None, msgs: list[Message], sizes: tuple[int
 
     with psycopg.connect(_libpq_url(base_url)) as conn:
         server = conn.execute("SHOW server_version").fetchone()[0]
-    rows = ["| N | bare psycopg INSERT /s | sessionstore appends/s | × bare | target ≥ 0.5× |", "|---:|---:|---:|---:|---|"]
+    rows = [
+        "| N | bare psycopg INSERT /s | sessionstore appends/s | × bare | target ≥ 0.5× |",
+        "|---:|---:|---:|---:|---|",
+    ]
     for n in sizes:
         raw_runs, ours = [], []
         for run in range(runs):
             raw_runs.append(_pg_raw_seconds(base_url, msgs[:n]))
             ours.append(_pg_sessionstore_seconds(base_url, msgs[:n]))
-            log(f"  PostgreSQL N={n:,} run {run + 1}/{runs}: bare {n / raw_runs[-1]:,.0f}/s, "
-                f"sessionstore {n / ours[-1]:,.0f}/s")
+            log(
+                f"  PostgreSQL N={n:,} run {run + 1}/{runs}: bare {n / raw_runs[-1]:,.0f}/s, "
+                f"sessionstore {n / ours[-1]:,.0f}/s"
+            )
         raw_rate, our_rate = n / statistics.median(raw_runs), n / statistics.median(ours)
         ratio = our_rate / raw_rate
-        rows.append(f"| {n:,} | {raw_rate:,.0f} | {our_rate:,.0f} | {ratio:.2f}× | "
-                    f"{'met' if ratio >= 0.5 else 'missed'} |")
-    return "\n".join(head + [
-        f"PostgreSQL {server} on 127.0.0.1 (TCP, default settings: synchronous_commit on, one WAL flush per "
-        f"commit); psycopg {psycopg.__version__}. Each run in a fresh schema; the bare loop and sessionstore "
-        f"runs interleaved, median of {runs}. The bare loop: one autocommit `INSERT (session_id, seq, json)` per "
-        "message into a table keyed (session_id, seq). sessionstore: `Session.append(msg)`, one guarded INSERT "
-        "per message (one round trip, its own transaction; the session row is share-locked by that statement, "
-        "so a rewrite and an append exclude each other).",
-        "", *rows,
-    ])
+        rows.append(
+            f"| {n:,} | {raw_rate:,.0f} | {our_rate:,.0f} | {ratio:.2f}× | {'met' if ratio >= 0.5 else 'missed'} |"
+        )
+    return "\n".join(
+        head
+        + [
+            f"PostgreSQL {server} on 127.0.0.1 (TCP, default settings: synchronous_commit on, one WAL flush per "
+            f"commit); psycopg {psycopg.__version__}. Each run in a fresh schema; the bare loop and sessionstore "
+            f"runs interleaved, median of {runs}. The bare loop: one autocommit `INSERT (session_id, seq, json)` per "
+            "message into a table keyed (session_id, seq). sessionstore: `Session.append(msg)`, one guarded INSERT "
+            "per message (one round trip, its own transaction; the session row is share-locked by that statement, "
+            "so a rewrite and an append exclude each other).",
+            "",
+            *rows,
+        ]
+    )
 
 
 # --- main -------------------------------------------------------------------------------------------
@@ -598,8 +626,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated message counts")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "RESULTS.md", help="markdown file to update")
     parser.add_argument("--quick", action="store_true", help="N=1000 only (smoke test)")
-    parser.add_argument("--pg-url", default=None,
-                        help="PostgreSQL server for the PostgreSQL section (default: $SESSIONSTORE_TEST_PG_URL)")
+    parser.add_argument(
+        "--pg-url",
+        default=None,
+        help="PostgreSQL server for the PostgreSQL section (default: $SESSIONSTORE_TEST_PG_URL)",
+    )
     parser.add_argument("--no-pg", action="store_true", help="skip the PostgreSQL section")
     parser.add_argument("--subjects", default="", help="comma-separated subject names to run (default: all)")
     return parser.parse_args(argv)
@@ -612,7 +643,7 @@ def _interleaved_ratio(session: Any, raw_append: Callable[[Any], None], msgs: li
     """sessionstore's append rate over the raw loop's, the two alternating in blocks of BLOCK messages."""
     raw_s = ours_s = 0.0
     for start in range(0, len(msgs), BLOCK):
-        block = msgs[start:start + BLOCK]
+        block = msgs[start : start + BLOCK]
         t0 = time.perf_counter()
         for msg in block:
             raw_append(msg)
@@ -670,6 +701,7 @@ def time_breakdown(msgs: list[Message], tmpdir: Path) -> str:
             seq = next(seqs)
             row = message_row(session.id, seq, p[0], p[1], p[2])
             conn.execute(statement, (*row[:2], str(seq), *row[3:], p[2], "{}", 0.0, session.id, 0))
+
         return one
 
     sql = best_of_3(sql_pass, prepared)
@@ -690,42 +722,48 @@ def time_breakdown(msgs: list[Message], tmpdir: Path) -> str:
         "JSON encode of the content": best_of_3(lambda run: lambda n: dumps(n.content), normalized),
         "tool-pairing state (encode)": best_of_3(lambda run: lambda n: TailState().dumps(), normalized),
     }
-    return "\n".join([
-        "### Where an append's time goes",
-        "",
-        f"Each step timed alone over {len(msgs):,} messages (µs per message, fastest of 3 passes). An append is "
-        "one statement, its own transaction: an INSERT of the transcript row guarded by the view version "
-        "(`INSERT ... SELECT ... FROM sessions WHERE id = ? AND view_version = ?`); the row carries the view's "
-        "running token total and tail state (invariant 7 without writing the session row). That SQL alone costs "
-        f"{sql / raw_us:.1f}× the baseline's single INSERT: the row has one more index entry (uuid) and more "
-        "columns. The rest is validation at the door, the token estimate, the JSON encoding and Python call "
-        "overhead.",
-        "",
-        "| step | µs per message |",
-        "|---|---:|",
-        f"| whole `Session.append` | {full:.1f} |",
-        f"| the SQL alone (the guarded INSERT, autocommit; parameters pre-built) | {sql:.1f} |",
-        *[f"| {name} | {us:.1f} |" for name, us in steps.items()],
-        f"| raw-sqlite3 baseline append, for scale | {raw_us:.1f} |",
-        "",
-        f"Side by side (the two appends alternating in blocks of {BLOCK} messages over the same {len(msgs):,}, so "
-        f"load spikes hit both alike): sessionstore appends at **{interleaved:.2f}×** the raw-sqlite3 rate.",
-        "",
-        _budget_note(full, sql, raw_us, steps["token estimate"]),
-    ])
+    return "\n".join(
+        [
+            "### Where an append's time goes",
+            "",
+            f"Each step timed alone over {len(msgs):,} messages (µs per message, fastest of 3 passes). An append is "
+            "one statement, its own transaction: an INSERT of the transcript row guarded by the view version "
+            "(`INSERT ... SELECT ... FROM sessions WHERE id = ? AND view_version = ?`); the row carries the view's "
+            "running token total and tail state (invariant 7 without writing the session row). That SQL alone costs "
+            f"{sql / raw_us:.1f}× the baseline's single INSERT: the row has one more index entry (uuid) and more "
+            "columns. The rest is validation at the door, the token estimate, the JSON encoding and Python call "
+            "overhead.",
+            "",
+            "| step | µs per message |",
+            "|---|---:|",
+            f"| whole `Session.append` | {full:.1f} |",
+            f"| the SQL alone (the guarded INSERT, autocommit; parameters pre-built) | {sql:.1f} |",
+            *[f"| {name} | {us:.1f} |" for name, us in steps.items()],
+            f"| raw-sqlite3 baseline append, for scale | {raw_us:.1f} |",
+            "",
+            f"Side by side (the two appends alternating in blocks of {BLOCK} messages over the same {len(msgs):,}, so "
+            f"load spikes hit both alike): sessionstore appends at **{interleaved:.2f}×** the raw-sqlite3 rate.",
+            "",
+            _budget_note(full, sql, raw_us, steps["token estimate"]),
+        ]
+    )
 
 
 def _budget_note(full: float, sql: float, raw_us: float, estimate: float) -> str:
     """What the 0.5× target leaves for Python, from the figures of this run."""
     budget = 2 * raw_us
     verdict = "met" if full <= budget else "**missed**"
-    text = (f"Target ≥ 0.5× the bare loop: {verdict}. At 0.5× a whole append may take {budget:.1f} µs (twice the "
-            f"bare append); the guarded INSERT alone takes {sql:.1f} µs, which leaves {budget - sql:.1f} µs for "
-            f"everything Python does (validation, the token estimate, JSON, the returned message), against "
-            f"{full - sql:.1f} µs spent now.")
+    text = (
+        f"Target ≥ 0.5× the bare loop: {verdict}. At 0.5× a whole append may take {budget:.1f} µs (twice the "
+        f"bare append); the guarded INSERT alone takes {sql:.1f} µs, which leaves {budget - sql:.1f} µs for "
+        f"everything Python does (validation, the token estimate, JSON, the returned message), against "
+        f"{full - sql:.1f} µs spent now."
+    )
     if budget - sql < estimate:
-        text += (f" The token estimate alone ({estimate:.1f} µs, held to 10% of tiktoken on adversarial text) "
-                 "is more than that budget.")
+        text += (
+            f" The token estimate alone ({estimate:.1f} µs, held to 10% of tiktoken on adversarial text) "
+            "is more than that budget."
+        )
     return text
 
 

@@ -120,47 +120,58 @@ def main() -> None:
             ready["big"].append(asyncio.run(ready_seconds(url, big)))
             ready["small"].append(asyncio.run(ready_seconds(url, small)))
         picks = [1, bounds // 2, bounds] * (runs // 3 + 1)
-        opened = asyncio.run(boundary_seconds(url, big, picks[:max(runs, 3)]))
+        opened = asyncio.run(boundary_seconds(url, big, picks[: max(runs, 3)]))
         with SessionStore.open(url) as store:
-            view_entries = store.db.one("SELECT explicit_count + last_seq - base_seq FROM sessions WHERE id = :id",
-                                        {"id": big})[0]
+            view_entries = store.db.one(
+                "SELECT explicit_count + last_seq - base_seq FROM sessions WHERE id = :id", {"id": big}
+            )[0]
     wall = {k: statistics.median(w for w, _ in v) for k, v in ready.items()} | {
-        "open": statistics.median(w for w, _ in opened)}
+        "open": statistics.median(w for w, _ in opened)
+    }
     cpu = {k: statistics.median(c for _, c in v) for k, v in ready.items()} | {
-        "open": statistics.median(c for _, c in opened)}
-    print(f"ready: big {wall['big'] * 1000:.0f} ms (CPU {cpu['big'] * 1000:.0f}), small {wall['small'] * 1000:.0f} "
-          f"ms (CPU {cpu['small'] * 1000:.0f}); boundary open {wall['open'] * 1000:.0f} ms "
-          f"(CPU {cpu['open'] * 1000:.0f})", flush=True)
+        "open": statistics.median(c for _, c in opened)
+    }
+    print(
+        f"ready: big {wall['big'] * 1000:.0f} ms (CPU {cpu['big'] * 1000:.0f}), small {wall['small'] * 1000:.0f} "
+        f"ms (CPU {cpu['small'] * 1000:.0f}); boundary open {wall['open'] * 1000:.0f} ms "
+        f"(CPU {cpu['open'] * 1000:.0f})",
+        flush=True,
+    )
 
     def verdict(figures: dict[str, float]) -> str:
         ratio = figures["big"] / figures["small"]
-        return (f"ready ≤ 300 ms — **{'met' if figures['big'] <= 0.300 else 'missed'}** ({figures['big'] * 1000:.0f} "
-                f"ms); ≤ 1.5× the small session — **{'met' if ratio <= 1.5 else 'missed'}** ({ratio:.2f}×); "
-                f"boundary ≤ 100 ms — **{'met' if figures['open'] <= 0.100 else 'missed'}** "
-                f"({figures['open'] * 1000:.0f} ms)")
+        return (
+            f"ready ≤ 300 ms — **{'met' if figures['big'] <= 0.300 else 'missed'}** ({figures['big'] * 1000:.0f} "
+            f"ms); ≤ 1.5× the small session — **{'met' if ratio <= 1.5 else 'missed'}** ({ratio:.2f}×); "
+            f"boundary ≤ 100 ms — **{'met' if figures['open'] <= 0.100 else 'missed'}** "
+            f"({figures['open'] * 1000:.0f} ms)"
+        )
 
-    text = "\n".join([
-        "## Browse",
-        "",
-        f"`python bench/browse.py{' --quick' if args.quick else ''}` — {info['date']}. {machine_line(info)} "
-        + load_note() + " Wall-clock figures wait for the CPU; the CPU time the browser itself used is shown "
-        "beside them.",
-        "",
-        f"Time from starting `sessionstore browse SESSION` (store opened, session screen mounted, headless "
-        f"{SIZE[0]}x{SIZE[1]}, imports excluded) until the message list has drawn its first rows, median of "
-        f"{runs} interleaved runs; then opening a boundary screen until the view before it has drawn its first "
-        f"rows (boundaries 1, {bounds // 2} and {bounds}; median of {len(opened)} opens):",
-        "",
-        "| subject | wall ms | CPU ms |",
-        "|---|---:|---:|",
-        f"| session screen ready, {total:,} messages, {bounds} boundaries, view of {view_entries:,} entries | "
-        f"{wall['big'] * 1000:.0f} | {cpu['big'] * 1000:.0f} |",
-        f"| session screen ready, {small_size} messages, no boundary | {wall['small'] * 1000:.0f} | "
-        f"{cpu['small'] * 1000:.0f} |",
-        f"| open a boundary of the big session | {wall['open'] * 1000:.0f} | {cpu['open'] * 1000:.0f} |",
-        "",
-        f"Targets, wall clock: {verdict(wall)}. CPU time: {verdict(cpu)}.",
-    ])
+    text = "\n".join(
+        [
+            "## Browse",
+            "",
+            f"`python bench/browse.py{' --quick' if args.quick else ''}` — {info['date']}. {machine_line(info)} "
+            + load_note()
+            + " Wall-clock figures wait for the CPU; the CPU time the browser itself used is shown "
+            "beside them.",
+            "",
+            f"Time from starting `sessionstore browse SESSION` (store opened, session screen mounted, headless "
+            f"{SIZE[0]}x{SIZE[1]}, imports excluded) until the message list has drawn its first rows, median of "
+            f"{runs} interleaved runs; then opening a boundary screen until the view before it has drawn its first "
+            f"rows (boundaries 1, {bounds // 2} and {bounds}; median of {len(opened)} opens):",
+            "",
+            "| subject | wall ms | CPU ms |",
+            "|---|---:|---:|",
+            f"| session screen ready, {total:,} messages, {bounds} boundaries, view of {view_entries:,} entries | "
+            f"{wall['big'] * 1000:.0f} | {cpu['big'] * 1000:.0f} |",
+            f"| session screen ready, {small_size} messages, no boundary | {wall['small'] * 1000:.0f} | "
+            f"{cpu['small'] * 1000:.0f} |",
+            f"| open a boundary of the big session | {wall['open'] * 1000:.0f} | {cpu['open'] * 1000:.0f} |",
+            "",
+            f"Targets, wall clock: {verdict(wall)}. CPU time: {verdict(cpu)}.",
+        ]
+    )
     write_section(args.out, "browse", text)
     print(f"wrote {args.out}")
 

@@ -47,8 +47,10 @@ def load_note() -> str:
     load, cpus = LOAD_AT_START, os.cpu_count() or 1
     if load < 0.75 * cpus:
         return f"Load average {load:.1f} on {cpus} cores when the run started (a quiet machine)."
-    return (f"Load average {load:.1f} on {cpus} cores when the run started: the machine was shared with other "
-            "work, so absolute times are noisy (ratios and medians within the run are the figures to read).")
+    return (
+        f"Load average {load:.1f} on {cpus} cores when the run started: the machine was shared with other "
+        "work, so absolute times are noisy (ratios and medians within the run are the figures to read)."
+    )
 
 
 def median_of(runs: int, fn: Callable[[], float]) -> float:
@@ -63,7 +65,7 @@ def write_section(out: Path, name: str, text: str) -> None:
     old = out.read_text(encoding="utf-8") if out.exists() else ""
     start, end = old.find(start_mark), old.find(end_mark)
     if start != -1 and end > start:
-        new = old[:start] + body + old[end + len(end_mark):]
+        new = old[:start] + body + old[end + len(end_mark) :]
     elif old.strip():
         new = old.rstrip("\n") + "\n\n" + body + "\n"
     else:

@@ -47,9 +47,10 @@ TARGET_RATIO = 1.5
 def whole_turns(cycle: int) -> list[dict[str, Any]]:
     """About CYCLE messages of tool-using turns, cut after a final answer."""
     msgs = list(conversation(CYCLE, seed=cycle % 40, prefix=f"cycle {cycle}: "))
-    end = max(i for i, m in enumerate(msgs) if m["role"] == "assistant"
-              and all(b.get("type") == "text" for b in m["content"]))
-    return msgs[:end + 1]
+    end = max(
+        i for i, m in enumerate(msgs) if m["role"] == "assistant" and all(b.get("type") == "text" for b in m["content"])
+    )
+    return msgs[: end + 1]
 
 
 def compact_keeping_suffix(session: Session, cycle: int) -> None:
@@ -57,21 +58,38 @@ def compact_keeping_suffix(session: Session, cycle: int) -> None:
     snap = session.snapshot()
     entries = snap.entries
     start = max(0, len(entries) - KEEP)
-    while start < len(entries) and not (entries[start].role == "user" and isinstance(entries[start].content, str)
-                                        and not entries[start].message.is_compact_summary):
+    while start < len(entries) and not (
+        entries[start].role == "user"
+        and isinstance(entries[start].content, str)
+        and not entries[start].message.is_compact_summary
+    ):
         start += 1
     kept = entries[start:]
     summarized = [e.seq for e in entries[:start] if e.type != "system" and not e.message.is_compact_summary]
-    boundary = normalize({"role": "system", "subtype": "compact_boundary", "content": "Conversation compacted",
-                          "metadata": {"trigger": "auto"}})
+    boundary = normalize(
+        {
+            "role": "system",
+            "subtype": "compact_boundary",
+            "content": "Conversation compacted",
+            "metadata": {"trigger": "auto"},
+        }
+    )
     summary = normalize({"role": "user", "content": f"{SUMMARY} (cycle {cycle})", "is_compact_summary": True})
     plan = [Add(boundary), Add(summary), *(Keep(e.seq) for e in kept)]
-    record = CompactionRecord(kind="session-memory", trigger="auto", boundary_uuid=boundary.uuid,
-                              summary_uuid=summary.uuid, summarized_seqs=summarized,
-                              head_uuid=kept[0].uuid if kept else None, anchor_uuid=summary.uuid,
-                              tail_uuid=kept[-1].uuid if kept else None, summarizer="bench")
-    commit_rewrite(session, base_version=snap.view_version, snapshot_last_seq=snap.last_seq, plan=plan,
-                   compaction=record)
+    record = CompactionRecord(
+        kind="session-memory",
+        trigger="auto",
+        boundary_uuid=boundary.uuid,
+        summary_uuid=summary.uuid,
+        summarized_seqs=summarized,
+        head_uuid=kept[0].uuid if kept else None,
+        anchor_uuid=summary.uuid,
+        tail_uuid=kept[-1].uuid if kept else None,
+        summarizer="bench",
+    )
+    commit_rewrite(
+        session, base_version=snap.view_version, snapshot_last_seq=snap.last_seq, plan=plan, compaction=record
+    )
 
 
 def build(store: SessionStore, cycles: int, log: Callable[[str], None]) -> Session:
@@ -97,15 +115,22 @@ def fork_bytes(store: SessionStore, fork_id: str) -> int:
     """What a fork stores: its messages' content and envelopes plus its view rows' replacement content."""
     row = store.db.one(
         "SELECT COALESCE(SUM(LENGTH(content_json) + LENGTH(uuid) + COALESCE(LENGTH(metadata_json), 0) "
-        "+ COALESCE(LENGTH(usage_json), 0)), 0) FROM messages WHERE session_id = :id", {"id": fork_id})
-    view = store.db.one("SELECT COALESCE(SUM(COALESCE(LENGTH(content_json), 0) + 24), 0) FROM view_entries "
-                        "WHERE session_id = :id", {"id": fork_id})
+        "+ COALESCE(LENGTH(usage_json), 0)), 0) FROM messages WHERE session_id = :id",
+        {"id": fork_id},
+    )
+    view = store.db.one(
+        "SELECT COALESCE(SUM(COALESCE(LENGTH(content_json), 0) + 24), 0) FROM view_entries WHERE session_id = :id",
+        {"id": fork_id},
+    )
     return int(row[0]) + int(view[0])
 
 
 def transcript_bytes(store: SessionStore, session_id: str) -> int:
-    return int(store.db.one("SELECT COALESCE(SUM(LENGTH(content_json)), 0) FROM messages WHERE session_id = :id",
-                            {"id": session_id})[0])
+    return int(
+        store.db.one(
+            "SELECT COALESCE(SUM(LENGTH(content_json)), 0) FROM messages WHERE session_id = :id", {"id": session_id}
+        )[0]
+    )
 
 
 def measure(store: SessionStore, sessions: dict[str, tuple[Session, int]], runs: int) -> dict[str, dict[str, Any]]:
@@ -154,8 +179,10 @@ def section(results: dict[str, dict[str, Any]], info: dict[str, str], runs: int)
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for (label, r), per in zip((("small", small), ("large", big)), per_entry, strict=True):
-        lines.append(f"| {label} | {r['messages']:,} | {r['boundary']} | {r['entries']:,} | {r['ms']:.1f} | "
-                     f"{per:.0f} | {r['fork_bytes']:,} | {r['file_growth']:,} | {r['transcript_bytes']:,} |")
+        lines.append(
+            f"| {label} | {r['messages']:,} | {r['boundary']} | {r['entries']:,} | {r['ms']:.1f} | "
+            f"{per:.0f} | {r['fork_bytes']:,} | {r['file_growth']:,} | {r['transcript_bytes']:,} |"
+        )
     bytes_ratio = big["fork_bytes"] / max(1, small["fork_bytes"])
     history_ratio = big["transcript_bytes"] / max(1, small["transcript_bytes"])
     lines += [

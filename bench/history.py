@@ -53,9 +53,10 @@ SUMMARY = ("## Primary request and intent\nFix the flaky integration test and re
 def whole_turns(cycle: int) -> list[dict[str, Any]]:
     """About 30 messages of tool-using turns, cut after a final answer."""
     msgs = list(conversation(34, seed=cycle % 50, prefix=f"cycle {cycle}: "))
-    end = max(i for i, m in enumerate(msgs) if m["role"] == "assistant"
-              and all(b.get("type") == "text" for b in m["content"]))
-    return msgs[:end + 1]
+    end = max(
+        i for i, m in enumerate(msgs) if m["role"] == "assistant" and all(b.get("type") == "text" for b in m["content"])
+    )
+    return msgs[: end + 1]
 
 
 def compact_keeping_suffix(session: Session, cycle: int) -> None:
@@ -63,21 +64,38 @@ def compact_keeping_suffix(session: Session, cycle: int) -> None:
     snap = session.snapshot()
     entries = snap.entries
     start = max(0, len(entries) - KEEP)
-    while start < len(entries) and not (entries[start].role == "user" and isinstance(entries[start].content, str)
-                                        and not entries[start].message.is_compact_summary):
+    while start < len(entries) and not (
+        entries[start].role == "user"
+        and isinstance(entries[start].content, str)
+        and not entries[start].message.is_compact_summary
+    ):
         start += 1
     kept = entries[start:]
     summarized = [e.seq for e in entries[:start] if e.type != "system" and not e.message.is_compact_summary]
-    boundary = normalize({"role": "system", "subtype": "compact_boundary", "content": "Conversation compacted",
-                          "metadata": {"trigger": "auto"}})
+    boundary = normalize(
+        {
+            "role": "system",
+            "subtype": "compact_boundary",
+            "content": "Conversation compacted",
+            "metadata": {"trigger": "auto"},
+        }
+    )
     summary = normalize({"role": "user", "content": f"{SUMMARY} (cycle {cycle})", "is_compact_summary": True})
     plan = [Add(boundary), Add(summary), *(Keep(e.seq) for e in kept)]
-    record = CompactionRecord(kind="session-memory", trigger="auto", boundary_uuid=boundary.uuid,
-                              summary_uuid=summary.uuid, summarized_seqs=summarized,
-                              head_uuid=kept[0].uuid if kept else None, anchor_uuid=summary.uuid,
-                              tail_uuid=kept[-1].uuid if kept else None, summarizer="bench")
-    commit_rewrite(session, base_version=snap.view_version, snapshot_last_seq=snap.last_seq, plan=plan,
-                   compaction=record)
+    record = CompactionRecord(
+        kind="session-memory",
+        trigger="auto",
+        boundary_uuid=boundary.uuid,
+        summary_uuid=summary.uuid,
+        summarized_seqs=summarized,
+        head_uuid=kept[0].uuid if kept else None,
+        anchor_uuid=summary.uuid,
+        tail_uuid=kept[-1].uuid if kept else None,
+        summarizer="bench",
+    )
+    commit_rewrite(
+        session, base_version=snap.view_version, snapshot_last_seq=snap.last_seq, plan=plan, compaction=record
+    )
 
 
 def build(store: SessionStore, boundaries: int, log: Callable[[str], None]) -> Session:
@@ -114,7 +132,9 @@ def unfloored_view(session: Session, version: int) -> int:
     """The past-view query without a floor (every row valid at `version`): the old scan, for scale."""
     rows = session.db.all(
         "SELECT seq, content_json, tokens FROM view_entries WHERE session_id = :id AND valid_from <= :v "
-        "AND (valid_to IS NULL OR valid_to > :v) ORDER BY key", {"id": session.id, "v": version})
+        "AND (valid_to IS NULL OR valid_to > :v) ORDER BY key",
+        {"id": session.id, "v": version},
+    )
     return len(rows)
 
 
@@ -128,8 +148,9 @@ def subjects(url: str, session: Session, k: int) -> dict[str, Callable[[], Any]]
         "history --boundary K (table)": lambda: run_history(url, session.id, boundary=k),
         "history (first page)": lambda: run_history(url, session.id),
         "history --json (first page)": lambda: run_history(url, session.id, json_out=True),
-        "for scale: `sessionstore history S` through typer (its dispatch builds every command)":
-            lambda: run_cli(["history", session.id, "--db", url]),
+        "for scale: `sessionstore history S` through typer (its dispatch builds every command)": lambda: run_cli(
+            ["history", session.id, "--db", url]
+        ),
         "past-view query without the floor (old scan)": lambda: unfloored_view(session, version),
         "boundaries(), all, full summaries": lambda: hist.boundaries(session),
     }
@@ -151,8 +172,9 @@ def measure(url: str, sessions: dict[str, tuple[Session, int]], runs: int) -> di
     return out
 
 
-def section(results: dict[str, dict[str, float]], big: int, facts: dict[str, str], info: dict[str, str],
-            cmd: str) -> str:
+def section(
+    results: dict[str, dict[str, float]], big: int, facts: dict[str, str], info: dict[str, str], cmd: str
+) -> str:
     small_label, big_label = f"{SMALL} boundaries", f"{big:,} boundaries"
     lines = [
         "## History at the cost of one boundary",
@@ -176,8 +198,12 @@ def section(results: dict[str, dict[str, float]], big: int, facts: dict[str, str
         small, large = by[small_label], by[big_label]
         ratio = large / small if small else float("inf")
         target = ""
-        if name in ("view_before(K)", "summarized_messages(K)", "history --boundary K --json",
-                    "history --boundary K (table)"):
+        if name in (
+            "view_before(K)",
+            "summarized_messages(K)",
+            "history --boundary K --json",
+            "history --boundary K (table)",
+        ):
             met = ratio <= TARGET_RATIO and large <= TARGET_MS
             target = f"≤ {TARGET_RATIO}× and ≤ {TARGET_MS:.0f} ms: **{'met' if met else 'missed'}**"
             verdicts.append(met)

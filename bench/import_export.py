@@ -159,8 +159,13 @@ def stage(name: str, url: str, arg: str, out: str) -> Callable[[], dict[str, Any
 
     def run_import() -> dict[str, Any]:
         result = import_file(store, arg, source="claude-code")
-        return {"session": result.session_id, "messages": result.messages_added, "lines": result.lines_added,
-                "boundaries": result.boundaries, "warnings": len(result.warnings)}
+        return {
+            "session": result.session_id,
+            "messages": result.messages_added,
+            "lines": result.lines_added,
+            "boundaries": result.boundaries,
+            "warnings": len(result.warnings),
+        }
 
     def run_export() -> dict[str, Any]:
         writer = export_jsonl if name == "export-jsonl" else export_html
@@ -215,8 +220,13 @@ def run_child(*args: str) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "child", *args], capture_output=True, text=True,
-        timeout=CHILD_TIMEOUT_S, env=env, cwd=REPO, stdin=subprocess.DEVNULL,
+        [sys.executable, str(Path(__file__).resolve()), "child", *args],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
     )
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
@@ -276,8 +286,9 @@ def fresh_stores(tmp: Path, runs: int) -> list[str]:
     return [f"sqlite:///{tmp / f'bench-{k}.db'}" for k in range(runs)]
 
 
-def run(size_mb: float, runs: int, tmp: Path, log: Callable[[str], None],
-        profile_all: bool = False) -> tuple[list[Figures], dict[str, str], dict[str, Any]]:
+def run(
+    size_mb: float, runs: int, tmp: Path, log: Callable[[str], None], profile_all: bool = False
+) -> tuple[list[Figures], dict[str, str], dict[str, Any]]:
     """Build the transcript, measure every stage `runs` times, profile what misses its target (or all)."""
     transcript = tmp / "big.jsonl"
     started = time.perf_counter()
@@ -296,12 +307,21 @@ def run(size_mb: float, runs: int, tmp: Path, log: Callable[[str], None],
         done = measure(name, urls[:1] * runs, session, str(tmp / f"export.{suffix}"))
         log(f"{name}: {done.rate:.1f} MB/s")
         figures.append(done)
-    facts = {"input_mb": size / MB, "lines": imported.detail["lines"], "messages": imported.detail["messages"],
-             "boundaries": imported.detail["boundaries"], "db_mb": db.stat().st_size / MB, "runs": runs}
+    facts = {
+        "input_mb": size / MB,
+        "lines": imported.detail["lines"],
+        "messages": imported.detail["messages"],
+        "boundaries": imported.detail["boundaries"],
+        "db_mb": db.stat().st_size / MB,
+        "runs": runs,
+    }
     head = min(PROFILE_MB, size_mb / 4)
     facts["profile_mb"] = head
-    profiles = {f.stage: profile(f.stage, tmp, transcript, head, log) for f in figures
-                if profile_all or f.rate < TARGETS[f.stage]}
+    profiles = {
+        f.stage: profile(f.stage, tmp, transcript, head, log)
+        for f in figures
+        if profile_all or f.rate < TARGETS[f.stage]
+    }
     if imported.peak_rss_mb >= RSS_TARGET_MB and "import" not in profiles:
         profiles["import"] = profile("import", tmp, transcript, head, log)
     return figures, profiles, facts
@@ -314,12 +334,20 @@ def machine_info() -> str:
     """CPU count and model, Python, SQLite, OS."""
     model = ""
     try:
-        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("model name")), "")
+        model = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            "",
+        )
     except OSError:
         pass
-    return (f"cpus {os.cpu_count()}{f' ({model})' if model else ''}; python {platform.python_version()} "
-            f"({platform.python_implementation()}); sqlite {sqlite3.sqlite_version}; os {platform.platform()}")
+    return (
+        f"cpus {os.cpu_count()}{f' ({model})' if model else ''}; python {platform.python_version()} "
+        f"({platform.python_implementation()}); sqlite {sqlite3.sqlite_version}; os {platform.platform()}"
+    )
 
 
 def verdict(ok: bool) -> str:
@@ -328,17 +356,26 @@ def verdict(ok: bool) -> str:
 
 def table(figures: list[Figures]) -> list[str]:
     """The results table: rate, target, time, size and memory per stage."""
-    rows = ["| stage | MB/s | target | seconds | MB | peak RSS MB (at start) | target met | runs' MB/s |",
-            "|---|---:|---:|---:|---:|---:|---|---|"]
-    labels = {"import": "import (MB of input)", "export-jsonl": "export jsonl (MB of output)",
-              "export-html": "export html (MB of output)"}
+    rows = [
+        "| stage | MB/s | target | seconds | MB | peak RSS MB (at start) | target met | runs' MB/s |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    labels = {
+        "import": "import (MB of input)",
+        "export-jsonl": "export jsonl (MB of output)",
+        "export-html": "export html (MB of output)",
+    }
     for f in figures:
-        rows.append(f"| {labels[f.stage]} | {f.rate:,.1f} | ≥ {TARGETS[f.stage]:.0f} | {f.seconds:,.1f} | "
-                    f"{f.megabytes:,.1f} | {f.peak_rss_mb:,.0f} ({f.rss_before_mb:,.0f}) | "
-                    f"{verdict(f.rate >= TARGETS[f.stage])} | {f.spread[0]:,.1f}–{f.spread[1]:,.1f} |")
+        rows.append(
+            f"| {labels[f.stage]} | {f.rate:,.1f} | ≥ {TARGETS[f.stage]:.0f} | {f.seconds:,.1f} | "
+            f"{f.megabytes:,.1f} | {f.peak_rss_mb:,.0f} ({f.rss_before_mb:,.0f}) | "
+            f"{verdict(f.rate >= TARGETS[f.stage])} | {f.spread[0]:,.1f}–{f.spread[1]:,.1f} |"
+        )
     imported = figures[0]
-    rows.append(f"| import peak RSS | – | < {RSS_TARGET_MB:.0f} MB | – | – | {imported.peak_rss_mb:,.0f} | "
-                f"{verdict(imported.peak_rss_mb < RSS_TARGET_MB)} | – |")
+    rows.append(
+        f"| import peak RSS | – | < {RSS_TARGET_MB:.0f} MB | – | – | {imported.peak_rss_mb:,.0f} | "
+        f"{verdict(imported.peak_rss_mb < RSS_TARGET_MB)} | – |"
+    )
     return rows
 
 
@@ -376,8 +413,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--size-mb", type=float, default=FULL_MB, help="size of the built transcript")
     parser.add_argument("--quick", action="store_true", help=f"a ~{QUICK_MB} MB transcript (smoke run)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "RESULTS.md", help="markdown file to update")
-    parser.add_argument("--runs", type=int, default=None,
-                        help="runs per stage, the median reported (default 3, 1 with --quick)")
+    parser.add_argument(
+        "--runs", type=int, default=None, help="runs per stage, the median reported (default 3, 1 with --quick)"
+    )
     parser.add_argument("--profile", action="store_true", help="profile every stage, not only those that miss")
     parser.add_argument("--keep", type=Path, default=None, help="keep the transcript and store in this folder")
     return parser.parse_args(argv)

@@ -86,7 +86,7 @@ def run(compactions: int, workdir: Path, log) -> dict[str, list[float]]:  # type
 def around(values: list[float], boundary: int) -> float:
     """The median of the ten values around `boundary` (1-based), clipped to the run."""
     lo = max(0, boundary - 6)
-    return statistics.median(values[lo:lo + 10])
+    return statistics.median(values[lo : lo + 10])
 
 
 def section(r: dict[str, list[float]], compactions: int, info: dict[str, str]) -> str:
@@ -94,7 +94,7 @@ def section(r: dict[str, list[float]], compactions: int, info: dict[str, str]) -
     last = compactions
     t_early, t_late = around(r["wall"], EARLY), around(r["wall"], last - 4)
     c_early, c_late = around(r["cpu"], EARLY), around(r["cpu"], last - 4)
-    flat = r["view"][FLAT_FROM - 1:]
+    flat = r["view"][FLAT_FROM - 1 :]
     spread = (max(flat) - min(flat)) / statistics.median(flat)
     sizes = dict(zip((int(k) for k in r["size_at"]), r["sizes"], strict=True))
     early_bytes = (sizes[2 * EARLY] - sizes[EARLY]) / EARLY
@@ -102,43 +102,47 @@ def section(r: dict[str, list[float]], compactions: int, info: dict[str, str]) -
     budget = WINDOW // 10
     rows = []
     for k in sorted({1, EARLY, FLAT_FROM, 100, 250, 500, 750, last} & set(range(1, last + 1))):
-        rows.append(f"| {k:,} | {r['wall'][k - 1] * 1000:.0f} | {r['cpu'][k - 1] * 1000:.0f} | "
-                    f"{int(r['view'][k - 1]):,} | {int(r['summary'][k - 1]):,} |")
+        rows.append(
+            f"| {k:,} | {r['wall'][k - 1] * 1000:.0f} | {r['cpu'][k - 1] * 1000:.0f} | "
+            f"{int(r['view'][k - 1]):,} | {int(r['summary'][k - 1]):,} |"
+        )
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "NOT met"
 
-    return "\n".join([
-        "## Long life: 1,000 compactions of one span shape (bench/long_life.py)",
-        "",
-        f"{info['date']}. {machine_line(info)} {load_note()}",
-        "",
-        f"A {int(statistics.median(r['messages']))}-message span of the shared spotter transcript replayed "
-        f"{compactions:,} times (new tool ids and a new directory each time, so every replay adds new files), "
-        f"a full extractive compaction after each; window {WINDOW:,} tokens, summary budget {budget:,} "
-        "(10%), one pinned rule. SQLite.",
-        "",
-        "| boundary | compaction wall ms | CPU ms | view after (tokens) | summary (tokens) |",
-        "|---:|---:|---:|---:|---:|",
-        *rows,
-        "",
-        f"- compaction at boundary {last:,} against boundary {EARLY} (medians of ten around each): "
-        f"{t_late * 1000:.0f} ms vs {t_early * 1000:.0f} ms wall = {t_late / t_early:.2f}x, "
-        f"CPU {c_late * 1000:.0f} vs {c_early * 1000:.0f} ms = {c_late / c_early:.2f}x; target <= {TARGET_TIME}x: "
-        f"{verdict(t_late / t_early <= TARGET_TIME)} (wall), {verdict(c_late / c_early <= TARGET_TIME)} (CPU)",
-        f"- view after compaction from boundary {FLAT_FROM} on: {int(min(flat)):,}-{int(max(flat)):,} tokens, "
-        f"spread {spread:.1%} of the median; target <= {TARGET_VIEW:.0%}: {verdict(spread <= TARGET_VIEW)}",
-        f"- every summary within its {budget:,}-token budget: {verdict(max(r['summary']) <= budget)} "
-        f"(largest {int(max(r['summary'])):,})",
-        f"- database bytes per boundary: {early_bytes:,.0f} (boundaries {EARLY}-{2 * EARLY}) vs {late_bytes:,.0f} "
-        f"(the last {EARLY}) = {late_bytes / early_bytes:.2f}x; target <= {TARGET_BYTES}x: "
-        f"{verdict(late_bytes / early_bytes <= TARGET_BYTES)}; the file is {sizes[last] / 1e6:.1f} MB after "
-        f"{compactions:,} boundaries",
-        "",
-        "For comparison, issue #22 measured the code before this change on the same kind of replay: the carried "
-        "facts grew with every compaction, about 470 tokens more "
-        "view per compaction, and on a synthetic session the view passed the whole window at ~540 compactions.",
-    ])
+    return "\n".join(
+        [
+            "## Long life: 1,000 compactions of one span shape (bench/long_life.py)",
+            "",
+            f"{info['date']}. {machine_line(info)} {load_note()}",
+            "",
+            f"A {int(statistics.median(r['messages']))}-message span of the shared spotter transcript replayed "
+            f"{compactions:,} times (new tool ids and a new directory each time, so every replay adds new files), "
+            f"a full extractive compaction after each; window {WINDOW:,} tokens, summary budget {budget:,} "
+            "(10%), one pinned rule. SQLite.",
+            "",
+            "| boundary | compaction wall ms | CPU ms | view after (tokens) | summary (tokens) |",
+            "|---:|---:|---:|---:|---:|",
+            *rows,
+            "",
+            f"- compaction at boundary {last:,} against boundary {EARLY} (medians of ten around each): "
+            f"{t_late * 1000:.0f} ms vs {t_early * 1000:.0f} ms wall = {t_late / t_early:.2f}x, "
+            f"CPU {c_late * 1000:.0f} vs {c_early * 1000:.0f} ms = {c_late / c_early:.2f}x; target <= {TARGET_TIME}x: "
+            f"{verdict(t_late / t_early <= TARGET_TIME)} (wall), {verdict(c_late / c_early <= TARGET_TIME)} (CPU)",
+            f"- view after compaction from boundary {FLAT_FROM} on: {int(min(flat)):,}-{int(max(flat)):,} tokens, "
+            f"spread {spread:.1%} of the median; target <= {TARGET_VIEW:.0%}: {verdict(spread <= TARGET_VIEW)}",
+            f"- every summary within its {budget:,}-token budget: {verdict(max(r['summary']) <= budget)} "
+            f"(largest {int(max(r['summary'])):,})",
+            f"- database bytes per boundary: {early_bytes:,.0f} (boundaries {EARLY}-{2 * EARLY}) vs {late_bytes:,.0f} "
+            f"(the last {EARLY}) = {late_bytes / early_bytes:.2f}x; target <= {TARGET_BYTES}x: "
+            f"{verdict(late_bytes / early_bytes <= TARGET_BYTES)}; the file is {sizes[last] / 1e6:.1f} MB after "
+            f"{compactions:,} boundaries",
+            "",
+            "For comparison, issue #22 measured the code before this change on the same kind of replay: the carried "
+            "facts grew with every compaction, about 470 tokens more "
+            "view per compaction, and on a synthetic session the view passed the whole window at ~540 compactions.",
+        ]
+    )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -70,8 +70,9 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def medians_ms(runs: int, fns: dict[str, Callable[[], Any]], setup: Callable[[], Any] | None = None
-               ) -> dict[str, float]:
+def medians_ms(
+    runs: int, fns: dict[str, Callable[[], Any]], setup: Callable[[], Any] | None = None
+) -> dict[str, float]:
     """Median wall time of each function in ms, calls interleaved so load spikes hit all alike."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(runs):
@@ -100,10 +101,10 @@ def measure_steady(path: Path, session_id: str) -> dict[str, float]:
         pipe.prepare(s)
         entries = len(s.active_entries())
         out = {"entries": float(entries)}
-        out.update(medians_ms(STEADY_RUNS, {"active_view": s.active_view,
-                                            "steady": lambda: _checked(pipe.prepare(s))}))
-        cold = medians_ms(STEADY_RUNS, {"active_view_cold_pair": s.active_view,
-                                        "cold": lambda: _checked(Pipeline(store).prepare(s))})
+        out.update(medians_ms(STEADY_RUNS, {"active_view": s.active_view, "steady": lambda: _checked(pipe.prepare(s))}))
+        cold = medians_ms(
+            STEADY_RUNS, {"active_view_cold_pair": s.active_view, "cold": lambda: _checked(Pipeline(store).prepare(s))}
+        )
         out["cold"] = cold["cold"]
         out["cold_ratio"] = cold["cold"] / cold["active_view_cold_pair"]
         turn = iter(range(10**9))
@@ -127,10 +128,18 @@ def _checked(prepared: Any) -> None:
 def read_round(s: Any, i: int) -> None:
     """One Read call and its result."""
     tid = f"toolu_more_{i}"
-    s.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": tid, "name": "Read", "input": {"file_path": f"src/m{i}.py"}}]})
-    s.append({"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": tid, "content": f"def f{i}():\n    return {i}\n" * 40}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": tid, "name": "Read", "input": {"file_path": f"src/m{i}.py"}}],
+        }
+    )
+    s.append(
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": tid, "content": f"def f{i}():\n    return {i}\n" * 40}],
+        }
+    )
 
 
 def with_new_results(base: Path, path: Path, session_id: str) -> None:
@@ -196,8 +205,12 @@ def section(rows: list[dict[str, float]], cmd: str) -> str:
         "prepare(), first call | first call × active_view | prepare(), microcompact acts | backlog |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    verdicts = [f"{int(r['entries']):,} entries: {r['cold_ratio']:.2f}× "
-                f"({'met' if r['cold_ratio'] <= FIRST_CALL_RATIO else 'missed'})" for r in rows if r["entries"] >= 1_000]
+    verdicts = [
+        f"{int(r['entries']):,} entries: {r['cold_ratio']:.2f}× "
+        f"({'met' if r['cold_ratio'] <= FIRST_CALL_RATIO else 'missed'})"
+        for r in rows
+        if r["entries"] >= 1_000
+    ]
     for r in rows:
         lines.append(
             f"| {int(r['entries']):,} | {r['active_view']:.2f} | {r['steady']:.2f} | "
@@ -205,8 +218,10 @@ def section(rows: list[dict[str, float]], cmd: str) -> str:
             f"{r['cold_ratio']:.2f} | "
             f"{r['acting']:.1f} | {r['backlog']:.0f} |"
         )
-    lines += ["", "First call against active_view() (the ratio of medians measured side by side): "
-              + "; ".join(verdicts) + "."]
+    lines += [
+        "",
+        "First call against active_view() (the ratio of medians measured side by side): " + "; ".join(verdicts) + ".",
+    ]
     return "\n".join(lines)
 
 

@@ -96,8 +96,14 @@ def in_process(url: str, runs: int) -> tuple[dict[str, list[float]], dict[str, A
             times["recall last"] += timed(lambda: recall(session, k), runs)
             times["recall query"] += timed(lambda: recall(session, k, query="test"), runs)
             times["recall around"] += timed(lambda: recall(session, k, around_uuid=middle), runs)
-        facts = {"session": session.id, "messages": row["messages"], "boundaries": len(found),
-                 "sampled": picks, "view_sizes": sizes, "has_search": callable(getattr(store, "search", None))}
+        facts = {
+            "session": session.id,
+            "messages": row["messages"],
+            "boundaries": len(found),
+            "sampled": picks,
+            "view_sizes": sizes,
+            "has_search": callable(getattr(store, "search", None)),
+        }
     return times, facts
 
 
@@ -112,10 +118,12 @@ def memory(url: str, facts: dict[str, Any]) -> dict[str, Any]:
     with SessionStore.open(url) as store:
         session = store.get(facts["session"])
         view_before_page(session, views[1], limit=10)
-        reads = (("view_before page of 10", lambda k: view_before_page(session, k, limit=10)),
-                 ("view_before page of 50", lambda k: view_before_page(session, k, limit=50)),
-                 ("recall 1,000 tokens", lambda k: recall(session, k, max_tokens=1000)),
-                 ("recall 8,000 tokens", lambda k: recall(session, k, max_tokens=8000)))
+        reads = (
+            ("view_before page of 10", lambda k: view_before_page(session, k, limit=10)),
+            ("view_before page of 50", lambda k: view_before_page(session, k, limit=50)),
+            ("recall 1,000 tokens", lambda k: recall(session, k, max_tokens=1000)),
+            ("recall 8,000 tokens", lambda k: recall(session, k, max_tokens=8000)),
+        )
         for label, fn in reads:
             peaks = []
             for k in views:
@@ -131,10 +139,16 @@ async def over_mcp(url: str, facts: dict[str, Any], runs: int) -> dict[str, list
     """MCP tool calls through a stdio server process (JSON-RPC round trip included)."""
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "sessionstore", "mcp", "--db", url],
-                                   env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")})
-    times: dict[str, list[float]] = {"mcp view_before (first page)": [], "mcp view_before (deep page)": [],
-                                     "mcp recall": []}
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "sessionstore", "mcp", "--db", url],
+        env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")},
+    )
+    times: dict[str, list[float]] = {
+        "mcp view_before (first page)": [],
+        "mcp view_before (deep page)": [],
+        "mcp recall": [],
+    }
     if facts["has_search"]:
         times["mcp search"] = []
     sid = facts["session"]
@@ -150,23 +164,28 @@ async def over_mcp(url: str, facts: dict[str, Any], runs: int) -> dict[str, list
             args_first = {"session": sid, "boundary": k, "limit": 20}
             args_deep = dict(args_first, cursor=cursor) if cursor else args_first
             times["mcp view_before (first page)"] += await timed_async(
-                lambda: client.call_tool("view_before", args_first), runs)
+                lambda: client.call_tool("view_before", args_first), runs
+            )
             times["mcp view_before (deep page)"] += await timed_async(
-                lambda: client.call_tool("view_before", args_deep), runs)
+                lambda: client.call_tool("view_before", args_deep), runs
+            )
             times["mcp recall"] += await timed_async(
-                lambda: client.call_tool("recall", {"session": sid, "boundary": k}), runs)
+                lambda: client.call_tool("recall", {"session": sid, "boundary": k}), runs
+            )
         if facts["has_search"]:
             start = time.perf_counter()
             await client.call_tool("search", {"query": "warm up the index"})
             facts["index_catch_up_s"] = time.perf_counter() - start
             for query in ("test", "compact boundary", "mix test"):
                 times["mcp search"] += await timed_async(
-                    lambda: client.call_tool("search", {"query": query, "session": sid}), runs)
+                    lambda: client.call_tool("search", {"query": query, "session": sid}), runs
+                )
     return times
 
 
-def section(size_mb: float, times: dict[str, list[float]], mem: dict[str, float], facts: dict[str, Any],
-            cmd: str) -> str:
+def section(
+    size_mb: float, times: dict[str, list[float]], mem: dict[str, float], facts: dict[str, Any], cmd: str
+) -> str:
     info = machine_info()
     lines = [
         "## Recall and the MCP server (bench/recall.py)",
@@ -191,15 +210,22 @@ def section(size_mb: float, times: dict[str, list[float]], mem: dict[str, float]
     if not facts["has_search"]:
         lines += ["", "`search` was not measured: this store has no full-text search yet (the search issue)."]
     elif "index_catch_up_s" in facts:
-        lines += ["", f"The first search indexed the whole imported session ({facts['index_catch_up_s']:.1f} s, once; "
-                  "the index catches up at query time); the search figures are the calls after it, three queries "
-                  "in one session."]
+        lines += [
+            "",
+            f"The first search indexed the whole imported session ({facts['index_catch_up_s']:.1f} s, once; "
+            "the index catches up at query time); the search figures are the calls after it, three queries "
+            "in one session.",
+        ]
     small, large = mem["_views"]
-    lines += ["", "Memory: tracemalloc's peak while reading one page, in the smallest and the largest sampled view "
-              "(a page's cost follows its size and the size of its messages, not the size of the view or the "
-              "session; rows are read in growing batches, so a small page reads few of them):",
-              "", f"| read | view of {small:,.0f} entries, peak KB | view of {large:,.0f} entries, peak KB |",
-              "|---|---:|---:|"]
+    lines += [
+        "",
+        "Memory: tracemalloc's peak while reading one page, in the smallest and the largest sampled view "
+        "(a page's cost follows its size and the size of its messages, not the size of the view or the "
+        "session; rows are read in growing batches, so a small page reads few of them):",
+        "",
+        f"| read | view of {small:,.0f} entries, peak KB | view of {large:,.0f} entries, peak KB |",
+        "|---|---:|---:|",
+    ]
     lines += [f"| {label} | {kb[0]:,.0f} | {kb[1]:,.0f} |" for label, kb in mem.items() if not label.startswith("_")]
     return "\n".join(lines)
 

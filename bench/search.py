@@ -51,8 +51,14 @@ QUERY_RUNS = 5
 RG_RUNS = 3
 APPENDS = 3000
 APPEND_ROUNDS = 7
-TARGETS = {"p50_small_ms": 20.0, "p95_small_ms": 100.0, "p50_large_ms": 30.0, "build_mb_s": 20.0,
-           "size_ratio": 4.0, "append_slowdown": 0.10}
+TARGETS = {
+    "p50_small_ms": 20.0,
+    "p95_small_ms": 100.0,
+    "p50_large_ms": 30.0,
+    "build_mb_s": 20.0,
+    "size_ratio": 4.0,
+    "append_slowdown": 0.10,
+}
 
 #: (kind, query as typed, the fixed string given to ripgrep)
 QUERIES: list[tuple[str, str, str]] = [
@@ -164,13 +170,27 @@ def compare_word_index(store: Any, tmp: Path) -> WordIndexResult:
         if kind not in WORD_QUERY_KINDS:
             continue
         terms = query.split()
-        tri = [r[0] for r in store.db.conn.execute(
-            "SELECT rowid FROM search_fts WHERE search_fts MATCH ? ORDER BY rank LIMIT ?",
-            (" ".join(f'"{t}"' for t in terms), TOP))]
-        word = [r[0] for r in words.execute(
-            "SELECT rowid FROM w WHERE w MATCH ? ORDER BY rank LIMIT ?", (" ".join(f'"{t}"' for t in terms), TOP))]
-        out.append((query, _whole_word_share([bodies[i] for i in tri], terms),
-                    _whole_word_share([bodies[i] for i in word], terms), len(set(tri) & set(word))))
+        tri = [
+            r[0]
+            for r in store.db.conn.execute(
+                "SELECT rowid FROM search_fts WHERE search_fts MATCH ? ORDER BY rank LIMIT ?",
+                (" ".join(f'"{t}"' for t in terms), TOP),
+            )
+        ]
+        word = [
+            r[0]
+            for r in words.execute(
+                "SELECT rowid FROM w WHERE w MATCH ? ORDER BY rank LIMIT ?", (" ".join(f'"{t}"' for t in terms), TOP)
+            )
+        ]
+        out.append(
+            (
+                query,
+                _whole_word_share([bodies[i] for i in tri], terms),
+                _whole_word_share([bodies[i] for i in word], terms),
+                len(set(tri) & set(word)),
+            )
+        )
     words.close()
     path.unlink()
     return WordIndexResult(build_s, size, out)
@@ -213,8 +233,7 @@ def measure_scale(size_mb: float, tmp: Path, log: Callable[[str], None], word_in
         result.build_s = time.perf_counter() - start
         result.build_cpu_s = time.process_time() - cpu
         result.index_bytes = db_bytes(store, db_path) - before
-        result.text_bytes = int(store.db.one(
-            "SELECT COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) FROM search_fts")[0])
+        result.text_bytes = int(store.db.one("SELECT COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) FROM search_fts")[0])
         log(f"{result.size_mb:.0f} MB: queries")
         for _, query, pattern in QUERIES:
             hits = store.search(query, limit=20)
@@ -246,8 +265,12 @@ def ripgrep(pattern: str, path: Path) -> tuple[int, float, float]:
     for _ in range(RG_RUNS):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        proc = subprocess.run(["bash", "-c", 'rg -F -i -- "$1" "$2" | wc -l', "rg", pattern, str(path)],
-                              capture_output=True, text=True, check=True)
+        proc = subprocess.run(
+            ["bash", "-c", 'rg -F -i -- "$1" "$2" | wc -l', "rg", pattern, str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         times.append((time.perf_counter() - t0) * 1000)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu_times.append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000)
@@ -289,8 +312,12 @@ def append_rates(tmp: Path, n: int, rounds: int) -> dict[str, float]:
 
 def _drop_search_tables(db: Any) -> None:
     """The schema as it would be without search: no index tables, no trigger."""
-    for statement in ("DROP TRIGGER IF EXISTS search_rows_ad", "DROP TABLE IF EXISTS search_fts",
-                      "DROP TABLE IF EXISTS search_rows", "DROP TABLE IF EXISTS search_marks"):
+    for statement in (
+        "DROP TRIGGER IF EXISTS search_rows_ad",
+        "DROP TABLE IF EXISTS search_fts",
+        "DROP TABLE IF EXISTS search_rows",
+        "DROP TABLE IF EXISTS search_marks",
+    ):
         db.execute(statement).close()
 
 
@@ -320,38 +347,55 @@ def section(results: list[ScaleResult], appends: dict[str, float], cmd: str) -> 
             f"{percentile(r.ours_ms, 50):.1f} ({percentile(r.ours_cpu_ms, 50):.1f}) ms | "
             f"{percentile(r.ours_ms, 95):.1f} ({percentile(r.ours_cpu_ms, 95):.1f}) ms | "
             f"{percentile(r.rg_ms, 50):.0f} ({percentile(r.rg_cpu_ms, 50):.0f}) ms | "
-            f"{percentile(r.rg_ms, 95):.0f} ({percentile(r.rg_cpu_ms, 95):.0f}) ms |")
-    lines += ["", "Per query, wall ms (CPU ms), median of 5 runs after a warm-up (ripgrep: 3 runs); hits capped at "
-              "the limit of 20; ripgrep counts matching JSONL lines, case-insensitive fixed string:", ""]
+            f"{percentile(r.rg_ms, 95):.0f} ({percentile(r.rg_cpu_ms, 95):.0f}) ms |"
+        )
+    lines += [
+        "",
+        "Per query, wall ms (CPU ms), median of 5 runs after a warm-up (ripgrep: 3 runs); hits capped at "
+        "the limit of 20; ripgrep counts matching JSONL lines, case-insensitive fixed string:",
+        "",
+    ]
     header = "| kind | query | " + " | ".join(f"{r.size_mb:.0f} MB ours | rg | hits / rg lines" for r in results) + " |"
     lines += [header, "|---|---|" + "---|---|---|" * len(results)]
     for i, (kind, query, _) in enumerate(QUERIES):
-        cells = [f"{r.ours_ms[i]:.2f} ({r.ours_cpu_ms[i]:.2f}) | {r.rg_ms[i]:.0f} ({r.rg_cpu_ms[i]:.0f}) | "
-                 f"{r.hits[i]} / {r.rg_lines[i]:,}" for r in results]
+        cells = [
+            f"{r.ours_ms[i]:.2f} ({r.ours_cpu_ms[i]:.2f}) | {r.rg_ms[i]:.0f} ({r.rg_cpu_ms[i]:.0f}) | "
+            f"{r.hits[i]} / {r.rg_lines[i]:,}"
+            for r in results
+        ]
         lines.append(f"| {kind} | `{query}` | " + " | ".join(cells) + " |")
     lines += ["", "Targets (judged on wall time, CPU time in brackets):", ""]
     small, large = results[0], results[-1]
-    lines.append(f"- at {small.size_mb:.0f} MB p50 <= 20 ms: {verdict(percentile(small.ours_ms, 50) <= 20)} "
-                 f"({verdict(percentile(small.ours_cpu_ms, 50) <= 20)}); p95 <= 100 ms: "
-                 f"{verdict(percentile(small.ours_ms, 95) <= 100)} ({verdict(percentile(small.ours_cpu_ms, 95) <= 100)})")
+    lines.append(
+        f"- at {small.size_mb:.0f} MB p50 <= 20 ms: {verdict(percentile(small.ours_ms, 50) <= 20)} "
+        f"({verdict(percentile(small.ours_cpu_ms, 50) <= 20)}); p95 <= 100 ms: "
+        f"{verdict(percentile(small.ours_ms, 95) <= 100)} ({verdict(percentile(small.ours_cpu_ms, 95) <= 100)})"
+    )
     if len(results) > 1:
-        lines.append(f"- at {large.size_mb:.0f} MB p50 <= 30 ms: {verdict(percentile(large.ours_ms, 50) <= 30)} "
-                     f"({verdict(percentile(large.ours_cpu_ms, 50) <= 30)}); below ripgrep's p50: "
-                     f"{verdict(percentile(large.ours_ms, 50) < percentile(large.rg_ms, 50))} "
-                     f"({verdict(percentile(large.ours_cpu_ms, 50) < percentile(large.rg_cpu_ms, 50))})")
-    lines.append(f"- index build >= 20 MB/s of input: "
-                 f"{verdict(all(r.build_mb_s >= TARGETS['build_mb_s'] for r in results))} "
-                 f"({verdict(all(r.build_cpu_mb_s >= TARGETS['build_mb_s'] for r in results))})")
-    lines.append(f"- index <= 4x the text it indexes: "
-                 f"{verdict(all(r.size_ratio <= TARGETS['size_ratio'] for r in results))}")
+        lines.append(
+            f"- at {large.size_mb:.0f} MB p50 <= 30 ms: {verdict(percentile(large.ours_ms, 50) <= 30)} "
+            f"({verdict(percentile(large.ours_cpu_ms, 50) <= 30)}); below ripgrep's p50: "
+            f"{verdict(percentile(large.ours_ms, 50) < percentile(large.rg_ms, 50))} "
+            f"({verdict(percentile(large.ours_cpu_ms, 50) < percentile(large.rg_cpu_ms, 50))})"
+        )
+    lines.append(
+        f"- index build >= 20 MB/s of input: "
+        f"{verdict(all(r.build_mb_s >= TARGETS['build_mb_s'] for r in results))} "
+        f"({verdict(all(r.build_cpu_mb_s >= TARGETS['build_mb_s'] for r in results))})"
+    )
+    lines.append(
+        f"- index <= 4x the text it indexes: {verdict(all(r.size_ratio <= TARGETS['size_ratio'] for r in results))}"
+    )
     if small.words is not None:
         lines += _word_index_lines(small)
     slowdown = appends["slowdown"]
-    lines.append(f"- appends ({APPENDS:,} per round, {APPEND_ROUNDS} rounds interleaved, same code): median "
-                 f"{appends['bare']:,.0f}/s with the search tables dropped, {appends['indexed']:,.0f}/s with the "
-                 f"session indexed so far; median paired "
-                 f"slowdown {slowdown:+.1%} (negative: faster), target <= 10%: "
-                 f"{verdict(slowdown <= TARGETS['append_slowdown'])}")
+    lines.append(
+        f"- appends ({APPENDS:,} per round, {APPEND_ROUNDS} rounds interleaved, same code): median "
+        f"{appends['bare']:,.0f}/s with the search tables dropped, {appends['indexed']:,.0f}/s with the "
+        f"session indexed so far; median paired "
+        f"slowdown {slowdown:+.1%} (negative: faster), target <= 10%: "
+        f"{verdict(slowdown <= TARGETS['append_slowdown'])}"
+    )
     return "\n".join(lines)
 
 
@@ -359,17 +403,23 @@ def _word_index_lines(r: ScaleResult) -> list[str]:
     """The word-tokenizer comparison, under the targets (it is a design question, not a target)."""
     w = r.words
     assert w is not None
-    lines = [f"- a second, word-tokenizer index (FTS5 unicode61, detail=full) over the same {r.text_bytes / MB:.0f} MB "
-             f"of text: {w.index_bytes / MB:.0f} MB more ({w.index_bytes / r.text_bytes:.2f}x the text) and "
-             f"{w.build_s:.1f} s more to build. What it would change in the top {TOP} of the word queries "
-             "(share of hits where every term stands as a whole word; hits both rankings share):", "",
-             f"  | query | trigram bm25 | word bm25 | shared of {TOP} |", "  |---|---:|---:|---:|"]
+    lines = [
+        f"- a second, word-tokenizer index (FTS5 unicode61, detail=full) over the same {r.text_bytes / MB:.0f} MB "
+        f"of text: {w.index_bytes / MB:.0f} MB more ({w.index_bytes / r.text_bytes:.2f}x the text) and "
+        f"{w.build_s:.1f} s more to build. What it would change in the top {TOP} of the word queries "
+        "(share of hits where every term stands as a whole word; hits both rankings share):",
+        "",
+        f"  | query | trigram bm25 | word bm25 | shared of {TOP} |",
+        "  |---|---:|---:|---:|",
+    ]
     for query, tri, word, shared in w.rows:
         lines.append(f"  | `{query}` | {tri:.0%} | {word:.0%} | {shared} |")
     tri_mean = statistics.mean(t for _, t, _, _ in w.rows)
     word_mean = statistics.mean(x for _, _, x, _ in w.rows)
-    lines += ["", f"  Mean whole-word share: {tri_mean:.0%} with the trigram ranking alone, {word_mean:.0%} with a "
-              "word index."]
+    lines += [
+        "",
+        f"  Mean whole-word share: {tri_mean:.0%} with the trigram ranking alone, {word_mean:.0%} with a word index.",
+    ]
     return lines
 
 
@@ -395,8 +445,9 @@ def main(argv: list[str] | None = None) -> int:
             results.append(measure_scale(size, Path(tmp), log, word_index=i == 0))
         log("appends without and with the search tables")
         appends = append_rates(Path(tmp), APPENDS, APPEND_ROUNDS)
-    cmd = "python bench/search.py" + (" --quick" if args.quick else
-                                      f" --size-mb {args.size_mb:g} --scales {args.scales}")
+    cmd = "python bench/search.py" + (
+        " --quick" if args.quick else f" --size-mb {args.size_mb:g} --scales {args.scales}"
+    )
     text = section(results, appends, cmd)
     write_section(args.out, "search", text)
     print(text)

@@ -104,8 +104,10 @@ def _cost_rows(name: str, contents: list[Any]) -> list[str]:
     with _guard_off():
         off = _fastest(lambda: [tokens.estimate_content(c) for c in contents], len(contents))
     chars = sum(len(str(c)) for c in contents)
-    return [f"| {name} | {len(contents):,} | {off:.2f} | {on:.2f} | {on - off:+.2f} | {touched:,} "
-            f"| {sum(guarded):,} of ~{chars:,} |"]
+    return [
+        f"| {name} | {len(contents):,} | {off:.2f} | {on:.2f} | {on - off:+.2f} | {touched:,} "
+        f"| {sum(guarded):,} of ~{chars:,} |"
+    ]
 
 
 def _ratio(texts: list[str]) -> tuple[float, float]:
@@ -139,8 +141,13 @@ def report(message_count: int) -> str:
         lines += _cost_rows("shared Claude Code transcript texts", transcript)
         off, on = _ratio(transcript)
         lines += ["", f"Transcript texts, sum of estimates / tiktoken: guard off {off:.3f}, guard on {on:.3f}."]
-    lines += ["", "Adversarial texts (estimate / tiktoken):", "",
-              "| text | tiktoken | guard off | guard on |", "|---|---:|---:|---:|"]
+    lines += [
+        "",
+        "Adversarial texts (estimate / tiktoken):",
+        "",
+        "| text | tiktoken | guard off | guard on |",
+        "|---|---:|---:|---:|",
+    ]
     for name, text in _adversarial().items():
         exact = tokens.exact_count(text)
         off, on = _ratio([text])

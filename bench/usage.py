@@ -47,11 +47,24 @@ def generate(store: SessionStore, sessions: int, messages: int, seed: int = 7) -
     began = time.perf_counter()
     engine = store.db.engine
     with engine.begin() as conn:
-        conn.execute(insert(SessionRow.__table__), [
-            {"id": f"s{i:05d}", "title": f"bench session {i}", "cwd": f"/work/project-{i % 25}",
-             "model": MODELS[i % len(MODELS)], "context_window": 200_000, "created_at": START + i * 7_000,
-             "updated_at": START + i * 7_000, "last_seq": per, "base_seq": per, "metadata_json": "{}"}
-            for i in range(sessions)])
+        conn.execute(
+            insert(SessionRow.__table__),
+            [
+                {
+                    "id": f"s{i:05d}",
+                    "title": f"bench session {i}",
+                    "cwd": f"/work/project-{i % 25}",
+                    "model": MODELS[i % len(MODELS)],
+                    "context_window": 200_000,
+                    "created_at": START + i * 7_000,
+                    "updated_at": START + i * 7_000,
+                    "last_seq": per,
+                    "base_seq": per,
+                    "metadata_json": "{}",
+                }
+                for i in range(sessions)
+            ],
+        )
     batch: list[dict[str, object]] = []
     for i in range(sessions):
         model = MODELS[i % len(MODELS)]
@@ -60,21 +73,38 @@ def generate(store: SessionStore, sessions: int, messages: int, seed: int = 7) -
         for seq in range(1, per + 1):
             t += rng.uniform(1, 15)
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".000Z"
-            row: dict[str, object] = {"session_id": f"s{i:05d}", "seq": seq, "uuid": f"u{i}-{seq}",
-                                      "parent_uuid": f"u{i}-{seq - 1}" if seq > 1 else None, "timestamp": stamp,
-                                      "tokens": 12, "is_meta": False, "is_compact_summary": False,
-                                      "api_message_id": None, "usage_json": None, "metadata_json": None}
+            row: dict[str, object] = {
+                "session_id": f"s{i:05d}",
+                "seq": seq,
+                "uuid": f"u{i}-{seq}",
+                "parent_uuid": f"u{i}-{seq - 1}" if seq > 1 else None,
+                "timestamp": stamp,
+                "tokens": 12,
+                "is_meta": False,
+                "is_compact_summary": False,
+                "api_message_id": None,
+                "usage_json": None,
+                "metadata_json": None,
+            }
             if seq % 2:
                 row.update(role="user", type="user", content_json='"run the tests please"')
             else:
                 if seq % 6 != 4 or not api:
                     api = f"msg_{i}_{seq}"
-                usage = {"input_tokens": rng.randint(1, 50), "output_tokens": rng.randint(5, 2_000),
-                         "cache_creation_input_tokens": rng.randint(0, 20_000),
-                         "cache_read_input_tokens": rng.randint(10_000, 260_000)}
-                row.update(role="assistant", type="assistant", api_message_id=api,
-                           usage_json=json.dumps(usage), metadata_json=json.dumps({"model": model}),
-                           content_json='[{"type":"text","text":"All green."}]')
+                usage = {
+                    "input_tokens": rng.randint(1, 50),
+                    "output_tokens": rng.randint(5, 2_000),
+                    "cache_creation_input_tokens": rng.randint(0, 20_000),
+                    "cache_read_input_tokens": rng.randint(10_000, 260_000),
+                }
+                row.update(
+                    role="assistant",
+                    type="assistant",
+                    api_message_id=api,
+                    usage_json=json.dumps(usage),
+                    metadata_json=json.dumps({"model": model}),
+                    content_json='[{"type":"text","text":"All green."}]',
+                )
             batch.append(row)
             if len(batch) >= 20_000:
                 _flush(engine, batch)
@@ -143,31 +173,33 @@ def main() -> None:
     ratio = statistics.median(c / p for c, p in zip(cost_ms, plain_ms, strict=True))
     read_ratio = statistics.median(c / p for c, p in zip(cost_read, plain_read, strict=True))
     cpu_ratio = statistics.median(c / p for c, p in zip(cost_cpu, plain_cpu, strict=True))
-    text = "\n".join([
-        "## Usage reports",
-        "",
-        f"`python bench/usage.py{' --quick' if args.quick else ''}` — {info['date']}, {engine}. "
-        f"{machine_line(info)} {load_note()}",
-        "",
-        f"Store: {args.sessions:,} sessions, {args.messages:,} messages ({first.total.responses:,} API responses "
-        f"with usage over {len(first.rows)} days), written with bulk Core inserts in {generated:.1f} s. "
-        f"The first report counted every message into the usage tables in {counted:.1f} s (once; later "
-        "reports count only what was appended since).",
-        "",
-        "| what | p50 (ms) | p95 (ms) | target |",
-        "|---|---:|---:|---|",
-        f"| `usage --by day` over everything | {p50:.1f} (CPU {statistics.median(report_cpu):.1f}) | "
-        f"{_p95(report_ms):.1f} | p50 <= 100 ms: {'met' if p50 <= 100 else 'missed'} |",
-        f"| `sessions` (50 rows, 120 columns) without cost | {statistics.median(plain_ms):.1f} "
-        f"(CPU {statistics.median(plain_cpu):.1f}) | {_p95(plain_ms):.1f} | |",
-        f"| `sessions` with the cost column | {statistics.median(cost_ms):.1f} (CPU {statistics.median(cost_cpu):.1f}) "
-        f"| {_p95(cost_ms):.1f} | median ratio {ratio:.2f}x (CPU {cpu_ratio:.2f}x) <= 1.2x: "
-        f"{'met' if ratio <= 1.2 else 'missed'} ({'met' if cpu_ratio <= 1.2 else 'missed'}) |",
-        "",
-        f"{args.runs} interleaved runs each. Reading alone (the page and its costs, before the table is drawn): "
-        f"{statistics.median(plain_read):.1f} ms without cost, {statistics.median(cost_read):.1f} ms with it "
-        f"({read_ratio:.2f}x); the rest of the gap is drawing one more column.",
-    ])
+    text = "\n".join(
+        [
+            "## Usage reports",
+            "",
+            f"`python bench/usage.py{' --quick' if args.quick else ''}` — {info['date']}, {engine}. "
+            f"{machine_line(info)} {load_note()}",
+            "",
+            f"Store: {args.sessions:,} sessions, {args.messages:,} messages ({first.total.responses:,} API responses "
+            f"with usage over {len(first.rows)} days), written with bulk Core inserts in {generated:.1f} s. "
+            f"The first report counted every message into the usage tables in {counted:.1f} s (once; later "
+            "reports count only what was appended since).",
+            "",
+            "| what | p50 (ms) | p95 (ms) | target |",
+            "|---|---:|---:|---|",
+            f"| `usage --by day` over everything | {p50:.1f} (CPU {statistics.median(report_cpu):.1f}) | "
+            f"{_p95(report_ms):.1f} | p50 <= 100 ms: {'met' if p50 <= 100 else 'missed'} |",
+            f"| `sessions` (50 rows, 120 columns) without cost | {statistics.median(plain_ms):.1f} "
+            f"(CPU {statistics.median(plain_cpu):.1f}) | {_p95(plain_ms):.1f} | |",
+            f"| `sessions` with the cost column | {statistics.median(cost_ms):.1f} (CPU {statistics.median(cost_cpu):.1f}) "
+            f"| {_p95(cost_ms):.1f} | median ratio {ratio:.2f}x (CPU {cpu_ratio:.2f}x) <= 1.2x: "
+            f"{'met' if ratio <= 1.2 else 'missed'} ({'met' if cpu_ratio <= 1.2 else 'missed'}) |",
+            "",
+            f"{args.runs} interleaved runs each. Reading alone (the page and its costs, before the table is drawn): "
+            f"{statistics.median(plain_read):.1f} ms without cost, {statistics.median(cost_read):.1f} ms with it "
+            f"({read_ratio:.2f}x); the rest of the gap is drawing one more column.",
+        ]
+    )
     write_section(args.out, "usage", text)
     print(text)
 

@@ -86,8 +86,12 @@ class LineMaker:
 def start_watcher(root: Path, url: str) -> tuple[subprocess.Popen[bytes], threading.Event]:
     """A `watch --json` process and an event set once it says it is watching."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-m", "sessionstore", "watch", str(root), "--json", "--db", url],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessionstore", "watch", str(root), "--json", "--db", url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     ready = threading.Event()
 
     def read() -> None:
@@ -205,24 +209,26 @@ def report(latencies: list[float], idle_cpu: float, idle_seconds: float, files: 
     idle_pct = 100 * idle_cpu / idle_seconds
     info = machine_info()
     ok = lambda good: "met" if good else "**missed**"  # noqa: E731
-    return "\n".join([
-        "## watch: capture latency and idle cost",
-        "",
-        f"Run {info['date']}. {machine_line(info)} " + load_note(),
-        "",
-        f"`python bench/watch.py --lines {len(latencies)} --idle-seconds {idle_seconds:g}`: a real `sessionstore "
-        "watch` process on SQLite; lines written at an agent-like pace (bursts of 1-6 lines, each line in two "
-        "pieces, pauses of 0.1-1.5 s).",
-        "",
-        "| measure | value | target | |",
-        "|---|---|---|---|",
-        f"| latency p50 ({len(latencies):,} lines) | {p50 * 1000:,.0f} ms | | |",
-        f"| latency p95 | {p95 * 1000:,.0f} ms | ≤ {P95_TARGET_S * 1000:,.0f} ms | {ok(p95 <= P95_TARGET_S)} |",
-        f"| latency max | {max(latencies) * 1000:,.0f} ms | | |",
-        f"| idle CPU, {files} files, {idle_seconds:g} s | {idle_cpu:.2f} CPU s = {idle_pct:.2f}% of one core | "
-        f"≤ {IDLE_TARGET_PCT:g}% | {ok(idle_pct <= IDLE_TARGET_PCT)} |",
-        "",
-    ])
+    return "\n".join(
+        [
+            "## watch: capture latency and idle cost",
+            "",
+            f"Run {info['date']}. {machine_line(info)} " + load_note(),
+            "",
+            f"`python bench/watch.py --lines {len(latencies)} --idle-seconds {idle_seconds:g}`: a real `sessionstore "
+            "watch` process on SQLite; lines written at an agent-like pace (bursts of 1-6 lines, each line in two "
+            "pieces, pauses of 0.1-1.5 s).",
+            "",
+            "| measure | value | target | |",
+            "|---|---|---|---|",
+            f"| latency p50 ({len(latencies):,} lines) | {p50 * 1000:,.0f} ms | | |",
+            f"| latency p95 | {p95 * 1000:,.0f} ms | ≤ {P95_TARGET_S * 1000:,.0f} ms | {ok(p95 <= P95_TARGET_S)} |",
+            f"| latency max | {max(latencies) * 1000:,.0f} ms | | |",
+            f"| idle CPU, {files} files, {idle_seconds:g} s | {idle_cpu:.2f} CPU s = {idle_pct:.2f}% of one core | "
+            f"≤ {IDLE_TARGET_PCT:g}% | {ok(idle_pct <= IDLE_TARGET_PCT)} |",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,11 +16,43 @@ from rich.text import Text
 from sessionstore import SessionStoreError
 from sessionstore.usage import cost_text, hit_rate_text, session_usage
 
-from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, forkcmd, importcmd, mcpcmd,
-               pincmd, pipelinecmd, recallcmd, searchcmd, showcmd, usagecmd, watchcmd)
+from . import (
+    browsecmd,
+    chatcmd,
+    compactcmd,
+    dbcmd,
+    deletecmd,
+    doctorcmd,
+    evalcmd,
+    forkcmd,
+    importcmd,
+    mcpcmd,
+    pincmd,
+    pipelinecmd,
+    recallcmd,
+    searchcmd,
+    showcmd,
+    usagecmd,
+    watchcmd,
+)
 from . import secretscmd
-from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, cell, console, err_console,
-                     note_local_continuation, one_line, open_store, preview, print_json, short_ids)
+from .common import (
+    INT64_MAX,
+    MAX_LIMIT,
+    DbOption,
+    JsonOption,
+    UsageError,
+    bounded,
+    cell,
+    console,
+    err_console,
+    note_local_continuation,
+    one_line,
+    open_store,
+    preview,
+    print_json,
+    short_ids,
+)
 from .tables import COST_COLUMN_FROM, sessions_table
 
 #: Most tokens a context window can be.
@@ -116,10 +148,12 @@ class _OneLineFormatter(logging.Formatter):
 def sessions_cmd(
     db: DbOption = None,
     json_out: JsonOption = False,
-    limit: Annotated[int, typer.Option(help="How many sessions to show.",
-                                       callback=bounded("--limit", 0, MAX_LIMIT))] = 50,
-    offset: Annotated[int, typer.Option(help="Skip this many (paging).",
-                                        callback=bounded("--offset", 0, INT64_MAX))] = 0,
+    limit: Annotated[
+        int, typer.Option(help="How many sessions to show.", callback=bounded("--limit", 0, MAX_LIMIT))
+    ] = 50,
+    offset: Annotated[
+        int, typer.Option(help="Skip this many (paging).", callback=bounded("--offset", 0, INT64_MAX))
+    ] = 0,
 ) -> None:
     """List sessions, most recently updated first.
 
@@ -136,9 +170,12 @@ def sessions_cmd(
         err_console.print("--limit 0 lists no session; there are some here: give --limit N (default 50)")
         return
     if not rows:
-        err_console.print("no sessions here yet" + (f" past the first {offset}" if offset else "")
-                          + ": `sessionstore new`, or bring in your transcripts with "
-                          "`sessionstore watch --once` (Claude Code and Codex) or `sessionstore import ...`")
+        err_console.print(
+            "no sessions here yet"
+            + (f" past the first {offset}" if offset else "")
+            + ": `sessionstore new`, or bring in your transcripts with "
+            "`sessionstore watch --once` (Claude Code and Codex) or `sessionstore import ...`"
+        )
         return
     costs = {sid: cost_text(u) for sid, u in usage.items()} if usage else None
     console.print(sessions_table(rows, console.width, _short_source, costs))
@@ -158,8 +195,10 @@ def new_cmd(
     db: DbOption = None,
     title: Annotated[Optional[str], typer.Option(help="A title to find the session by.")] = None,
     model: Annotated[Optional[str], typer.Option(help="The model the agent talks to.")] = None,
-    context_window: Annotated[Optional[int], typer.Option(help="The model's context window in tokens.",
-                                                          callback=bounded("--context-window", 1, MAX_WINDOW))] = None,
+    context_window: Annotated[
+        Optional[int],
+        typer.Option(help="The model's context window in tokens.", callback=bounded("--context-window", 1, MAX_WINDOW)),
+    ] = None,
     cwd: Annotated[Optional[str], typer.Option(help="The agent's working directory.")] = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -230,8 +269,10 @@ def _checked(source: str, messages: list[Any]) -> list[Any]:
         if isinstance(item, str):
             found = _SURROGATE.search(item)
             if found:
-                raise UsageError(f"{source}: a string holds a lone surrogate (U+{ord(found.group()):04X}), "
-                                 "which is not valid Unicode")
+                raise UsageError(
+                    f"{source}: a string holds a lone surrogate (U+{ord(found.group()):04X}), "
+                    "which is not valid Unicode"
+                )
         elif isinstance(item, (list, dict)):
             if depth > MAX_JSON_DEPTH:
                 raise UsageError(f"{source}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
@@ -295,15 +336,22 @@ def view_cmd(
     if json_out:
         print_json(payload)
         return
-    table = Table(title=cell(f"view of {payload['session']} · version {payload['view_version']} · "
-                             f"{payload['tokens']:,} tokens"))
+    table = Table(
+        title=cell(f"view of {payload['session']} · version {payload['view_version']} · {payload['tokens']:,} tokens")
+    )
     for col in ("#", "role", "type", "tokens", "uuid", "content"):
         table.add_column(col, overflow="fold")
     shown = short_ids([e["uuid"] for e in payload["entries"]])
     for e in payload["entries"]:
         kind = e["subtype"] or e["type"]
-        table.add_row(str(e["position"]), cell(e["role"]), cell(kind), str(e["tokens"]), cell(shown[e["uuid"]]),
-                      cell(preview(e["content"])))
+        table.add_row(
+            str(e["position"]),
+            cell(e["role"]),
+            cell(kind),
+            str(e["tokens"]),
+            cell(shown[e["uuid"]]),
+            cell(preview(e["content"])),
+        )
     console.print(table)
 
 
@@ -334,17 +382,38 @@ def stats_cmd(
         if key != "session" and value is not None:
             label = STAT_LABELS.get(key, key.replace("_", " "))
             table.add_row(cell(label), cell(f"{value:,}" if isinstance(value, int) else value))
-    for label, value in (("API responses", f"{usage.responses:,}"), ("input tokens", f"{usage.input_tokens:,}"),
-                         ("cache write tokens", f"{usage.cache_write:,}"),
-                         ("cache read tokens", f"{usage.cache_read:,}"), ("output tokens", f"{usage.output_tokens:,}"),
-                         ("cache hit rate", hit_rate_text(usage)), ("cost", cost_text(usage))):
+    for label, value in (
+        ("API responses", f"{usage.responses:,}"),
+        ("input tokens", f"{usage.input_tokens:,}"),
+        ("cache write tokens", f"{usage.cache_write:,}"),
+        ("cache read tokens", f"{usage.cache_read:,}"),
+        ("output tokens", f"{usage.output_tokens:,}"),
+        ("cache hit rate", hit_rate_text(usage)),
+        ("cost", cost_text(usage)),
+    ):
         table.add_row(cell(label), cell(value))
     if usage.unpriced_models:
         table.add_row(cell("not in the price table"), cell(", ".join(sorted(usage.unpriced_models))))
     console.print(table)
 
 
-for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
-                mcpcmd, evalcmd, recallcmd, forkcmd, showcmd, usagecmd, pincmd):
+for _module in (
+    compactcmd,
+    importcmd,
+    pipelinecmd,
+    doctorcmd,
+    chatcmd,
+    deletecmd,
+    searchcmd,
+    watchcmd,
+    browsecmd,
+    mcpcmd,
+    evalcmd,
+    recallcmd,
+    forkcmd,
+    showcmd,
+    usagecmd,
+    pincmd,
+):
     _module.register(app)
 secretscmd.register(app)

@@ -37,8 +37,9 @@ def browse_cmd(
     app = make_app(db, session_id=session, light=light)
     try:
         if not sys.stdout.isatty() or not sys.stdin.isatty():
-            raise UsageError("browse needs a terminal; for scripts use `sessions --json`, `history --json` "
-                             "or `view --json`")
+            raise UsageError(
+                "browse needs a terminal; for scripts use `sessions --json`, `history --json` or `view --json`"
+            )
         app.run()
     finally:
         app.store.close()

@@ -26,7 +26,9 @@ def chat_cmd(
     session: Annotated[Optional[str], typer.Argument(help="Session to continue (id or unique prefix).")] = None,
     new: Annotated[bool, typer.Option("--new", help="Start a new session.")] = False,
     workdir: Annotated[Path, typer.Option(help="Working directory of the read/run tools.")] = Path("."),
-    model: Annotated[Optional[str], typer.Option(help="Model (default: ANTHROPIC_MODEL or the built-in default).")] = None,
+    model: Annotated[
+        Optional[str], typer.Option(help="Model (default: ANTHROPIC_MODEL or the built-in default).")
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Talk to the model with two tools (read a file, run a command), every message stored.
@@ -56,20 +58,33 @@ def chat_cmd(
     if not session and not new:
         raise UsageError("give a SESSION to continue, or --new to start one (sessionstore chat --new)")
     if not any(os.environ.get(name) for name in KEY_VARIABLES):
-        raise UsageError("no API key: set ANTHROPIC_API_KEY (https://console.anthropic.com/settings/keys) "
-                         "and run chat again; nothing was created")
+        raise UsageError(
+            "no API key: set ANTHROPIC_API_KEY (https://console.anthropic.com/settings/keys) "
+            "and run chat again; nothing was created"
+        )
     if not workdir.is_dir():
         raise UsageError(f"--workdir {workdir}: not a folder (the read/run tools work inside it); nothing was created")
     chosen = model or os.environ.get("ANTHROPIC_MODEL", DEFAULT_MODEL)
     with open_store(db, create=new) as store:
-        s = store.create_session(title="chat", model=chosen, cwd=str(workdir.resolve())) if new else store.get(session or "")
+        s = (
+            store.create_session(title="chat", model=chosen, cwd=str(workdir.resolve()))
+            if new
+            else store.get(session or "")
+        )
         typer.echo(f"session {s.id} (Ctrl-D to quit, /help for commands)")
         summarizer = make_summarizer()
         client = anthropic.Anthropic(max_retries=2)
-        agent = Agent(session=s, pipeline=Pipeline(store, summarizer=summarizer), client=client, workdir=workdir,
-                      model=chosen, on_event=lambda kind, payload: typer.echo(f"  [{kind}]", err=True))
-        slash = SlashContext(store=store, session=s, read_line=_read_line, summarizer=summarizer,
-                             config=agent.pipeline.config)
+        agent = Agent(
+            session=s,
+            pipeline=Pipeline(store, summarizer=summarizer),
+            client=client,
+            workdir=workdir,
+            model=chosen,
+            on_event=lambda kind, payload: typer.echo(f"  [{kind}]", err=True),
+        )
+        slash = SlashContext(
+            store=store, session=s, read_line=_read_line, summarizer=summarizer, config=agent.pipeline.config
+        )
         state = s.refresh_state().tail
         if state.pending or state.last_role == "user":
             _answer(agent.resume, client)
@@ -122,16 +137,20 @@ def explain_failure(exc: BaseException, base_url: str, known: Iterable[str | Non
     if isinstance(exc, anthropic.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         reason = f" ({quoted(cause, 120)})" if cause else ""
-        return (f"cannot reach the API at {base_url}{reason}: check the network or ANTHROPIC_BASE_URL; {KEPT}")
+        return f"cannot reach the API at {base_url}{reason}: check the network or ANTHROPIC_BASE_URL; {KEPT}"
     if isinstance(exc, (anthropic.AuthenticationError, anthropic.PermissionDeniedError)):
-        return (f"the API refused the key ({exc.status_code}): check ANTHROPIC_API_KEY, then resume this session "
-                f"with sessionstore chat SESSION; {KEPT}")
+        return (
+            f"the API refused the key ({exc.status_code}): check ANTHROPIC_API_KEY, then resume this session "
+            f"with sessionstore chat SESSION; {KEPT}"
+        )
     if isinstance(exc, anthropic.APIStatusError) and (exc.status_code in (429, 529) or exc.status_code >= 500):
         what = "rate-limited" if exc.status_code == 429 else "overloaded or failing"
         return f"the API is {what} ({exc.status_code}) even after retries: wait a minute; {KEPT}"
     if isinstance(exc, anthropic.BadRequestError) and "prompt is too long" in str(exc):
-        return ("the conversation is still too long for the model after compacting it: try /compact with "
-                f"instructions or a model with a larger window; {KEPT}")
+        return (
+            "the conversation is still too long for the model after compacting it: try /compact with "
+            f"instructions or a model with a larger window; {KEPT}"
+        )
     if isinstance(exc, anthropic.APIStatusError):
         return f"the API answered {exc.status_code}: {quoted(exc.message, 200)}; {KEPT}"
     return f"{quoted(exc, 300)}; {KEPT}"

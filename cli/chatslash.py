@@ -74,9 +74,11 @@ def _boundaries(ctx: SlashContext) -> None:
         echo("no compaction yet: the active view is the whole conversation")
         return
     for b in found:
-        echo(f"  {b.index:>3}  {fmt_time(b.created_at)}  {b.kind:<14} {b.trigger:<8} "
-             f"{b.pre_tokens:,} -> {b.post_tokens:,} tokens, {b.messages_summarized} summarized  "
-             f"{preview(b.summary or '', 50)}")
+        echo(
+            f"  {b.index:>3}  {fmt_time(b.created_at)}  {b.kind:<14} {b.trigger:<8} "
+            f"{b.pre_tokens:,} -> {b.post_tokens:,} tokens, {b.messages_summarized} summarized  "
+            f"{preview(b.summary or '', 50)}"
+        )
     echo("  /history K shows the view before boundary K")
 
 
@@ -84,10 +86,12 @@ def _page_view(ctx: SlashContext, index: int) -> None:
     b = hist.boundary(ctx.session, index)
     entries = hist.view_at(ctx.session, b.replaced_version)
     summarized = {m.seq for m in hist.summarized_messages(ctx.session, index)}
-    echo(f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
-         f"{b.pre_tokens:,} tokens; ✂ = summarized by it")
+    echo(
+        f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
+        f"{b.pre_tokens:,} tokens; ✂ = summarized by it"
+    )
     for start in range(0, len(entries), PAGE_ROWS):
-        for e in entries[start:start + PAGE_ROWS]:
+        for e in entries[start : start + PAGE_ROWS]:
             mark = "✂" if e.seq in summarized else " "
             echo(f"  {mark} {e.position:>4} {e.role:<9} {e.tokens:>6}  {preview(e.content, 90)}")
         shown = min(start + PAGE_ROWS, len(entries))
@@ -101,7 +105,7 @@ def _search(ctx: SlashContext, arg: str) -> None:
     from .searchcmd import print_hits
 
     everywhere = arg.startswith("--all")
-    query = arg[len("--all"):].strip() if everywhere else arg
+    query = arg[len("--all") :].strip() if everywhere else arg
     hits = ctx.store.search(query, session=None if everywhere else ctx.session.id, limit=20)
     print_hits(query, hits)
 
@@ -110,8 +114,10 @@ def _compact(ctx: SlashContext, arg: str) -> None:
     from sessionstore.compaction.engine import compact
 
     outcome = compact(ctx.session, summarizer=ctx.summarizer, custom_instructions=arg or None, config=ctx.config)
-    echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
-         f"{outcome.messages_summarized} messages summarized; /history lists the boundaries")
+    echo(
+        f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
+        f"{outcome.messages_summarized} messages summarized; /history lists the boundaries"
+    )
 
 
 def _export(ctx: SlashContext, arg: str) -> None:
@@ -136,11 +142,18 @@ def _stats(ctx: SlashContext, arg: str) -> None:
     from sessionstore.storage.stats import session_stats
 
     for key, value in session_stats(ctx.session).items():
-        echo(f"  {key.replace('_', ' '):<16} {value:,}" if isinstance(value, int) else
-             f"  {key.replace('_', ' '):<16} {value}")
+        echo(
+            f"  {key.replace('_', ' '):<16} {value:,}"
+            if isinstance(value, int)
+            else f"  {key.replace('_', ' '):<16} {value}"
+        )
 
 
 HANDLERS: dict[str, Callable[[SlashContext, str], None]] = {
-    "/history": _history, "/search": _search, "/compact": _compact, "/export": _export,
-    "/stats": _stats, "/help": _help,
+    "/history": _history,
+    "/search": _search,
+    "/compact": _compact,
+    "/export": _export,
+    "/stats": _stats,
+    "/help": _help,
 }

@@ -133,8 +133,7 @@ def refuse_missing_sqlite(url: str | None) -> None:
     given = url or os.environ.get("SESSIONSTORE_DB_URL")
     path = sqlite_file(given) if given else None
     if path is not None and not path.exists():
-        raise UsageError(f"no database at {path}: check --db (`sessionstore new` or `sessionstore import` "
-                         "create one)")
+        raise UsageError(f"no database at {path}: check --db (`sessionstore new` or `sessionstore import` create one)")
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -144,8 +143,13 @@ def sqlite_file(url: str) -> Path | None:
     except Exception:  # a URL that does not parse is reported by the open that follows
         return None
     database = parsed.database
-    if not parsed.drivername.startswith("sqlite") or not database or database == ":memory:" \
-            or parsed.query.get("mode") == "memory" or database.startswith("file:"):
+    if (
+        not parsed.drivername.startswith("sqlite")
+        or not database
+        or database == ":memory:"
+        or parsed.query.get("mode") == "memory"
+        or database.startswith("file:")
+    ):
         return None
     return Path(database).expanduser()
 
@@ -166,8 +170,9 @@ def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:
     ordered = sorted(set(ids))
     out: dict[str, str] = {}
     for i, value in enumerate(ordered):
-        shared = max(_common(value, ordered[i - 1]) if i else 0,
-                     _common(value, ordered[i + 1]) if i + 1 < len(ordered) else 0)
+        shared = max(
+            _common(value, ordered[i - 1]) if i else 0, _common(value, ordered[i + 1]) if i + 1 < len(ordered) else 0
+        )
         out[value] = value[: max(minimum, shared + 1)]
     return out
 
@@ -206,5 +211,8 @@ def preview(content: Any, width: int = 80) -> str:
 def note_local_continuation(given: str, written_to: str) -> None:
     """Say on stderr when a write to an imported session went to its local continuation (a fork of it)."""
     if written_to != given:
-        typer.echo(f"note: {given} is an imported session (its source file keeps feeding it); this write went to "
-                   f"its local continuation {written_to}", err=True)
+        typer.echo(
+            f"note: {given} is an imported session (its source file keeps feeding it); this write went to "
+            f"its local continuation {written_to}",
+            err=True,
+        )

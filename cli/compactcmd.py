@@ -9,8 +9,22 @@ import typer
 from sessionstore.storage import history as hist
 from sessionstore.storage.output import STDIO, open_output
 
-from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, echo, fmt_time,
-                     note_local_continuation, one_line, open_store, preview, print_json, short_ids)
+from .common import (
+    INT64_MAX,
+    MAX_LIMIT,
+    DbOption,
+    JsonOption,
+    UsageError,
+    bounded,
+    echo,
+    fmt_time,
+    note_local_continuation,
+    one_line,
+    open_store,
+    preview,
+    print_json,
+    short_ids,
+)
 
 if TYPE_CHECKING:
     from sessionstore.secrets import SecretFilter
@@ -30,9 +44,15 @@ def register(app: typer.Typer) -> None:
 
 def compact_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    instructions: Annotated[Optional[str], typer.Option("--instructions", help="Extra instructions for the summary.")] = None,
-    from_uuid: Annotated[Optional[str], typer.Option("--from", help="Keep up to this message, summarize after it.")] = None,
-    up_to: Annotated[Optional[str], typer.Option("--up-to", help="Summarize before this message, keep from it.")] = None,
+    instructions: Annotated[
+        Optional[str], typer.Option("--instructions", help="Extra instructions for the summary.")
+    ] = None,
+    from_uuid: Annotated[
+        Optional[str], typer.Option("--from", help="Keep up to this message, summarize after it.")
+    ] = None,
+    up_to: Annotated[
+        Optional[str], typer.Option("--up-to", help="Summarize before this message, keep from it.")
+    ] = None,
     summarizer: Annotated[str, typer.Option(help="extractive (offline) or anthropic (real API).")] = "extractive",
     memory: Annotated[bool, typer.Option("--memory", help="Try session-memory compaction first.")] = False,
     db: DbOption = None,
@@ -62,16 +82,24 @@ def compact_cmd(
         given = s.id
         from_uuid, up_to = _full_uuid(s, "--from", from_uuid), _full_uuid(s, "--up-to", up_to)
         try:
-            outcome = compact(s, summarizer=make_summarizer(summarizer), custom_instructions=instructions,
-                              from_uuid=from_uuid, up_to_uuid=up_to, use_memory=memory)
+            outcome = compact(
+                s,
+                summarizer=make_summarizer(summarizer),
+                custom_instructions=instructions,
+                from_uuid=from_uuid,
+                up_to_uuid=up_to,
+                use_memory=memory,
+            )
         except SummarizerError as exc:
             raise UsageError(str(exc)) from exc
     note_local_continuation(given, s.id)
     if json_out:
         print_json(outcome.to_dict())
     else:
-        echo(f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
-             f"{outcome.messages_summarized} messages summarized, {outcome.kept} kept verbatim")
+        echo(
+            f"compacted ({outcome.kind}): {outcome.pre_tokens:,} -> {outcome.post_tokens:,} tokens, "
+            f"{outcome.messages_summarized} messages summarized, {outcome.kept} kept verbatim"
+        )
         if outcome.pivot_note:
             echo(f"note: {outcome.pivot_note}")
 
@@ -89,24 +117,52 @@ def _full_uuid(s: Session, option: str, given: Optional[str]) -> Optional[str]:
         return given
     matches = [u for u in uuids if u.startswith(given)]
     if len(matches) > 1:
-        raise UsageError(f"{option} {given!r} is the start of {len(matches)} messages of the view "
-                         f"({', '.join(matches[:3])}{', ...' if len(matches) > 3 else ''}); give more characters")
+        raise UsageError(
+            f"{option} {given!r} is the start of {len(matches)} messages of the view "
+            f"({', '.join(matches[:3])}{', ...' if len(matches) > 3 else ''}); give more characters"
+        )
     return matches[0] if matches else given
 
 
 def history_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    boundary: Annotated[Optional[int], typer.Option("--boundary", "-b", help="Show what the model saw just before boundary K (from 1).",
-                                                    callback=bounded("--boundary", 1, INT64_MAX))] = None,
+    boundary: Annotated[
+        Optional[int],
+        typer.Option(
+            "--boundary",
+            "-b",
+            help="Show what the model saw just before boundary K (from 1).",
+            callback=bounded("--boundary", 1, INT64_MAX),
+        ),
+    ] = None,
     summary: Annotated[bool, typer.Option("--summary", help="With --boundary: print K's summary text.")] = False,
-    recompact: Annotated[Optional[str], typer.Option("--recompact", help="With --boundary: summarize K's span again "
-                         "with extractive, anthropic, mask or user-only; show it, its gate report and a diff "
-                         "against the recorded summary. Nothing is written.")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="List at most this many boundaries (one page).",
-                                       callback=bounded("--limit", 1, MAX_LIMIT))] = HISTORY_PAGE,
-    offset: Annotated[int, typer.Option("--offset", help="Skip this many boundaries before the page.",
-                                        callback=bounded("--offset", 0, INT64_MAX))] = 0,
-    full: Annotated[bool, typer.Option("--full", help="With --json: each boundary's whole summary, not a preview.")] = False,
+    recompact: Annotated[
+        Optional[str],
+        typer.Option(
+            "--recompact",
+            help="With --boundary: summarize K's span again "
+            "with extractive, anthropic, mask or user-only; show it, its gate report and a diff "
+            "against the recorded summary. Nothing is written.",
+        ),
+    ] = None,
+    limit: Annotated[
+        int,
+        typer.Option(
+            "--limit",
+            "-n",
+            help="List at most this many boundaries (one page).",
+            callback=bounded("--limit", 1, MAX_LIMIT),
+        ),
+    ] = HISTORY_PAGE,
+    offset: Annotated[
+        int,
+        typer.Option(
+            "--offset", help="Skip this many boundaries before the page.", callback=bounded("--offset", 0, INT64_MAX)
+        ),
+    ] = 0,
+    full: Annotated[
+        bool, typer.Option("--full", help="With --json: each boundary's whole summary, not a preview.")
+    ] = False,
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -132,11 +188,13 @@ def history_cmd(
     if summary and boundary is None:
         raise UsageError("--summary needs --boundary K")
     if full and not json_out:
-        raise UsageError("--full needs --json (the table shows each summary's first line; "
-                         "--boundary K --summary prints one whole)")
+        raise UsageError(
+            "--full needs --json (the table shows each summary's first line; --boundary K --summary prints one whole)"
+        )
     if boundary is not None and (limit != HISTORY_PAGE or offset):
-        raise UsageError("--limit and --offset page the list of boundaries; with --boundary K the view before K "
-                         "is shown whole")
+        raise UsageError(
+            "--limit and --offset page the list of boundaries; with --boundary K the view before K is shown whole"
+        )
     if recompact is not None:
         from .recompactcmd import show_recompaction
 
@@ -169,8 +227,18 @@ def _list_boundaries(s: Session, json_out: bool, limit: int, offset: int, full: 
     title = f"history of {s.id}: {total} boundar{'y' if total == 1 else 'ies'}"
     if found and (offset or len(found) < total):
         title += f" (showing {found[0].index}-{found[-1].index}; --offset/--limit page on)"
-    rows = [(str(b.index), fmt_time(b.created_at), b.kind, b.trigger, f"{b.pre_tokens:,} → {b.post_tokens:,}",
-             str(b.messages_summarized), preview(b.summary_line, 60)) for b in found]
+    rows = [
+        (
+            str(b.index),
+            fmt_time(b.created_at),
+            b.kind,
+            b.trigger,
+            f"{b.pre_tokens:,} → {b.post_tokens:,}",
+            str(b.messages_summarized),
+            preview(b.summary_line, 60),
+        )
+        for b in found
+    ]
     echo(one_line(title))
     from .forkcmd import lineage_of
 
@@ -184,8 +252,10 @@ def _plain_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> s
     """Aligned columns as plain text: a page of history prints in a millisecond (a Rich table takes ~3 ms a row)."""
     rows = [tuple(map(one_line, r)) for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
-             "  ".join("-" * w for w in widths)]
+    lines = [
+        "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
+        "  ".join("-" * w for w in widths),
+    ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)
 
@@ -197,37 +267,69 @@ def _show_boundary(s: Session, index: int, json_out: bool) -> None:
     entries = hist.view_before(s, index)
     summarized = hist.summarized_messages(s, index)
     if json_out:
-        print_json({
-            "session": s.id,
-            "view_version": b.replaced_version,
-            "tokens": sum(e.tokens for e in entries),
-            "messages": to_api_messages(entries),
-            "entries": [e.to_dict() for e in entries],
-            "boundary": b.to_dict(),
-            "summarized": [m.to_dict() for m in summarized],
-        })
+        print_json(
+            {
+                "session": s.id,
+                "view_version": b.replaced_version,
+                "tokens": sum(e.tokens for e in entries),
+                "messages": to_api_messages(entries),
+                "entries": [e.to_dict() for e in entries],
+                "boundary": b.to_dict(),
+                "summarized": [m.to_dict() for m in summarized],
+            }
+        )
         return
-    echo(f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
-         f"{b.pre_tokens:,} tokens; {len(summarized)} summarized")
+    echo(
+        f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
+        f"{b.pre_tokens:,} tokens; {len(summarized)} summarized"
+    )
     summarized_seqs = {m.seq for m in summarized}
     shown = short_ids([e.uuid for e in entries])
-    rows = [(str(e.position), e.role, e.subtype or e.type, str(e.tokens), shown[e.uuid],
-             ("✂ " if e.seq in summarized_seqs else "") + preview(e.content)) for e in entries]
+    rows = [
+        (
+            str(e.position),
+            e.role,
+            e.subtype or e.type,
+            str(e.tokens),
+            shown[e.uuid],
+            ("✂ " if e.seq in summarized_seqs else "") + preview(e.content),
+        )
+        for e in entries
+    ]
     echo(_plain_table(("#", "role", "type", "tokens", "uuid", "content"), rows))
 
 
 def export_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    format: Annotated[str, typer.Option("--format", "-f", help="jsonl, markdown, html, claude-code (or codex, with --install).")] = "jsonl",
+    format: Annotated[
+        str, typer.Option("--format", "-f", help="jsonl, markdown, html, claude-code (or codex, with --install).")
+    ] = "jsonl",
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write here instead of stdout ('-').")] = None,
-    redact_secrets: Annotated[bool, typer.Option(
-        "--redact", help="Replace each credential found (keys, tokens, URL passwords) by [REDACTED:<kind>].")] = False,
-    install: Annotated[bool, typer.Option("--install", help="With -f claude-code or codex: write the active view "
-                       "where that tool resumes from (a new session id) and print the resume command.")] = False,
-    claude_dir: Annotated[Optional[str], typer.Option("--claude-dir", help="With --install: Claude Code's config "
-                          "folder (default $CLAUDE_CONFIG_DIR or ~/.claude).")] = None,
-    codex_home: Annotated[Optional[str], typer.Option("--codex-home", help="With --install: Codex's home "
-                          "(default $CODEX_HOME or ~/.codex).")] = None,
+    redact_secrets: Annotated[
+        bool,
+        typer.Option(
+            "--redact", help="Replace each credential found (keys, tokens, URL passwords) by [REDACTED:<kind>]."
+        ),
+    ] = False,
+    install: Annotated[
+        bool,
+        typer.Option(
+            "--install",
+            help="With -f claude-code or codex: write the active view "
+            "where that tool resumes from (a new session id) and print the resume command.",
+        ),
+    ] = False,
+    claude_dir: Annotated[
+        Optional[str],
+        typer.Option(
+            "--claude-dir",
+            help="With --install: Claude Code's config folder (default $CLAUDE_CONFIG_DIR or ~/.claude).",
+        ),
+    ] = None,
+    codex_home: Annotated[
+        Optional[str],
+        typer.Option("--codex-home", help="With --install: Codex's home (default $CODEX_HOME or ~/.codex)."),
+    ] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -288,5 +390,8 @@ def _say_secrets(stream: SecretFilter, session_id: str) -> None:
     if stream.redact:
         echo(f"redacted {stream.found} secret(s)", err=True)
     elif stream.found:
-        echo(f"hint: this export holds {stream.found} secret(s) (keys, tokens, passwords); before sharing "
-                   f"it, export again with --redact (`sessionstore secrets {session_id}` lists them)", err=True)
+        echo(
+            f"hint: this export holds {stream.found} secret(s) (keys, tokens, passwords); before sharing "
+            f"it, export again with --redact (`sessionstore secrets {session_id}` lists them)",
+            err=True,
+        )

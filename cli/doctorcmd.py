@@ -16,7 +16,12 @@ def doctor_cmd(
     session: Annotated[Optional[str], typer.Argument(help="Check only this session (id or unique prefix).")] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
-    fix: Annotated[bool, typer.Option("--repair", help="Recompute derived counters and rebuild the search index (never deletes transcript rows).")] = False,
+    fix: Annotated[
+        bool,
+        typer.Option(
+            "--repair", help="Recompute derived counters and rebuild the search index (never deletes transcript rows)."
+        ),
+    ] = False,
 ) -> None:
     """Check the database and every session (or one); exit 1 when a problem is found.
 

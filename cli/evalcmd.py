@@ -22,9 +22,15 @@ def register(app: typer.Typer) -> None:
 def eval_cmd(
     sessions: Annotated[Optional[list[str]], typer.Argument(help="Session ids (or unique prefixes).")] = None,
     all_sessions: Annotated[bool, typer.Option("--all", help="Every session in the store.")] = False,
-    strategy: Annotated[Optional[list[str]], typer.Option(
-        "--strategy", "-s", help="extractive, gated, anthropic, recorded, mask, user-only (repeat; default: all but "
-        "anthropic, which calls the real API only when asked).")] = None,
+    strategy: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--strategy",
+            "-s",
+            help="extractive, gated, anthropic, recorded, mask, user-only (repeat; default: all but "
+            "anthropic, which calls the real API only when asked).",
+        ),
+    ] = None,
     model: Annotated[Optional[str], typer.Option(help="Model of the anthropic strategy.")] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
@@ -46,11 +52,18 @@ def eval_cmd(
     if bool(sessions) == all_sessions:
         raise UsageError("give one or more sessions, or --all")
     with open_store(db) as store:
-        targets = ([store.get(r["id"]) for r in _every_session(store)] if all_sessions
-                   else [store.get(s) for s in sessions or []])
-        results = evaluate(targets, chosen, _summarizers(chosen, model),
-                           budget=store.config.user_messages_budget_tokens,
-                           progress=None if json_out else (lambda what: err_console.print(f"eval {what}")))
+        targets = (
+            [store.get(r["id"]) for r in _every_session(store)]
+            if all_sessions
+            else [store.get(s) for s in sessions or []]
+        )
+        results = evaluate(
+            targets,
+            chosen,
+            _summarizers(chosen, model),
+            budget=store.config.user_messages_budget_tokens,
+            progress=None if json_out else (lambda what: err_console.print(f"eval {what}")),
+        )
     summary = medians(results, chosen)
     if json_out:
         print_json({"strategies": chosen, "spans": [r.to_dict() for r in results], "median": summary})
@@ -58,7 +71,7 @@ def eval_cmd(
     _print_table(summary)
     for name in chosen:
         if not summary.get(name, {}).get("spans"):
-            why = (" (only boundaries imported from Claude Code or Codex have one)" if name == "recorded" else "")
+            why = " (only boundaries imported from Claude Code or Codex have one)" if name == "recorded" else ""
             err_console.print(f"note: {name} scored no span{why}")
 
 
@@ -88,15 +101,22 @@ def _summarizers(chosen: list[str], model: Optional[str]) -> dict[str, Summarize
 def _print_table(summary: dict[str, Any]) -> None:
     from sessionstore.compaction.facts import FACT_KINDS
 
-    table = Table(title="compaction strategies, medians over all spans: ratio = tokens after/before; "
-                        "per fact kind, the share kept verbatim (gated: or by a recall reference)")
+    table = Table(
+        title="compaction strategies, medians over all spans: ratio = tokens after/before; "
+        "per fact kind, the share kept verbatim (gated: or by a recall reference)"
+    )
     heads = {"user_messages": "users", "paths": "paths", "failures": "failures", "open_items": "open items"}
-    for col in ("strategy", "spans", "ratio", "tokens", *(heads.get(kind, kind) for kind in FACT_KINDS),
-                "users lost"):
+    for col in ("strategy", "spans", "ratio", "tokens", *(heads.get(kind, kind) for kind in FACT_KINDS), "users lost"):
         table.add_column(col, justify="right", no_wrap=True)
     for name, row in summary.items():
         shares = ["–" if v is None else f"{v:.0%}" for v in row["retention"].values()]
         lost = row.get("lost_user_messages")
-        table.add_row(name, str(row["spans"]), f"{row['ratio']:.3f}", f"{row['tokens']:,}", *shares,
-                      "–" if lost is None else str(lost))
+        table.add_row(
+            name,
+            str(row["spans"]),
+            f"{row['ratio']:.3f}",
+            f"{row['tokens']:,}",
+            *shares,
+            "–" if lost is None else str(lost),
+        )
     console.print(table)

@@ -19,11 +19,23 @@ def register(app: typer.Typer) -> None:
 
 def fork_cmd(
     session: Annotated[str, typer.Argument(help="Session id, source id, or a unique prefix of either.")],
-    at: Annotated[Optional[str], typer.Option("--at", help="Fork the view as it stood right after this message: "
-                                              "its seq (a number) or its uuid (or a unique prefix).")] = None,
-    before_boundary: Annotated[Optional[int], typer.Option(
-        "--before-boundary", "-b", help="Fork exactly the view the model saw before boundary K (from 1).",
-        callback=bounded("--before-boundary", 1, INT64_MAX))] = None,
+    at: Annotated[
+        Optional[str],
+        typer.Option(
+            "--at",
+            help="Fork the view as it stood right after this message: "
+            "its seq (a number) or its uuid (or a unique prefix).",
+        ),
+    ] = None,
+    before_boundary: Annotated[
+        Optional[int],
+        typer.Option(
+            "--before-boundary",
+            "-b",
+            help="Fork exactly the view the model saw before boundary K (from 1).",
+            callback=bounded("--before-boundary", 1, INT64_MAX),
+        ),
+    ] = None,
     title: Annotated[Optional[str], typer.Option(help="The fork's title (default: the parent's).")] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
@@ -51,13 +63,24 @@ def fork_cmd(
         tokens = fork.view_tokens
     info = chain[0]
     if json_out:
-        print_json({"id": fork.id, "title": fork.title, "entries": entries, "view_tokens": tokens,
-                    "fork": info.to_dict(), "lineage": [x.parent_id for x in chain]})
+        print_json(
+            {
+                "id": fork.id,
+                "title": fork.title,
+                "entries": entries,
+                "view_tokens": tokens,
+                "fork": info.to_dict(),
+                "lineage": [x.parent_id for x in chain],
+            }
+        )
         return
     typer.echo(fork.id)
-    typer.echo(f"forked from {info.parent_id} {one_line(info.point)}: {entries} entries, {tokens:,} tokens "
-               f"(continue it: sessionstore chat {fork.id[:8]}; hand it back: sessionstore export {fork.id[:8]} "
-               "--format claude-code --install)", err=True)
+    typer.echo(
+        f"forked from {info.parent_id} {one_line(info.point)}: {entries} entries, {tokens:,} tokens "
+        f"(continue it: sessionstore chat {fork.id[:8]}; hand it back: sessionstore export {fork.id[:8]} "
+        "--format claude-code --install)",
+        err=True,
+    )
 
 
 def lineage_line(info: Lineage | None, children: list[Lineage]) -> str | None:
@@ -67,8 +90,11 @@ def lineage_line(info: Lineage | None, children: list[Lineage]) -> str | None:
         gone = "" if info.parent_exists else " (deleted)"
         parts.append(f"forked from {info.parent_id}{gone} {one_line(info.point)}")
     if children:
-        parts.append(f"{len(children)} fork{'s' if len(children) != 1 else ''}: "
-                     + ", ".join(c.session_id[:8] for c in children[:5]) + (", ..." if len(children) > 5 else ""))
+        parts.append(
+            f"{len(children)} fork{'s' if len(children) != 1 else ''}: "
+            + ", ".join(c.session_id[:8] for c in children[:5])
+            + (", ..." if len(children) > 5 else "")
+        )
     return "; ".join(parts) or None
 
 
@@ -78,8 +104,7 @@ def lineage_of(store: Any, session_id: str) -> str | None:
     return lineage_line(chain[0] if chain else None, forks_of(store.db, session_id, limit=6))
 
 
-def install(store: Any, session: str, fmt: str, claude_dir: str | None, codex_home: str | None,
-            json_out: bool) -> None:
+def install(store: Any, session: str, fmt: str, claude_dir: str | None, codex_home: str | None, json_out: bool) -> None:
     """`export --format claude-code|codex --install`: write where the tool resumes from and print the command."""
     from sessionstore.interchange.install import install_claude_code, install_codex
 

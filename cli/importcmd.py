@@ -15,22 +15,32 @@ from rich.table import Table
 from sessionstore import SessionStoreError
 from sessionstore.storage.output import STDIO
 
-from .common import (DbOption, JsonOption, UsageError, cell, console, echo, err_console, one_line, open_store,
-                     print_json)
+from .common import DbOption, JsonOption, UsageError, cell, console, echo, err_console, one_line, open_store, print_json
 
 if TYPE_CHECKING:
     from sessionstore.interchange.importing import ImportResult
 
-app = typer.Typer(help="Import transcripts you already have (Claude Code JSONL, Codex rollouts, our jsonl export).",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Import transcripts you already have (Claude Code JSONL, Codex rollouts, our jsonl export).",
+    no_args_is_help=True,
+)
 
-PathsArg = Annotated[list[str], typer.Argument(help="Files, or directories searched for *.jsonl (sub-agents "
-                                                     "included); '-' reads one file from stdin.")]
+PathsArg = Annotated[
+    list[str],
+    typer.Argument(
+        help="Files, or directories searched for *.jsonl (sub-agents included); '-' reads one file from stdin."
+    ),
+]
 StrictOption = Annotated[bool, typer.Option("--strict", help="Import nothing from a file with warnings; exit 2.")]
-ProgressOption = Annotated[Optional[bool], typer.Option("--progress/--no-progress",
-                                                         help="Progress bar (default: on a terminal).")]
-FollowOption = Annotated[bool, typer.Option(
-    "--follow-symlinks", help="Also import files under a folder whose link leads out of it (skipped by default).")]
+ProgressOption = Annotated[
+    Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).")
+]
+FollowOption = Annotated[
+    bool,
+    typer.Option(
+        "--follow-symlinks", help="Also import files under a folder whose link leads out of it (skipped by default)."
+    ),
+]
 
 
 def register(root: typer.Typer) -> None:
@@ -39,9 +49,14 @@ def register(root: typer.Typer) -> None:
 
 
 @app.command("claude-code")
-def claude_code_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False,
-                    json_out: JsonOption = False, progress: ProgressOption = None,
-                    follow_symlinks: FollowOption = False) -> None:
+def claude_code_cmd(
+    paths: PathsArg,
+    db: DbOption = None,
+    strict: StrictOption = False,
+    json_out: JsonOption = False,
+    progress: ProgressOption = None,
+    follow_symlinks: FollowOption = False,
+) -> None:
     """Import Claude Code transcripts (~/.claude/projects/<project>/*.jsonl).
 
     Re-importing adds nothing; a file that has grown adds only its new lines.
@@ -52,9 +67,14 @@ def claude_code_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption =
 
 
 @app.command("codex")
-def codex_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False,
-              json_out: JsonOption = False, progress: ProgressOption = None,
-              follow_symlinks: FollowOption = False) -> None:
+def codex_cmd(
+    paths: PathsArg,
+    db: DbOption = None,
+    strict: StrictOption = False,
+    json_out: JsonOption = False,
+    progress: ProgressOption = None,
+    follow_symlinks: FollowOption = False,
+) -> None:
     """Import Codex CLI rollout files (~/.codex/sessions/**/rollout-*.jsonl).
 
     Example: sessionstore import codex ~/.codex/sessions
@@ -63,9 +83,14 @@ def codex_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False
 
 
 @app.command("jsonl")
-def jsonl_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False,
-              json_out: JsonOption = False, progress: ProgressOption = None,
-              follow_symlinks: FollowOption = False) -> None:
+def jsonl_cmd(
+    paths: PathsArg,
+    db: DbOption = None,
+    strict: StrictOption = False,
+    json_out: JsonOption = False,
+    progress: ProgressOption = None,
+    follow_symlinks: FollowOption = False,
+) -> None:
     """Import sessions written by `sessionstore export --format jsonl` (into another store, say).
 
     The transcript comes back exactly (exporting it again gives the same
@@ -76,8 +101,15 @@ def jsonl_cmd(paths: PathsArg, db: DbOption = None, strict: StrictOption = False
     _run("jsonl", paths, db, strict, json_out, progress, follow_symlinks)
 
 
-def _run(source: str, paths: list[str], db: str | None, strict: bool, json_out: bool, show: bool | None,
-         follow_symlinks: bool = False) -> None:
+def _run(
+    source: str,
+    paths: list[str],
+    db: str | None,
+    strict: bool,
+    json_out: bool,
+    show: bool | None,
+    follow_symlinks: bool = False,
+) -> None:
     if paths.count(STDIO) > 1:
         raise UsageError("'-' (stdin) can be given only once")
     with tempfile.TemporaryDirectory(prefix="sessionstore-stdin-") as spool:
@@ -110,8 +142,9 @@ def _relabel(results: list[ImportResult], spooled: str) -> None:
             r.warnings = [w.replace(spooled, STDIO) for w in r.warnings]
 
 
-def _import(source: str, paths: list[str], db: str | None, strict: bool, show: bool | None,
-            follow_symlinks: bool = False) -> list[ImportResult]:
+def _import(
+    source: str, paths: list[str], db: str | None, strict: bool, show: bool | None, follow_symlinks: bool = False
+) -> list[ImportResult]:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     from sessionstore.interchange.importing import import_paths, transcript_files
@@ -126,11 +159,18 @@ def _import(source: str, paths: list[str], db: str | None, strict: bool, show: b
     show = sys.stderr.isatty() if show is None else show
     with open_store(db, create=True) as store:
         if show:
-            with Progress(TextColumn("importing"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                          TimeRemainingColumn(), console=err_console) as bar:
+            with Progress(
+                TextColumn("importing"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=err_console,
+            ) as bar:
                 task = bar.add_task("import", total=total)
-                results = import_paths(store, files, source=source, strict=strict,
-                                       progress=lambda n: bar.advance(task, n))
+                results = import_paths(
+                    store, files, source=source, strict=strict, progress=lambda n: bar.advance(task, n)
+                )
         else:
             results = import_paths(store, files, source=source, strict=strict)
     return results
@@ -152,8 +192,11 @@ def _report(results: list[ImportResult], json_out: bool) -> None:
         if warnings and not nothing:
             sys.stderr.write(f"{warnings} warning(s); everything else was imported\n")
     if nothing:
-        raise UsageError(f"nothing imported: {results[0].warnings[0]}" if len(results) == 1
-                         else f"nothing imported: none of the {len(results)} files holds a message")
+        raise UsageError(
+            f"nothing imported: {results[0].warnings[0]}"
+            if len(results) == 1
+            else f"nothing imported: none of the {len(results)} files holds a message"
+        )
 
 
 def _table(results: list[ImportResult]) -> None:
@@ -164,6 +207,13 @@ def _table(results: list[ImportResult]) -> None:
     rest = console.width - sum(w for _, w in columns) - 3 * (len(columns) + 1) - 1
     table.add_column("file", no_wrap=True, overflow="ellipsis", width=max(12, rest))
     for r in results:
-        table.add_row(r.status, (r.session_id or "")[:8], str(r.lines_added), str(r.messages_added), str(r.boundaries),
-                      str(len(r.warnings)), cell(os.path.basename(r.path)))
+        table.add_row(
+            r.status,
+            (r.session_id or "")[:8],
+            str(r.lines_added),
+            str(r.messages_added),
+            str(r.boundaries),
+            str(len(r.warnings)),
+            cell(os.path.basename(r.path)),
+        )
     console.print(table)

@@ -26,8 +26,9 @@ def prepare_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would happen; write nothing.")] = False,
     messages: Annotated[bool, typer.Option("--messages", help="Include the messages to send (needs --json).")] = False,
     now: Annotated[Optional[str], typer.Option(help="Pretend it is this ISO-8601 time (idle trigger).")] = None,
-    query_source: Annotated[str, typer.Option(
-        help="Who makes the call: main, compact, session_memory, or agent:NAME for a subagent.")] = "main",
+    query_source: Annotated[
+        str, typer.Option(help="Who makes the call: main, compact, session_memory, or agent:NAME for a subagent.")
+    ] = "main",
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -62,13 +63,22 @@ def prepare_cmd(
     for col in ("layer", "acted", "view tokens before", "view tokens after", "items", "notes"):
         table.add_column(col, overflow="fold")
     for name, layer in prepared.report.items():
-        table.add_row(name, "yes" if layer.acted else "no", f"{layer.tokens_before:,}", f"{layer.tokens_after:,}",
-                      str(layer.items), _notes(name, layer.details))
+        table.add_row(
+            name,
+            "yes" if layer.acted else "no",
+            f"{layer.tokens_before:,}",
+            f"{layer.tokens_after:,}",
+            str(layer.items),
+            _notes(name, layer.details),
+        )
     console.print(table)
     auto = prepared.report["autocompact"].details
-    console.print(f"threshold {auto['autocompact_threshold']:,} · warning at {auto['warning_at']:,} · "
-                  f"above threshold: {'yes' if prepared.above_threshold else 'no'} · "
-                  f"warning: {_warning_text(prepared, auto)}", highlight=False)
+    console.print(
+        f"threshold {auto['autocompact_threshold']:,} · warning at {auto['warning_at']:,} · "
+        f"above threshold: {'yes' if prepared.above_threshold else 'no'} · "
+        f"warning: {_warning_text(prepared, auto)}",
+        highlight=False,
+    )
 
 
 def _warning_text(prepared: Prepared, auto: dict[str, Any]) -> str:
@@ -76,13 +86,16 @@ def _warning_text(prepared: Prepared, auto: dict[str, Any]) -> str:
     if prepared.context_left_percent is None:
         left = f"no context is left before auto-compact: its threshold is {auto['autocompact_threshold']:,} tokens"
     else:
-        left = (f"{prepared.context_left_percent}% of the context ({prepared.tokens_until_autocompact:,} tokens) "
-                f"left before auto-compact")
+        left = (
+            f"{prepared.context_left_percent}% of the context ({prepared.tokens_until_autocompact:,} tokens) "
+            f"left before auto-compact"
+        )
     if not prepared.warning:
         return f"no ({left})"
     if auto["warning_at"] <= 0:
-        return (f"yes ({left}; this window leaves no room for the 20,000-token warning buffer, "
-                "so the warning is always on)")
+        return (
+            f"yes ({left}; this window leaves no room for the 20,000-token warning buffer, so the warning is always on)"
+        )
     return f"yes ({left})"
 
 

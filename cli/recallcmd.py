@@ -16,9 +16,15 @@ def register(app: typer.Typer) -> None:
 
 def recall_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    boundary: Annotated[Optional[str], typer.Option(
-        "--boundary", "-b", help="Boundary K (default: the latest), or a range A..B: the messages recorded from "
-        "boundary A-1 to boundary B, as a summary's condensed references name them.")] = None,
+    boundary: Annotated[
+        Optional[str],
+        typer.Option(
+            "--boundary",
+            "-b",
+            help="Boundary K (default: the latest), or a range A..B: the messages recorded from "
+            "boundary A-1 to boundary B, as a summary's condensed references name them.",
+        ),
+    ] = None,
     query: Annotated[Optional[str], typer.Option("--query", "-q", help="Only messages containing this text.")] = None,
     around: Annotated[Optional[str], typer.Option("--around", help="This message uuid and its neighbours.")] = None,
     max_tokens: Annotated[int, typer.Option(help="Token budget of the answer.")] = 4000,
@@ -39,8 +45,9 @@ def recall_cmd(
     from sessionstore.storage.recall import recall
 
     with open_store(db, read_only=True) as store:
-        found = recall(store.get(session), boundary, query=query, around_uuid=around, max_tokens=max_tokens,
-                       cursor=cursor)
+        found = recall(
+            store.get(session), boundary, query=query, around_uuid=around, max_tokens=max_tokens, cursor=cursor
+        )
     if json_out:
         print_json(found.to_dict())
     else:

@@ -18,8 +18,13 @@ def show_recompaction(db: Optional[str], session: str, boundary: int, strategy: 
     summarizer = make_summarizer(strategy) if strategy in ("extractive", "anthropic") else None
     with open_store(db, read_only=True) as store:
         try:
-            result = recompact(store.get(session), boundary, strategy, summarizer=summarizer,
-                               budget=store.config.user_messages_budget_tokens)
+            result = recompact(
+                store.get(session),
+                boundary,
+                strategy,
+                summarizer=summarizer,
+                budget=store.config.user_messages_budget_tokens,
+            )
         except SummarizerError as exc:
             raise UsageError(str(exc)) from exc
     if json_out:

@@ -10,8 +10,18 @@ from rich.text import Text
 
 from sessionstore.storage.search import LIMIT_MAX, MARK_CLOSE, MARK_OPEN, Hit
 
-from .common import (MAX_LIMIT, DbOption, JsonOption, bounded, cell, console, err_console, one_line, open_store,
-                     print_json)
+from .common import (
+    MAX_LIMIT,
+    DbOption,
+    JsonOption,
+    bounded,
+    cell,
+    console,
+    err_console,
+    one_line,
+    open_store,
+    print_json,
+)
 
 #: Messages waiting to be indexed from which the first search shows a progress bar.
 PROGRESS_FROM = 5_000
@@ -53,7 +63,9 @@ def search_cmd(
     session: Annotated[Optional[str], typer.Option("--session", help="Only this session (id or prefix).")] = None,
     role: Annotated[Optional[str], typer.Option(help="user, assistant, tool or summary.")] = None,
     since: Annotated[Optional[str], typer.Option(help="A date (2026-11-01) or an age (7d, 12h, 2w).")] = None,
-    cwd: Annotated[Optional[str], typer.Option(help="Only sessions whose working directory is under this path.")] = None,
+    cwd: Annotated[
+        Optional[str], typer.Option(help="Only sessions whose working directory is under this path.")
+    ] = None,
     in_: Annotated[str, typer.Option("--in", help="active, compacted or all.")] = "all",
     limit: Annotated[int, typer.Option(help="How many hits at most.", callback=bounded("--limit", 1, MAX_LIMIT))] = 20,
     db: DbOption = None,
@@ -65,13 +77,15 @@ def search_cmd(
     with open_store(db, read_only=True) as store:
         _catch_up_with_progress(store)
         # One hit past the page tells whether the page holds them all (then `total` is exact).
-        hits = store.search(query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_,
-                            limit=min(limit + 1, LIMIT_MAX))
+        hits = store.search(
+            query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_, limit=min(limit + 1, LIMIT_MAX)
+        )
     more = len(hits) > limit
     hits = hits[:limit]
     if json_out:
-        print_json({"query": query, "total": None if more else len(hits), "more": more,
-                    "hits": [h.to_dict() for h in hits]})
+        print_json(
+            {"query": query, "total": None if more else len(hits), "more": more, "hits": [h.to_dict() for h in hits]}
+        )
         return
     print_hits(query, hits)
 
@@ -87,8 +101,12 @@ def _catch_up_with_progress(store: Any) -> None:
         return
     with Progress(console=err_console, transient=True) as bar:
         task = bar.add_task(f"indexing {waiting:,} messages for search", total=waiting)
-        catch_up(store.db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars,
-                 progress=lambda n: bar.advance(task, n))
+        catch_up(
+            store.db,
+            max_chars=store.config.search_max_chars,
+            batch_chars=store.config.search_batch_chars,
+            progress=lambda n: bar.advance(task, n),
+        )
 
 
 def _expand(path: Optional[str]) -> Optional[str]:

@@ -57,6 +57,10 @@ def _table(findings: list[SecretFinding]) -> Table:
     table = Table("session", "seq", "uuid", "where", "kind", "preview")
     sessions, uuids = short_ids([f.session for f in findings]), short_ids([f.uuid for f in findings])
     for f in findings:
-        table.add_row(*(Text(one_line(cell)) for cell in (sessions[f.session], str(f.seq), uuids[f.uuid], f.where,
-                                                          f.kind, f.preview)))
+        table.add_row(
+            *(
+                Text(one_line(cell))
+                for cell in (sessions[f.session], str(f.seq), uuids[f.uuid], f.where, f.kind, f.preview)
+            )
+        )
     return table

@@ -39,18 +39,33 @@ def show_cmd(
         print_json(info.to_dict())
         return
     m = info.message
-    head = [("session", info.session_id), ("seq", str(m.seq)), ("uuid", m.uuid), ("parent", m.parent_uuid or "-"),
-            ("role", m.role), ("type", m.type + (f" / {m.subtype}" if m.subtype else "")),
-            ("timestamp", m.timestamp or "-"), ("api message", m.api_message_id or "-"),
-            ("tokens", f"{m.tokens:,} (estimate)"), ("in view", "yes" if info.in_view else "no")]
+    head = [
+        ("session", info.session_id),
+        ("seq", str(m.seq)),
+        ("uuid", m.uuid),
+        ("parent", m.parent_uuid or "-"),
+        ("role", m.role),
+        ("type", m.type + (f" / {m.subtype}" if m.subtype else "")),
+        ("timestamp", m.timestamp or "-"),
+        ("api message", m.api_message_id or "-"),
+        ("tokens", f"{m.tokens:,} (estimate)"),
+        ("in view", "yes" if info.in_view else "no"),
+    ]
     if m.usage:
-        head.append(("usage", ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in m.usage.items())))
+        head.append(
+            ("usage", ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in m.usage.items()))
+        )
     flags = [name for name, on in (("meta", m.is_meta), ("compact summary", m.is_compact_summary)) if on]
     if flags:
         head.append(("flags", ", ".join(flags)))
     for spill in info.spills:
-        head.append(("spill", f"{spill['tool_use_id']} {spill['kind']}, {int(spill['original_size'] or 0):,} bytes "
-                              f"(sessionstore spill cat {info.session_id} {spill['tool_use_id']})"))
+        head.append(
+            (
+                "spill",
+                f"{spill['tool_use_id']} {spill['kind']}, {int(spill['original_size'] or 0):,} bytes "
+                f"(sessionstore spill cat {info.session_id} {spill['tool_use_id']})",
+            )
+        )
     for b in info.boundaries:
         head.append(("boundary", f"{b['boundary']} ({b['kind']}): {b['as']}"))
     for label, value in head:

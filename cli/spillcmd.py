@@ -47,8 +47,9 @@ def list_cmd(session: SessionArg, db: DbOption = None, json_out: JsonOption = Fa
     for col in ("tool_use_id", "now shown", "bytes", "sha256", "spilled"):
         table.add_column(col, overflow="fold")
     for s in spills:
-        table.add_row(cell(s.tool_use_id), cell(s.kind), f"{s.original_size:,}", cell(s.blob_sha256[:12]),
-                      fmt_time(s.created_at))
+        table.add_row(
+            cell(s.tool_use_id), cell(s.kind), f"{s.original_size:,}", cell(s.blob_sha256[:12]), fmt_time(s.created_at)
+        )
     console.print(table)
 
 

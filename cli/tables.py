@@ -48,7 +48,7 @@ def short_path(path: str | None, width: int) -> str:
     flat = one_line(path or "")
     if width <= 0:
         return ""
-    return flat if len(flat) <= width else "…" + flat[len(flat) - width + 1:]
+    return flat if len(flat) <= width else "…" + flat[len(flat) - width + 1 :]
 
 
 def short_time(epoch: float | None, now: float | None = None) -> str:
@@ -75,19 +75,36 @@ def when(timestamp: str | None, fallback: float | None = None) -> str:
 COST_COLUMN_FROM = 100
 
 
-def sessions_table(rows: list[dict[str, Any]], width: int,
-                   source_id: Callable[[dict[str, Any]], str] | None = None,
-                   costs: dict[str, str] | None = None) -> Table:
+def sessions_table(
+    rows: list[dict[str, Any]],
+    width: int,
+    source_id: Callable[[dict[str, Any]], str] | None = None,
+    costs: dict[str, str] | None = None,
+) -> Table:
     """One line per session at any width: long titles end in an ellipsis, model names are shortened.
 
     `source_id` gives an imported session's id in its source tool; the column shows when any row has one.
     `costs` (session id -> cost text) adds a cost column from COST_COLUMN_FROM columns up.
     """
     ids = [source_id(r) if source_id else "" for r in rows]
-    cells = [tuple(map(one_line, (r["id"][:8], ids[i], _forked(r) + " ".join((r["title"] or "").split()),
-                                  short_model(r["model"]), f"{r['messages']:,}", f"{r['view_tokens']:,}",
-                                  short_time(r["updated_at"]), (costs or {}).get(r["id"], ""))))
-             for i, r in enumerate(rows)]
+    cells = [
+        tuple(
+            map(
+                one_line,
+                (
+                    r["id"][:8],
+                    ids[i],
+                    _forked(r) + " ".join((r["title"] or "").split()),
+                    short_model(r["model"]),
+                    f"{r['messages']:,}",
+                    f"{r['view_tokens']:,}",
+                    short_time(r["updated_at"]),
+                    (costs or {}).get(r["id"], ""),
+                ),
+            )
+        )
+        for i, r in enumerate(rows)
+    ]
     heads = ("id", "source id", "title", "model", "msgs", "tokens", "updated", "cost")
     with_cost = costs is not None and width >= COST_COLUMN_FROM
     shown = [i for i in range(len(heads)) if (i != 1 or any(ids)) and (i != 7 or with_cost)]
@@ -101,8 +118,13 @@ def sessions_table(rows: list[dict[str, Any]], width: int,
     widths[2] = max(6, min(widths[2], width - _fixed(widths, shown)))
     table = Table(title=f"sessions ({len(rows)}; ids shortened: any unique prefix of an id or source id works)")
     for i in shown:
-        table.add_column(heads[i], no_wrap=True, overflow="ellipsis", width=widths[i],
-                         justify="right" if heads[i] in ("msgs", "tokens", "cost") else "left")
+        table.add_column(
+            heads[i],
+            no_wrap=True,
+            overflow="ellipsis",
+            width=widths[i],
+            justify="right" if heads[i] in ("msgs", "tokens", "cost") else "left",
+        )
     for c in cells:
         table.add_row(*(Text(c[i]) for i in shown))
     return table

@@ -11,8 +11,16 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionstore.sanitize import one_line
-from sessionstore.usage import (GROUPINGS, Usage, UsageReport, UsageRow, cost_text, hit_rate_text, short_count,
-                                usage_report)
+from sessionstore.usage import (
+    GROUPINGS,
+    Usage,
+    UsageReport,
+    UsageRow,
+    cost_text,
+    hit_rate_text,
+    short_count,
+    usage_report,
+)
 
 from .common import DbOption, JsonOption, UsageError, console, open_store, print_json
 
@@ -34,8 +42,12 @@ Examples:
 """
 
 #: Numeric columns of the table and CSV: (heading, Usage attribute).
-COLUMNS = (("input", "input_tokens"), ("cache wr", "cache_write"), ("cache rd", "cache_read"),
-           ("output", "output_tokens"))
+COLUMNS = (
+    ("input", "input_tokens"),
+    ("cache wr", "cache_write"),
+    ("cache rd", "cache_read"),
+    ("output", "output_tokens"),
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -49,10 +61,13 @@ def usage_cmd(
     until: Annotated[Optional[str], typer.Option(help="A date (counted through its end) or an ISO time.")] = None,
     session: Annotated[Optional[str], typer.Option(help="Only this session and its sub-agents (id or prefix).")] = None,
     cwd: Annotated[Optional[str], typer.Option(help="Only sessions whose working directory is under this.")] = None,
-    fold_subagents: Annotated[bool, typer.Option("--fold-subagents",
-                                                 help="Count sub-agent sessions in their main session's row.")] = False,
-    prices: Annotated[Optional[str], typer.Option(help="A price file over the shipped table (JSON, same format).",
-                                                  envvar="SESSIONSTORE_PRICES")] = None,
+    fold_subagents: Annotated[
+        bool, typer.Option("--fold-subagents", help="Count sub-agent sessions in their main session's row.")
+    ] = False,
+    prices: Annotated[
+        Optional[str],
+        typer.Option(help="A price file over the shipped table (JSON, same format).", envvar="SESSIONSTORE_PRICES"),
+    ] = None,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV (exact counts) instead of a table.")] = False,
     db: DbOption = None,
     json_out: JsonOption = False,
@@ -63,8 +78,16 @@ def usage_cmd(
 
     table = load_prices(prices)
     with open_store(db) as store:
-        report = usage_report(store, by=by, since=since, until=until, session=session, cwd=cwd,
-                              fold_subagents=fold_subagents, prices=table)
+        report = usage_report(
+            store,
+            by=by,
+            since=since,
+            until=until,
+            session=session,
+            cwd=cwd,
+            fold_subagents=fold_subagents,
+            prices=table,
+        )
     if json_out:
         print_json(report.to_dict())
     elif csv_out:
@@ -76,8 +99,12 @@ def usage_cmd(
 def usage_table(report: UsageReport, width: int = 80) -> Table:
     """The report as a table that keeps one line per row at `width` columns (counts shortened, keys cut)."""
     by = report.by
-    title = f"usage by {by}" + (f" since {report.since}" if report.since else "") + \
-        (f" until {report.until}" if report.until else "") + f" · prices of {report.prices.date}"
+    title = (
+        f"usage by {by}"
+        + (f" since {report.since}" if report.since else "")
+        + (f" until {report.until}" if report.until else "")
+        + f" · prices of {report.prices.date}"
+    )
     heads = ("resp", *(h for h, _ in COLUMNS), "hit", "cost")
     lines = [(_key_text(row, by), _cells(row.usage)) for row in report.rows]
     footer = _cells(report.total)
@@ -100,8 +127,12 @@ def usage_table(report: UsageReport, width: int = 80) -> Table:
 
 def _cells(usage: Usage) -> list[str]:
     """The numeric cells of one row: responses, the token kinds shortened, hit rate, cost."""
-    return [f"{usage.responses:,}", *(short_count(getattr(usage, attr)) for _, attr in COLUMNS),
-            hit_rate_text(usage), cost_text(usage)]
+    return [
+        f"{usage.responses:,}",
+        *(short_count(getattr(usage, attr)) for _, attr in COLUMNS),
+        hit_rate_text(usage),
+        cost_text(usage),
+    ]
 
 
 def _key_text(row: UsageRow, by: str) -> str:
@@ -117,8 +148,18 @@ def _key_text(row: UsageRow, by: str) -> str:
 def _write_csv(report: UsageReport) -> None:
     """One CSV row per report row, then `total`; exact counts, cost empty when unknown."""
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    fields = ["responses", "input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens",
-              "output_tokens", "cache_hit_rate", "cost_usd", "cost_usd_known", "unpriced_models"]
+    fields = [
+        "responses",
+        "input_tokens",
+        "cache_write_5m_tokens",
+        "cache_write_1h_tokens",
+        "cache_read_tokens",
+        "output_tokens",
+        "cache_hit_rate",
+        "cost_usd",
+        "cost_usd_known",
+        "unpriced_models",
+    ]
     extra = ["title", "parent"] if report.by == "session" else []
     writer.writerow([report.by, *extra, *fields])
     rows = [(row.key, row.to_dict(report.by)) for row in report.rows]

@@ -16,8 +16,10 @@ from .common import DbOption, UsageError, json_visible, one_line, open_store
 if TYPE_CHECKING:
     from sessionstore.interchange.watch import Watcher, WatchEvent
 
-ProgressOption = Annotated[Optional[bool], typer.Option(
-    "--progress/--no-progress", help="Progress bar for the catch-up (default: on a terminal).")]
+ProgressOption = Annotated[
+    Optional[bool],
+    typer.Option("--progress/--no-progress", help="Progress bar for the catch-up (default: on a terminal)."),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -26,14 +28,19 @@ def register(app: typer.Typer) -> None:
 
 
 def watch_cmd(
-    paths: Annotated[Optional[list[str]], typer.Argument(
-        help="Files or directories to follow. Default: $CLAUDE_CONFIG_DIR/projects (~/.claude/projects) "
-             "and $CODEX_HOME/sessions (~/.codex/sessions), those that exist.")] = None,
+    paths: Annotated[
+        Optional[list[str]],
+        typer.Argument(
+            help="Files or directories to follow. Default: $CLAUDE_CONFIG_DIR/projects (~/.claude/projects) "
+            "and $CODEX_HOME/sessions (~/.codex/sessions), those that exist."
+        ),
+    ] = None,
     once: Annotated[bool, typer.Option("--once", help="Import everything new, then exit (for cron).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per line per file event.")] = False,
     progress: ProgressOption = None,
-    follow_symlinks: Annotated[bool, typer.Option(
-        "--follow-symlinks", help="Also take files whose link leads out of the watched folder.")] = False,
+    follow_symlinks: Annotated[
+        bool, typer.Option("--follow-symlinks", help="Also take files whose link leads out of the watched folder.")
+    ] = False,
     db: DbOption = None,
 ) -> None:
     """Import every transcript file's new lines as they are written, and keep following them.
@@ -59,8 +66,14 @@ def watch_cmd(
     show = sys.stderr.isatty() if progress is None else progress
     out = _Reporter(json_out)
     with open_store(db, create=True) as store:
-        watcher = Watcher(store, roots, out.event, settle_seconds=store.config.watch_settle_seconds,
-                          debounce_ms=store.config.watch_debounce_ms, follow_symlinks=follow_symlinks)
+        watcher = Watcher(
+            store,
+            roots,
+            out.event,
+            settle_seconds=store.config.watch_settle_seconds,
+            debounce_ms=store.config.watch_debounce_ms,
+            follow_symlinks=follow_symlinks,
+        )
         try:
             _catch_up(watcher, show)
             if once:
@@ -80,8 +93,10 @@ def _roots(paths: list[str] | None) -> list[Path]:
         if not all(paths):
             raise UsageError("an empty path names no file: give a file or a folder ('.' for this one)")
         if "-" in paths and not Path("-").exists():
-            raise UsageError("watch follows files and folders, not stdin: for a transcript on stdin use "
-                             "`sessionstore import claude-code -` (or codex, jsonl)")
+            raise UsageError(
+                "watch follows files and folders, not stdin: for a transcript on stdin use "
+                "`sessionstore import claude-code -` (or codex, jsonl)"
+            )
         roots = [Path(p).expanduser() for p in paths]
         missing = [str(p) for p in roots if not p.exists()]
         if missing:
@@ -91,8 +106,11 @@ def _roots(paths: list[str] | None) -> list[Path]:
 
     roots = [r for r in default_roots() if r.is_dir()]
     if not roots:
-        raise UsageError("nothing to watch: neither " + " nor ".join(map(str, default_roots())) +
-                         " exists; pass the directories to follow")
+        raise UsageError(
+            "nothing to watch: neither "
+            + " nor ".join(map(str, default_roots()))
+            + " exists; pass the directories to follow"
+        )
     return roots
 
 
@@ -104,8 +122,9 @@ def _catch_up(watcher: Watcher, show: bool) -> None:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
     total = sum(_size(p) for p in watcher.files())
-    with Progress(TextColumn("importing"), BarColumn(), DownloadColumn(), console=Console(stderr=True),
-                  transient=True) as bar:
+    with Progress(
+        TextColumn("importing"), BarColumn(), DownloadColumn(), console=Console(stderr=True), transient=True
+    ) as bar:
         task = bar.add_task("import", total=total)
         watcher.sync_all(progress=lambda n: bar.advance(task, n))
 
@@ -129,9 +148,14 @@ class _Reporter:
             return
         session = (event.session_id or "")[:8]
         if event.event in ("imported", "grown"):
-            sys.stdout.write(one_line(f"{event.event:<8} {session}  +{event.lines_added} lines  "
-                                      f"+{event.messages_added} messages  {len(event.warnings)} warning(s)  "
-                                      f"{event.path}") + "\n")
+            sys.stdout.write(
+                one_line(
+                    f"{event.event:<8} {session}  +{event.lines_added} lines  "
+                    f"+{event.messages_added} messages  {len(event.warnings)} warning(s)  "
+                    f"{event.path}"
+                )
+                + "\n"
+            )
         else:
             sys.stdout.write(one_line(f"{event.event:<8} {session}  {event.path}: {event.message}") + "\n")
         sys.stdout.flush()
@@ -149,15 +173,28 @@ class _Reporter:
         """The last line of `--once`: files checked, what came in, and what waits for the next run."""
         lines = sum(held.values())
         if self.json_out:
-            _json_line({"event": "summary", "files": files, "changed": self.changed, "lines_added": self.lines,
-                        "messages_added": self.messages, "warnings": self.warnings,
-                        "held_back_lines": lines, "held_back_files": len(held)})
+            _json_line(
+                {
+                    "event": "summary",
+                    "files": files,
+                    "changed": self.changed,
+                    "lines_added": self.lines,
+                    "messages_added": self.messages,
+                    "warnings": self.warnings,
+                    "held_back_lines": lines,
+                    "held_back_files": len(held),
+                }
+            )
             return
         if held:
-            sys.stderr.write(f"{lines} line(s) of {len(held)} file(s) written in the last {settle:g} s wait for "
-                             "their response's usage line; the next run imports them\n")
-        sys.stderr.write(f"{files} file(s) checked, {self.changed} changed: +{self.lines} lines, "
-                         f"+{self.messages} messages, {self.warnings} warning(s)\n")
+            sys.stderr.write(
+                f"{lines} line(s) of {len(held)} file(s) written in the last {settle:g} s wait for "
+                "their response's usage line; the next run imports them\n"
+            )
+        sys.stderr.write(
+            f"{files} file(s) checked, {self.changed} changed: +{self.lines} lines, "
+            f"+{self.messages} messages, {self.warnings} warning(s)\n"
+        )
 
 
 def _json_line(value: dict[str, object]) -> None:

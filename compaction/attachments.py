@@ -79,10 +79,14 @@ def file_attachments(
             break
         total += tokens
         note = " (truncated)" if truncated else ""
-        out.append(attachment_message(
-            f"Contents of {path}{note}, re-read after the conversation was compacted:\n\n{text}",
-            kind="file", path=path, truncated=truncated,
-        ))
+        out.append(
+            attachment_message(
+                f"Contents of {path}{note}, re-read after the conversation was compacted:\n\n{text}",
+                kind="file",
+                path=path,
+                truncated=truncated,
+            )
+        )
     return out
 
 
@@ -113,10 +117,13 @@ def carried_attachments(entries: Sequence[ViewEntry], config: Config) -> list[Ne
 
 
 def _copy(entry: ViewEntry, max_tokens: int) -> NewMessage:
-    content = entry.content if isinstance(entry.content, str) else "\n".join(
-        b.get("text", "") for b in entry.content if b.get("type") == "text"
+    content = (
+        entry.content
+        if isinstance(entry.content, str)
+        else "\n".join(b.get("text", "") for b in entry.content if b.get("type") == "text")
     )
     text, truncated = _cap(content, max_tokens)
     meta = {k: v for k, v in entry.message.metadata.items() if k not in ("reinjected", "attachment")}
-    return attachment_message(text, kind=str(entry.message.metadata.get("attachment")),
-                              copied_from=entry.uuid, truncated=truncated, **meta)
+    return attachment_message(
+        text, kind=str(entry.message.metadata.get("attachment")), copied_from=entry.uuid, truncated=truncated, **meta
+    )

@@ -183,8 +183,7 @@ def _decide_group(
     for r in spillable:
         if r.size > config.tool_result_max_chars:
             sizes[r.tool_use_id] = _spill(work, state, config, r, changes, report, "max_chars")
-    remaining = sorted((r for r in spillable if r.tool_use_id not in state.decisions),
-                       key=lambda r: -r.size)
+    remaining = sorted((r for r in spillable if r.tool_use_id not in state.decisions), key=lambda r: -r.size)
     for r in remaining:
         if sum(sizes.values()) <= config.tool_results_per_message_chars:
             break
@@ -192,8 +191,9 @@ def _decide_group(
     state.seen.update(r.tool_use_id for r in results)
 
 
-def _reapply(work: WorkingView, r: _Result, decided: Replacement, changes: dict[int, dict[int, str]],
-             report: LayerReport) -> None:
+def _reapply(
+    work: WorkingView, r: _Result, decided: Replacement, changes: dict[int, dict[int, str]], report: LayerReport
+) -> None:
     """Show the recorded replacement again where the view shows something else."""
     block = blocks(work.entries[r.entry])[r.block]
     if block.get("content") != decided.text:
@@ -202,8 +202,15 @@ def _reapply(work: WorkingView, r: _Result, decided: Replacement, changes: dict[
         report.items += 1
 
 
-def _spill(work: WorkingView, state: BudgetState, config: Config, r: _Result,
-           changes: dict[int, dict[int, str]], report: LayerReport, rule: str) -> int:
+def _spill(
+    work: WorkingView,
+    state: BudgetState,
+    config: Config,
+    r: _Result,
+    changes: dict[int, dict[int, str]],
+    report: LayerReport,
+    rule: str,
+) -> int:
     """Decide to spill one result; returns the size it will be sent with."""
     assert r.text is not None
     data = encode(r.text)

@@ -21,8 +21,9 @@ def record_compact_failure(session: Session) -> int:
     """Count one more failure (one transaction); returns the new count."""
 
     def bump(db: Database) -> int:
-        db.execute("UPDATE sessions SET compact_failures = compact_failures + 1 WHERE id = :id",
-                   {"id": session.id}).close()
+        db.execute(
+            "UPDATE sessions SET compact_failures = compact_failures + 1 WHERE id = :id", {"id": session.id}
+        ).close()
         return int(db.one("SELECT compact_failures FROM sessions WHERE id = :id", {"id": session.id})[0])
 
     return session.db.run_write(bump)

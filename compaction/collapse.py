@@ -50,9 +50,13 @@ class FoldInfo:
     commit: int
 
     def to_dict(self) -> dict[str, object]:
-        return {"collapse_uuid": self.collapse_uuid, "messages": len(self.folded_uuids),
-                "span": [self.folded_uuids[0], self.folded_uuids[-1]], "tokens_freed": self.tokens_freed,
-                "commit": self.commit}
+        return {
+            "collapse_uuid": self.collapse_uuid,
+            "messages": len(self.folded_uuids),
+            "span": [self.folded_uuids[0], self.folded_uuids[-1]],
+            "tokens_freed": self.tokens_freed,
+            "commit": self.commit,
+        }
 
 
 def is_collapse_entry(entry: ViewEntry) -> bool:
@@ -144,8 +148,7 @@ def _clip(text: str, limit: int = LINE_MAX_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def fold_once(work: WorkingView, tokens: int, target: int, usage_index: int | None,
-              now: datetime) -> FoldInfo | None:
+def fold_once(work: WorkingView, tokens: int, target: int, usage_index: int | None, now: datetime) -> FoldInfo | None:
     """Fold the oldest rounds enough to get under `target` (or as far as allowed)."""
     span_bounds = choose_span(work.entries, tokens - target)
     if span_bounds is None:
@@ -155,12 +158,14 @@ def fold_once(work: WorkingView, tokens: int, target: int, usage_index: int | No
     folded = [i for i in range(first, end) if work.entries[i].role != "system"]
     uuids = [work.entries[i].uuid for i in folded]
     commit = sum(1 for e in work.entries[:first] if is_collapse_entry(e)) + 1
-    entry = normalize({
-        "role": "user",
-        "content": summarize_span(span),
-        "timestamp": iso(now),
-        "metadata": {"collapse": True, "span": [uuids[0], uuids[-1]], "messages": len(uuids), "commit": commit},
-    })
+    entry = normalize(
+        {
+            "role": "user",
+            "content": summarize_span(span),
+            "timestamp": iso(now),
+            "metadata": {"collapse": True, "span": [uuids[0], uuids[-1]], "messages": len(uuids), "commit": commit},
+        }
+    )
     freed_by_index = {i: work.entries[i].tokens for i in folded}
     usage_uuid = work.entries[usage_index].uuid if usage_index is not None else None
     credit = usage_credit(work.entries, usage_index, freed_by_index)
@@ -170,11 +175,20 @@ def fold_once(work: WorkingView, tokens: int, target: int, usage_index: int | No
     if usage_index is not None and usage_index >= first:
         credit -= added.tokens
     freed = before - work.tokens
-    work.append(system_marker(
-        SUBTYPE,
-        f"Collapse commit {commit}: folded {len(uuids)} messages into one entry, about {freed:,} tokens.",
-        {"commit": commit, "collapse_uuid": entry.uuid, "span": [uuids[0], uuids[-1]], "folded_uuids": uuids,
-         "tokens_freed": freed, "usage_uuid": usage_uuid, "usage_credit": max(credit, 0)},
-        now,
-    ))
+    work.append(
+        system_marker(
+            SUBTYPE,
+            f"Collapse commit {commit}: folded {len(uuids)} messages into one entry, about {freed:,} tokens.",
+            {
+                "commit": commit,
+                "collapse_uuid": entry.uuid,
+                "span": [uuids[0], uuids[-1]],
+                "folded_uuids": uuids,
+                "tokens_freed": freed,
+                "usage_uuid": usage_uuid,
+                "usage_credit": max(credit, 0),
+            },
+            now,
+        )
+    )
     return FoldInfo(entry.uuid, uuids, freed, commit)

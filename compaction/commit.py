@@ -100,9 +100,14 @@ def commit_compaction(
     kept_tokens = sum(e.tokens for e in kept)
     added_tokens = estimate_content(summary.content) + sum(estimate_content(a.content) for a in attachments)
     boundary = boundary_message(
-        trigger=trigger, kind=kind, pre_tokens=snapshot.view_tokens,
-        post_tokens=kept_tokens + added_tokens, messages_summarized=len(summarized),
-        preserved_segment=segment, custom_instructions=custom_instructions, summarizer=summarizer,
+        trigger=trigger,
+        kind=kind,
+        pre_tokens=snapshot.view_tokens,
+        post_tokens=kept_tokens + added_tokens,
+        messages_summarized=len(summarized),
+        preserved_segment=segment,
+        custom_instructions=custom_instructions,
+        summarizer=summarizer,
         extra={"truncated": truncated, **({"facts_gate": gate} if gate else {})},
     )
     boundary.uuid = boundary_uuid
@@ -117,25 +122,42 @@ def commit_compaction(
     else:
         plan = [Add(boundary), *keep, Add(summary), *tail]
     record = CompactionRecord(
-        kind=kind, trigger=trigger, boundary_uuid=boundary_uuid, summary_uuid=summary.uuid,
+        kind=kind,
+        trigger=trigger,
+        boundary_uuid=boundary_uuid,
+        summary_uuid=summary.uuid,
         summarized_seqs=[e.seq for e in summarized],
         head_uuid=segment["head_uuid"] if segment else None,
         anchor_uuid=segment["anchor_uuid"] if segment else None,
         tail_uuid=segment["tail_uuid"] if segment else None,
-        custom_instructions=custom_instructions, summarizer=summarizer,
+        custom_instructions=custom_instructions,
+        summarizer=summarizer,
         metadata={"truncated": truncated, **({"facts_gate": gate} if gate else {})},
-        pins=list(pins.new) if pins is not None else [], pins_budget=pins.budget if pins is not None else 0,
+        pins=list(pins.new) if pins is not None else [],
+        pins_budget=pins.budget if pins is not None else 0,
     )
     result: RewriteResult = commit_rewrite(
-        session, base_version=snapshot.view_version, snapshot_last_seq=snapshot.last_seq,
-        plan=plan, compaction=record,
+        session,
+        base_version=snapshot.view_version,
+        snapshot_last_seq=snapshot.last_seq,
+        plan=plan,
+        compaction=record,
     )
     return CompactionOutcome(
-        kind=kind, trigger=trigger, boundary_uuid=boundary_uuid, summary_uuid=summary.uuid,
-        pre_tokens=result.pre_tokens, post_tokens=result.post_tokens, messages_summarized=len(summarized),
-        kept=len(kept), attachments=len(attachments), truncated=truncated,
-        view_version=result.view_version, summarizer=summarizer,
-        first_kept_uuid=kept[0].uuid if kept else None, last_kept_uuid=kept[-1].uuid if kept else None,
+        kind=kind,
+        trigger=trigger,
+        boundary_uuid=boundary_uuid,
+        summary_uuid=summary.uuid,
+        pre_tokens=result.pre_tokens,
+        post_tokens=result.post_tokens,
+        messages_summarized=len(summarized),
+        kept=len(kept),
+        attachments=len(attachments),
+        truncated=truncated,
+        view_version=result.view_version,
+        summarizer=summarizer,
+        first_kept_uuid=kept[0].uuid if kept else None,
+        last_kept_uuid=kept[-1].uuid if kept else None,
     )
 
 
@@ -154,8 +176,10 @@ def summary_budget(session: Session, config: Config, pins: PinPlan | None = None
 
 def recall_line(index: int) -> str:
     """The line that ends a summary when the agent has the recall tool."""
-    return (f"The exact transcript before this summary is kept: call the recall tool with boundary={index} "
-            "(and a query or around_uuid) to read any detail this summary left out.")
+    return (
+        f"The exact transcript before this summary is kept: call the recall tool with boundary={index} "
+        "(and a query or around_uuid) to read any detail this summary left out."
+    )
 
 
 def _preserved_segment(

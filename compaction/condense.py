@@ -37,8 +37,12 @@ PRIORITY: tuple[str, ...] = ("user_messages", "open_items", "failures", "paths")
 #: (it is cut only as far as the facts need, never below this share).
 BODY_SHARE = 0.5
 #: What a condensed group's reference line says, and the placeholder the reader fills in.
-NOUNS = {"user_messages": ("earlier user messages", "TEXT"), "paths": ("earlier files touched", "PATH"),
-         "failures": ("earlier failed tool results", "LINE"), "open_items": ("earlier open items", "TEXT")}
+NOUNS = {
+    "user_messages": ("earlier user messages", "TEXT"),
+    "paths": ("earlier files touched", "PATH"),
+    "failures": ("earlier failed tool results", "LINE"),
+    "open_items": ("earlier open items", "TEXT"),
+}
 CUT_MARK = "[… {n} lines cut to fit the summary budget]"
 _REFERENCE = re.compile(r"\(recall -b (\d+)\.\.(\d+) --query [A-Z]+\)")
 
@@ -87,8 +91,7 @@ def hold_to_budget(body: str, facts: Facts, *, max_tokens: int, era_of: EraOf, a
         everything = {k: list(range(len(facts.of(k)))) for k in FACT_KINDS}
         whole = _render(body, facts, everything, present, dict(facts.condensed), era_of)
         if estimate_text(whole) <= max_tokens:
-            return _result(whole, body, facts, missing, present, dict(facts.condensed), {}, max_tokens, False,
-                           era_of)
+            return _result(whole, body, facts, missing, present, dict(facts.condensed), {}, max_tokens, False, era_of)
     body_cut = False
     body_cap = max(int(max_tokens * BODY_SHARE), max_tokens - needed)
     if body_tokens > body_cap:
@@ -133,8 +136,9 @@ def _held(index: SummaryIndex, facts: Facts, kind: str) -> list[bool]:
 def _reference_reserve() -> int:
     """Tokens the reference lines can take: one line with the largest figures per kind."""
     big = Condensed(10**9, 0, 0)
-    return sum(estimate_text(reference_line(k, big, lambda _s: 10**6)) + estimate_text(KIND_TITLES[k]) + 2
-               for k in FACT_KINDS)
+    return sum(
+        estimate_text(reference_line(k, big, lambda _s: 10**6)) + estimate_text(KIND_TITLES[k]) + 2 for k in FACT_KINDS
+    )
 
 
 def _newest_first(facts: Facts, kind: str) -> list[int]:
@@ -143,8 +147,9 @@ def _newest_first(facts: Facts, kind: str) -> list[int]:
     return indexes if kind == "user_messages" else indexes[::-1]
 
 
-def _choose(facts: Facts, present: dict[str, list[bool]], costs: dict[str, list[int]], room: int
-            ) -> dict[str, list[int]]:
+def _choose(
+    facts: Facts, present: dict[str, list[bool]], costs: dict[str, list[int]], room: int
+) -> dict[str, list[int]]:
     """Per kind, the missing facts listed verbatim: an equal share each first, then what is left, newest first."""
     chosen: dict[str, list[int]] = {k: [] for k in FACT_KINDS}
     queues = {k: [i for i in _newest_first(facts, k) if not present[k][i]] for k in FACT_KINDS}
@@ -176,8 +181,9 @@ def _drop_oldest(chosen: dict[str, list[int]]) -> None:
     del chosen[kind][-count:]
 
 
-def _condense(facts: Facts, present: dict[str, list[bool]], chosen: dict[str, list[int]]
-              ) -> tuple[dict[str, Condensed], dict[str, list[str]]]:
+def _condense(
+    facts: Facts, present: dict[str, list[bool]], chosen: dict[str, list[int]]
+) -> tuple[dict[str, Condensed], dict[str, list[str]]]:
     """Per kind, the carried group widened by every fact neither held nor listed; and those facts."""
     groups = dict(facts.condensed)
     newly: dict[str, list[str]] = {}
@@ -193,8 +199,14 @@ def _condense(facts: Facts, present: dict[str, list[bool]], chosen: dict[str, li
     return groups, newly
 
 
-def _render(body: str, facts: Facts, chosen: dict[str, list[int]], present: dict[str, list[bool]],
-            condensed: dict[str, Condensed], era_of: EraOf) -> str:
+def _render(
+    body: str,
+    facts: Facts,
+    chosen: dict[str, list[int]],
+    present: dict[str, list[bool]],
+    condensed: dict[str, Condensed],
+    era_of: EraOf,
+) -> str:
     """The body, then the gate's section: per kind the listed facts and its reference line."""
     parts = []
     for kind in FACT_KINDS:
@@ -210,20 +222,47 @@ def _render(body: str, facts: Facts, chosen: dict[str, list[int]], present: dict
     return f"{body.rstrip()}\n\n{GATE_HEADING}\n" + "\n".join(parts)
 
 
-def _result(text: str, body: str, facts: Facts, missing: dict[str, list[str]], present: dict[str, list[bool]],
-            condensed: dict[str, Condensed], newly: dict[str, list[str]], max_tokens: int, body_cut: bool,
-            era_of: EraOf) -> Budgeted:
+def _result(
+    text: str,
+    body: str,
+    facts: Facts,
+    missing: dict[str, list[str]],
+    present: dict[str, list[bool]],
+    condensed: dict[str, Condensed],
+    newly: dict[str, list[str]],
+    max_tokens: int,
+    body_cut: bool,
+    era_of: EraOf,
+) -> Budgeted:
     """The report and the facts the summary keeps verbatim (with their seqs) plus the condensed groups."""
     gone = {k: set(newly.get(k, ())) for k in FACT_KINDS}
     keep = {k: [i for i, f in enumerate(facts.of(k)) if f not in gone[k]] for k in FACT_KINDS}
-    kept = Facts(**{k: tuple(facts.of(k)[i] for i in keep[k]) for k in FACT_KINDS}, cwd=facts.cwd,
-                 seqs={k: tuple(facts.origins(k)[i] for i in keep[k]) for k in FACT_KINDS}, condensed=condensed)
-    references = {k: {"count": g.count, "first_boundary": era_of(g.first_seq),
-                      "last_boundary": max(era_of(g.first_seq), era_of(g.last_seq))} for k, g in condensed.items()}
+    kept = Facts(
+        **{k: tuple(facts.of(k)[i] for i in keep[k]) for k in FACT_KINDS},
+        cwd=facts.cwd,
+        seqs={k: tuple(facts.origins(k)[i] for i in keep[k]) for k in FACT_KINDS},
+        condensed=condensed,
+    )
+    references = {
+        k: {
+            "count": g.count,
+            "first_boundary": era_of(g.first_seq),
+            "last_boundary": max(era_of(g.first_seq), era_of(g.last_seq)),
+        }
+        for k, g in condensed.items()
+    }
     tokens = estimate_text(text)
     added = tokens - estimate_text(body) if text != body else 0
-    report = GateReport(checked=_checked(facts), missing=missing, added_tokens=max(0, added), condensed=newly,
-                        references=references, summary_tokens=tokens, budget=max_tokens, body_cut=body_cut)
+    report = GateReport(
+        checked=_checked(facts),
+        missing=missing,
+        added_tokens=max(0, added),
+        condensed=newly,
+        references=references,
+        summary_tokens=tokens,
+        budget=max_tokens,
+        body_cut=body_cut,
+    )
     return Budgeted(text, report, kept)
 
 
@@ -262,4 +301,3 @@ def _sections(text: str) -> list[list[str]]:
     starts = [m.start() for m in SECTION_HEADING.finditer(text)]
     bounds = ([0] if not starts or starts[0] > 0 else []) + starts + [len(text)]
     return [text[a:b].rstrip("\n").split("\n") for a, b in pairwise(bounds) if text[a:b].strip()]
-

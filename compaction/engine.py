@@ -52,9 +52,13 @@ def compact(
     summarizer = summarizer or make_summarizer()
     if from_uuid is not None or up_to_uuid is not None:
         return compact_partial(
-            session, summarizer, pivot_uuid=from_uuid if from_uuid is not None else up_to_uuid or "",
-            direction="from" if from_uuid is not None else "up_to", trigger=trigger,
-            custom_instructions=custom_instructions, config=config,
+            session,
+            summarizer,
+            pivot_uuid=from_uuid if from_uuid is not None else up_to_uuid or "",
+            direction="from" if from_uuid is not None else "up_to",
+            trigger=trigger,
+            custom_instructions=custom_instructions,
+            config=config,
         )
     if use_memory:
         outcome = compact_with_memory(session, trigger=trigger, config=config)

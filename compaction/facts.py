@@ -52,8 +52,11 @@ PREVIEW_CHARS = 200
 PREVIEW_ITEMS = 20
 
 #: A bullet that says a section is empty ("None", "No pending tasks", "N/A"): not a fact.
-_EMPTY_ITEM = re.compile(r"^\W*(?:none\b|n/a\b|nothing\b|no (?:explicit |outstanding |remaining |other |open |known )*"
-                         r"(?:pending |open )?(?:tasks?|items?|todos?|errors?|issues?|failures?)\b)", re.IGNORECASE)
+_EMPTY_ITEM = re.compile(
+    r"^\W*(?:none\b|n/a\b|nothing\b|no (?:explicit |outstanding |remaining |other |open |known )*"
+    r"(?:pending |open )?(?:tasks?|items?|todos?|errors?|issues?|failures?)\b)",
+    re.IGNORECASE,
+)
 _OMITTED = re.compile(r"^\(\d+ earlier \w+ omitted\)$")
 #: A maximal run of the characters a path is made of: a path fact is present where it is one whole token.
 _PATH_TOKEN = re.compile(r"[\w\-/@+~.]+")
@@ -80,8 +83,9 @@ class Condensed:
         """Both groups as one (counts added, seq range widened)."""
         if other is None:
             return self
-        return Condensed(self.count + other.count, min(self.first_seq, other.first_seq),
-                         max(self.last_seq, other.last_seq))
+        return Condensed(
+            self.count + other.count, min(self.first_seq, other.first_seq), max(self.last_seq, other.last_seq)
+        )
 
     def to_dict(self) -> dict[str, int]:
         return {"count": self.count, "first_seq": self.first_seq, "last_seq": self.last_seq}
@@ -115,8 +119,9 @@ class Facts:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape stored in the summary message's metadata: [fact, seq] pairs, then the condensed groups."""
-        out: dict[str, Any] = {kind: [[f, s] for f, s in zip(self.of(kind), self.origins(kind), strict=True)]
-                               for kind in FACT_KINDS}
+        out: dict[str, Any] = {
+            kind: [[f, s] for f, s in zip(self.of(kind), self.origins(kind), strict=True)] for kind in FACT_KINDS
+        }
         out["condensed"] = {kind: group.to_dict() for kind, group in self.condensed.items()}
         return out
 
@@ -159,8 +164,9 @@ class GateReport:
             "appended": self.appended,
             "added_tokens": self.added_tokens,
             "condensed": {kind: len(self.condensed.get(kind, [])) for kind in FACT_KINDS},
-            "condensed_items": {kind: [_preview(f) for f in self.condensed.get(kind, [])[-PREVIEW_ITEMS:]]
-                                for kind in FACT_KINDS},
+            "condensed_items": {
+                kind: [_preview(f) for f in self.condensed.get(kind, [])[-PREVIEW_ITEMS:]] for kind in FACT_KINDS
+            },
             "references": dict(self.references),
             "summary_tokens": self.summary_tokens,
             "budget": self.budget,
@@ -173,8 +179,7 @@ def normalize(text: str) -> str:
     return " ".join(text.split())
 
 
-def span_facts(entries: Sequence[ViewEntry], *, cwd: str | None = None,
-               budget: int = USER_MESSAGE_BUDGET) -> Facts:
+def span_facts(entries: Sequence[ViewEntry], *, cwd: str | None = None, budget: int = USER_MESSAGE_BUDGET) -> Facts:
     """The must-keep facts of `entries`, those of earlier summaries inside them included.
 
     Each fact keeps the seq of the message it came from; a fact seen twice keeps its newest
@@ -196,11 +201,19 @@ def span_facts(entries: Sequence[ViewEntry], *, cwd: str | None = None,
     for c in carried:
         for kind, group in c.condensed.items():
             condensed[kind] = group.merged(condensed.get(kind))
-    lists = {"user_messages": _budgeted_pairs(users, budget), "paths": paths, "failures": failures,
-             "open_items": open_items}
+    lists = {
+        "user_messages": _budgeted_pairs(users, budget),
+        "paths": paths,
+        "failures": failures,
+        "open_items": open_items,
+    }
     unique = {kind: _unique_pairs(pairs) for kind, pairs in lists.items()}
-    return Facts(**{kind: tuple(f for f, _ in pairs) for kind, pairs in unique.items()}, cwd=cwd,
-                 seqs={kind: tuple(s for _, s in pairs) for kind, pairs in unique.items()}, condensed=condensed)
+    return Facts(
+        **{kind: tuple(f for f, _ in pairs) for kind, pairs in unique.items()},
+        cwd=cwd,
+        seqs={kind: tuple(s for _, s in pairs) for kind, pairs in unique.items()},
+        condensed=condensed,
+    )
 
 
 def _pairs(facts: Facts, kind: str) -> list[tuple[str, int]]:
@@ -282,8 +295,12 @@ def carried_facts(entry: ViewEntry) -> Facts:
     paths = _PATH.findall(summary_section(text, 3))
     failures = [first_line(b, FAILURE_LINE_CHARS) for b in _bullets(summary_section(text, 4)) if not _empty(b)]
     items = [_TODO_BULLET.sub("", b) for b in _bullets(summary_section(text, 7))]
-    return Facts(user_messages=tuple(reversed(users)), paths=tuple(paths), failures=tuple(failures),
-                 open_items=tuple(i for i in items if not _empty(i)))
+    return Facts(
+        user_messages=tuple(reversed(users)),
+        paths=tuple(paths),
+        failures=tuple(failures),
+        open_items=tuple(i for i in items if not _empty(i)),
+    )
 
 
 def _stored_facts(stored: dict[str, Any]) -> Facts:
@@ -297,10 +314,17 @@ def _stored_facts(stored: dict[str, Any]) -> Facts:
     condensed = {}
     for kind, group in (stored.get("condensed") or {}).items():
         if kind in FACT_KINDS and isinstance(group, dict):
-            condensed[kind] = Condensed(int(group.get("count", 0)), int(group.get("first_seq", 0)),
-                                        int(group.get("last_seq", 0)))
-    return Facts(user_messages=texts["user_messages"], paths=texts["paths"], failures=texts["failures"],
-                 open_items=texts["open_items"], seqs=seqs, condensed=condensed)
+            condensed[kind] = Condensed(
+                int(group.get("count", 0)), int(group.get("first_seq", 0)), int(group.get("last_seq", 0))
+            )
+    return Facts(
+        user_messages=texts["user_messages"],
+        paths=texts["paths"],
+        failures=texts["failures"],
+        open_items=texts["open_items"],
+        seqs=seqs,
+        condensed=condensed,
+    )
 
 
 def _empty(item: str) -> bool:
@@ -320,7 +344,7 @@ def _bullets(section: str) -> list[str]:
     items = []
     for i, match in enumerate(starts):
         end = starts[i + 1].start() if i + 1 < len(starts) else len(section)
-        item = section[match.end():end].strip()
+        item = section[match.end() : end].strip()
         if item:
             items.append(item)
     return items
@@ -389,8 +413,7 @@ class SummaryIndex:
         if not key:
             return True
         if kind == "paths":
-            return any(form in self.tokens for form in _path_forms(key, cwd)) or (
-                " " in key and key in self.haystack)
+            return any(form in self.tokens for form in _path_forms(key, cwd)) or (" " in key and key in self.haystack)
         return key in self.lines or key in self.haystack
 
 
@@ -400,7 +423,7 @@ def _path_forms(path: str, cwd: str | None) -> list[str]:
     if cwd:
         root = cwd.rstrip("/") + "/"
         if path.startswith(root) and len(path) > len(root):
-            relative = path[len(root):]
+            relative = path[len(root) :]
             forms += [relative, "./" + relative]
         elif not path.startswith("/"):
             forms.append(root + path.removeprefix("./"))
@@ -427,8 +450,9 @@ def gate_section(missing: dict[str, list[str]]) -> str:
     return "\n".join(parts)
 
 
-def gate_summary(summary: str, entries: Sequence[ViewEntry], *, cwd: str | None = None,
-                 budget: int = USER_MESSAGE_BUDGET) -> tuple[str, GateReport, Facts]:
+def gate_summary(
+    summary: str, entries: Sequence[ViewEntry], *, cwd: str | None = None, budget: int = USER_MESSAGE_BUDGET
+) -> tuple[str, GateReport, Facts]:
     """Check `summary` against the facts of `entries`; (gated text, report, facts)."""
     facts = span_facts(entries, cwd=cwd, budget=budget)
     text, report = apply_gate(summary, facts)

@@ -32,9 +32,11 @@ def pending_turn_start(entries: Sequence[ViewEntry]) -> int:
         if entry.role == "user" and not isinstance(entry.content, str):
             answered.update(str(b.get("tool_use_id")) for b in entry.content if b.get("type") == "tool_result")
         if entry.role == "assistant":
-            ids = [] if isinstance(entry.content, str) else [
-                b["id"] for b in entry.content if b.get("type") == "tool_use"
-            ]
+            ids = (
+                []
+                if isinstance(entry.content, str)
+                else [b["id"] for b in entry.content if b.get("type") == "tool_use"]
+            )
             if any(i not in answered for i in ids):
                 return adjust_split(entries, index, direction="earlier")
             return len(entries)
@@ -59,15 +61,29 @@ def compact_full(
     if not any(e.message.is_sent for e in summarized):
         raise NothingToCompact(f"session {session.id} has nothing to compact yet")
     pins = plan_pins(session, summarized, kept, auto=config.auto_pin_instructions)
-    gated = summarize_gated(summarizer, summarized, cwd=session.cwd, config=config,
-                            custom_instructions=custom_instructions, budget=summary_budget(session, config, pins))
-    attachments = file_attachments(entries, kept, cwd=session.cwd, config=config) + carried_attachments(
-        entries, config
+    gated = summarize_gated(
+        summarizer,
+        summarized,
+        cwd=session.cwd,
+        config=config,
+        custom_instructions=custom_instructions,
+        budget=summary_budget(session, config, pins),
     )
+    attachments = file_attachments(entries, kept, cwd=session.cwd, config=config) + carried_attachments(entries, config)
     return commit_compaction(
-        session, snapshot, summarized=summarized, kept=kept, summary_text=gated.text, truncated=gated.truncated,
-        kind=kind, trigger=trigger, layout="suffix", summarizer=summarizer.name,
-        custom_instructions=custom_instructions, attachments=attachments, gated=gated,
+        session,
+        snapshot,
+        summarized=summarized,
+        kept=kept,
+        summary_text=gated.text,
+        truncated=gated.truncated,
+        kind=kind,
+        trigger=trigger,
+        layout="suffix",
+        summarizer=summarizer.name,
+        custom_instructions=custom_instructions,
+        attachments=attachments,
+        gated=gated,
         recall_note=config.recall_note,
         pins=pins,
     )

@@ -126,11 +126,7 @@ def parse(notes: str) -> list[Section]:
             sections.append(current)
             current = Section(match.group(1))
             continue
-        if (
-            current.name is not None
-            and current.description is None
-            and not "".join(current.body).strip()
-        ):
+        if current.name is not None and current.description is None and not "".join(current.body).strip():
             italic = line.strip()
             if len(italic) > 1 and italic.startswith("_") and italic.endswith("_"):
                 current.description = italic[1:-1]
@@ -324,9 +320,7 @@ def _round_line(round_entries: Sequence[ViewEntry]) -> str | None:
     if said:
         parts.append(_one_line(said, 100))
     calls = activity.calls
-    described = [
-        describe_call(c) + (" ✗" if c.outcome and c.outcome.failed else "") for c in calls[:3]
-    ]
+    described = [describe_call(c) + (" ✗" if c.outcome and c.outcome.failed else "") for c in calls[:3]]
     if len(calls) > 3:
         described.append(f"+{len(calls) - 3} more")
     if described:

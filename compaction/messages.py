@@ -37,36 +37,42 @@ def boundary_message(
         "summarizer": summarizer,
         **(extra or {}),
     }
-    return normalize({
-        "role": "system",
-        "subtype": BOUNDARY_SUBTYPE,
-        "content": f"Conversation compacted ({kind}, {trigger})",
-        "uuid": str(uuid_mod.uuid4()),
-        "metadata": metadata,
-    })
+    return normalize(
+        {
+            "role": "system",
+            "subtype": BOUNDARY_SUBTYPE,
+            "content": f"Conversation compacted ({kind}, {trigger})",
+            "uuid": str(uuid_mod.uuid4()),
+            "metadata": metadata,
+        }
+    )
 
 
 def summary_message(text: str, *, truncated: bool, summarizer: str, parent_uuid: str) -> NewMessage:
     """The user message carrying the summary; flagged so tools can tell it apart."""
-    return normalize({
-        "role": "user",
-        "content": summary_message_text(text, truncated=truncated),
-        "uuid": str(uuid_mod.uuid4()),
-        "parent_uuid": parent_uuid,
-        "is_compact_summary": True,
-        "metadata": {"summarizer": summarizer, "truncated": truncated},
-    })
+    return normalize(
+        {
+            "role": "user",
+            "content": summary_message_text(text, truncated=truncated),
+            "uuid": str(uuid_mod.uuid4()),
+            "parent_uuid": parent_uuid,
+            "is_compact_summary": True,
+            "metadata": {"summarizer": summarizer, "truncated": truncated},
+        }
+    )
 
 
 def attachment_message(text: str, *, kind: str, **metadata: Any) -> NewMessage:
     """A user message of type attachment (a re-read file, the plan, a skill)."""
-    return normalize({
-        "role": "user",
-        "type": "attachment",
-        "content": text,
-        "uuid": str(uuid_mod.uuid4()),
-        "metadata": {"attachment": kind, "reinjected": True, **metadata},
-    })
+    return normalize(
+        {
+            "role": "user",
+            "type": "attachment",
+            "content": text,
+            "uuid": str(uuid_mod.uuid4()),
+            "metadata": {"attachment": kind, "reinjected": True, **metadata},
+        }
+    )
 
 
 def is_boundary(entry: Any) -> bool:

@@ -55,7 +55,7 @@ class MicroState:
 
 def observe(state: MicroState, entries: Sequence[ViewEntry], compactable: frozenset[str]) -> None:
     """Register what entries[state.scanned:] add (O(new entries))."""
-    for entry in entries[state.scanned:]:
+    for entry in entries[state.scanned :]:
         if entry.role == "assistant":
             state.last_assistant_at = entry.message.timestamp or state.last_assistant_at
             for block in blocks(entry):
@@ -98,12 +98,14 @@ def context_management(state: MicroState, config: Config, thresholds: Thresholds
     """The request's `context_management` setting for server-side clearing."""
     compactable = set(config.compactable_tools)
     return {
-        "edits": [{
-            "type": CLEAR_EDIT_TYPE,
-            "trigger": {"type": "input_tokens", "value": thresholds.warning_at},
-            "keep": {"type": "tool_uses", "value": config.microcompact_keep_recent},
-            "exclude_tools": sorted(set(state.names.values()) - compactable),
-        }]
+        "edits": [
+            {
+                "type": CLEAR_EDIT_TYPE,
+                "trigger": {"type": "input_tokens", "value": thresholds.warning_at},
+                "keep": {"type": "tool_uses", "value": config.microcompact_keep_recent},
+                "exclude_tools": sorted(set(state.names.values()) - compactable),
+            }
+        ]
     }
 
 
@@ -118,8 +120,12 @@ def apply_microcompact(
     thresholds: Thresholds,
 ) -> tuple[LayerReport, dict[str, Any] | None]:
     """Clear old compactable results when a trigger fires; or return the server-side setting."""
-    report = LayerReport("microcompact", tokens_before=work.tokens, tokens_after=work.tokens,
-                         details={"registered": len(state.registered)})
+    report = LayerReport(
+        "microcompact",
+        tokens_before=work.tokens,
+        tokens_after=work.tokens,
+        details={"registered": len(state.registered)},
+    )
     if query_source != "main":
         report.details["skipped"] = f"query_source {query_source!r} is not the main thread"
         return report, None
@@ -138,8 +144,16 @@ def apply_microcompact(
     return report, None
 
 
-def _clear(work: WorkingView, state: MicroState, clear: list[str], trigger: str, keep: int,
-           usage_index: int | None, now: datetime, report: LayerReport) -> None:
+def _clear(
+    work: WorkingView,
+    state: MicroState,
+    clear: list[str],
+    trigger: str,
+    keep: int,
+    usage_index: int | None,
+    now: datetime,
+    report: LayerReport,
+) -> None:
     """Replace the chosen results' content, queue the decisions, append the boundary marker."""
     targets = set(clear)
     saved_by_index: dict[int, int] = {}
@@ -147,26 +161,34 @@ def _clear(work: WorkingView, state: MicroState, clear: list[str], trigger: str,
         if entry.role != "user" or not any(b.get("tool_use_id") in targets for b in blocks(entry)):
             continue
         content = [
-            dict(b, content=CLEARED_TEXT) if b.get("type") == "tool_result" and b.get("tool_use_id") in targets
-            else b
+            dict(b, content=CLEARED_TEXT) if b.get("type") == "tool_result" and b.get("tool_use_id") in targets else b
             for b in blocks(entry)
         ]
         saved_by_index[index] = work.replace_content(index, content)
     saved = sum(saved_by_index.values())
     credit = usage_credit(work.entries, usage_index, saved_by_index)
     usage_uuid = work.entries[usage_index].uuid if usage_index is not None else None
-    state.registered = state.registered[len(clear):]
+    state.registered = state.registered[len(clear) :]
     work.cleared.extend(clear)
     work.cleared_text = CLEARED_TEXT
-    work.append(system_marker(
-        SUBTYPE,
-        f"Cleared {len(clear)} old tool result(s) ({trigger} trigger), about {saved:,} tokens.",
-        {"trigger": trigger, "tokens_saved": saved, "cleared_tool_use_ids": clear, "kept": keep,
-         "usage_uuid": usage_uuid, "usage_credit": credit},
-        now,
-    ))
+    work.append(
+        system_marker(
+            SUBTYPE,
+            f"Cleared {len(clear)} old tool result(s) ({trigger} trigger), about {saved:,} tokens.",
+            {
+                "trigger": trigger,
+                "tokens_saved": saved,
+                "cleared_tool_use_ids": clear,
+                "kept": keep,
+                "usage_uuid": usage_uuid,
+                "usage_credit": credit,
+            },
+            now,
+        )
+    )
     report.acted = True
     report.items = len(clear)
     report.tokens_after = work.tokens
-    report.details.update({"trigger": trigger, "tokens_saved": saved, "kept": keep,
-                           "cleared_tool_use_ids": clear, "usage_credit": credit})
+    report.details.update(
+        {"trigger": trigger, "tokens_saved": saved, "kept": keep, "cleared_tool_use_ids": clear, "usage_credit": credit}
+    )

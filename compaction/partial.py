@@ -64,12 +64,28 @@ def compact_partial(
         side = "after" if direction == "from" else "before"
         raise NothingToCompact(f"nothing to summarize {side} message {pivot_uuid}" + (f" ({note})" if note else ""))
     pins = plan_pins(session, summarized, kept, auto=config.auto_pin_instructions)
-    gated = summarize_gated(summarizer, summarized, cwd=session.cwd, config=config,
-                            custom_instructions=custom_instructions, budget=summary_budget(session, config, pins))
+    gated = summarize_gated(
+        summarizer,
+        summarized,
+        cwd=session.cwd,
+        config=config,
+        custom_instructions=custom_instructions,
+        budget=summary_budget(session, config, pins),
+    )
     outcome = commit_compaction(
-        session, snapshot, summarized=summarized, kept=kept, summary_text=gated.text, truncated=gated.truncated,
-        kind=f"partial-{direction}", trigger=trigger, layout=layout, summarizer=summarizer.name,
-        custom_instructions=custom_instructions, gated=gated, recall_note=config.recall_note,
+        session,
+        snapshot,
+        summarized=summarized,
+        kept=kept,
+        summary_text=gated.text,
+        truncated=gated.truncated,
+        kind=f"partial-{direction}",
+        trigger=trigger,
+        layout=layout,
+        summarizer=summarizer.name,
+        custom_instructions=custom_instructions,
+        gated=gated,
+        recall_note=config.recall_note,
         pins=pins,
     )
     return replace(outcome, pivot_uuid=pivot_uuid, pivot_note=note)
@@ -90,12 +106,16 @@ def split_at_pivot(entries: Sequence[ViewEntry], index: int, direction: Directio
             return cut, None
         why = split_problem(entries, proposed, "any")
         last = entries[cut - 1]
-        return cut, (f"the split moved from after {pivot.uuid} to after {last.uuid} "
-                     f"({cut - proposed} more message(s) kept) because {why}")
+        return cut, (
+            f"the split moved from after {pivot.uuid} to after {last.uuid} "
+            f"({cut - proposed} more message(s) kept) because {why}"
+        )
     cut = adjust_split(entries, index, direction="earlier", opening="after_user")
     if cut == index:
         return cut, None
     why = split_problem(entries, index, "after_user")
     first = entries[cut]
-    return cut, (f"the split moved from before {pivot.uuid} to before {first.uuid} "
-                 f"({index - cut} more message(s) kept) because {why}")
+    return cut, (
+        f"the split moved from before {pivot.uuid} to before {first.uuid} "
+        f"({index - cut} more message(s) kept) because {why}"
+    )

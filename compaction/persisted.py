@@ -40,23 +40,31 @@ def fingerprint(config: Config) -> list[Any]:
 
 def dumps_state(state: "PipelineState", config: Config) -> str:
     """The state as JSON (replacement decisions are not in it: they are rows of their own)."""
-    return json.dumps({
-        "config": fingerprint(config),
-        "usage_index": state.usage_index,
-        "memory_tokens": state.memory_tokens,
-        "budget": {"seen": sorted(state.budget.seen), "resume": state.budget.resume},
-        "snip": {"rescan_from": state.snip.rescan_from, "notices": state.snip.notices},
-        "micro": {"names": state.micro.names, "registered": state.micro.registered,
-                  "last_assistant_at": state.micro.last_assistant_at, "scanned": state.micro.scanned},
-    }, separators=(",", ":"))
+    return json.dumps(
+        {
+            "config": fingerprint(config),
+            "usage_index": state.usage_index,
+            "memory_tokens": state.memory_tokens,
+            "budget": {"seen": sorted(state.budget.seen), "resume": state.budget.resume},
+            "snip": {"rescan_from": state.snip.rescan_from, "notices": state.snip.notices},
+            "micro": {
+                "names": state.micro.names,
+                "registered": state.micro.registered,
+                "last_assistant_at": state.micro.last_assistant_at,
+                "scanned": state.micro.scanned,
+            },
+        },
+        separators=(",", ":"),
+    )
 
 
 def load_state(session: Session, view_version: int, entries: int, config: Config) -> "PipelineState | None":
     """The saved state when it is for this version, covers at most `entries` and this configuration."""
     from .pipeline import PipelineState
 
-    row = session.db.one("SELECT view_version, scanned, state_json FROM pipeline_states WHERE session_id = :id",
-                         {"id": session.id})
+    row = session.db.one(
+        "SELECT view_version, scanned, state_json FROM pipeline_states WHERE session_id = :id", {"id": session.id}
+    )
     if row is None or int(row[0]) != view_version or int(row[1]) > entries:
         return None
     try:
@@ -69,8 +77,12 @@ def load_state(session: Session, view_version: int, entries: int, config: Config
         state.budget = BudgetState(seen=set(data["budget"]["seen"]), resume=int(data["budget"]["resume"]))
         state.snip = SnipState(rescan_from=int(data["snip"]["rescan_from"]), notices=dict(data["snip"]["notices"]))
         micro = data["micro"]
-        state.micro = MicroState(names=dict(micro["names"]), registered=list(micro["registered"]),
-                                 last_assistant_at=micro["last_assistant_at"], scanned=int(micro["scanned"]))
+        state.micro = MicroState(
+            names=dict(micro["names"]),
+            registered=list(micro["registered"]),
+            last_assistant_at=micro["last_assistant_at"],
+            scanned=int(micro["scanned"]),
+        )
     except (ValueError, KeyError, TypeError):
         return None
     state.saved = (view_version, state.scanned)
@@ -82,11 +94,20 @@ def save_if_due(session: Session, state: "PipelineState", config: Config) -> Non
     saved = state.saved
     if saved is not None and saved[0] == state.view_version and state.scanned - saved[1] < SAVE_EVERY:
         return
-    params = {"id": session.id, "v": state.view_version, "n": state.scanned,
-              "state": dumps_state(state, config), "now": time.time()}
-    session.db.run_write(lambda db: db.execute(
-        "INSERT INTO pipeline_states (session_id, view_version, scanned, state_json, saved_at) "
-        "VALUES (:id, :v, :n, :state, :now) ON CONFLICT (session_id) DO UPDATE SET "
-        "view_version = excluded.view_version, scanned = excluded.scanned, state_json = excluded.state_json, "
-        "saved_at = excluded.saved_at", params).close())
+    params = {
+        "id": session.id,
+        "v": state.view_version,
+        "n": state.scanned,
+        "state": dumps_state(state, config),
+        "now": time.time(),
+    }
+    session.db.run_write(
+        lambda db: db.execute(
+            "INSERT INTO pipeline_states (session_id, view_version, scanned, state_json, saved_at) "
+            "VALUES (:id, :v, :n, :state, :now) ON CONFLICT (session_id) DO UPDATE SET "
+            "view_version = excluded.view_version, scanned = excluded.scanned, state_json = excluded.state_json, "
+            "saved_at = excluded.saved_at",
+            params,
+        ).close()
+    )
     state.saved = (state.view_version, state.scanned)

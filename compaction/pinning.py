@@ -54,8 +54,7 @@ class PinPlan:
     budget: int
 
 
-def plan_pins(session: Session, summarized: Sequence[ViewEntry], kept: Sequence[ViewEntry], *,
-              auto: bool) -> PinPlan:
+def plan_pins(session: Session, summarized: Sequence[ViewEntry], kept: Sequence[ViewEntry], *, auto: bool) -> PinPlan:
     """Every pin that does not stay verbatim in the kept part, plus (with `auto`) detected instructions.
 
     Reads the session's pins (bounded by their budget), never the transcript.

@@ -69,11 +69,13 @@ def check_query_source(value: str) -> str:
     """`value` when it names a known caller; raises InvalidQuerySource otherwise."""
     if value in QUERY_SOURCES:
         return value
-    if isinstance(value, str) and value.startswith(SUBAGENT_PREFIX) and value[len(SUBAGENT_PREFIX):].strip():
+    if isinstance(value, str) and value.startswith(SUBAGENT_PREFIX) and value[len(SUBAGENT_PREFIX) :].strip():
         return value
     raise InvalidQuerySource(
         f"unknown query source {value!r}: use {', '.join(QUERY_SOURCES)} or {SUBAGENT_PREFIX}NAME for a subagent"
     )
+
+
 LAYERS = ("budget", "snip", "microcompact", "collapse", "autocompact")
 
 
@@ -170,8 +172,14 @@ class Pipeline:
         self.config = config or store.config
         self._states: OrderedDict[str, PipelineState] = OrderedDict()
 
-    def prepare(self, session: Session, *, now: datetime | float | None = None, query_source: str = "main",
-                dry_run: bool = False) -> Prepared:
+    def prepare(
+        self,
+        session: Session,
+        *,
+        now: datetime | float | None = None,
+        query_source: str = "main",
+        dry_run: bool = False,
+    ) -> Prepared:
         """Run the layers and return what to send; raises ContextFull past the collapse limit.
 
         `query_source` is checked first (`InvalidQuerySource`): an unknown one would
@@ -180,8 +188,13 @@ class Pipeline:
         check_query_source(query_source)
         if not dry_run:
             session.before_local_write()
-        call = _Call(session, _as_datetime(now), check_query_source(query_source), dry_run,
-                     Thresholds.for_window(session.context_window, self.config))
+        call = _Call(
+            session,
+            _as_datetime(now),
+            check_query_source(query_source),
+            dry_run,
+            Thresholds.for_window(session.context_window, self.config),
+        )
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
                 return self._prepare_once(call)
@@ -214,8 +227,12 @@ class Pipeline:
         work, usage_index = self._collapse(call, work, usage_index, report)
         tokens = count_tokens(work.entries, usage_index, work.tokens)
         self._check_block(call, tokens, report)
-        report["autocompact"] = LayerReport("autocompact", tokens_before=tokens, tokens_after=tokens,
-                                            details={"query_source": call.query_source, "dry_run": call.dry_run})
+        report["autocompact"] = LayerReport(
+            "autocompact",
+            tokens_before=tokens,
+            tokens_after=tokens,
+            details={"query_source": call.query_source, "dry_run": call.dry_run},
+        )
         self._update_memory(call, state, work, tokens)
         outcome = self.autocompact(call.session, tokens, report)
         details = report["autocompact"].details
@@ -227,8 +244,17 @@ class Pipeline:
         if not call.dry_run and self._states.get(call.session.id) is state:
             save_if_due(call.session, state, self.config)
         messages = to_api_messages(work.entries)
-        return Prepared(messages, context_management, report, tokens, details["warning"],
-                        details["above_threshold"], work.snapshot.view_version, call.dry_run, call.thresholds)
+        return Prepared(
+            messages,
+            context_management,
+            report,
+            tokens,
+            details["warning"],
+            details["above_threshold"],
+            work.snapshot.view_version,
+            call.dry_run,
+            call.thresholds,
+        )
 
     def _update_memory(self, call: _Call, state: PipelineState, work: WorkingView, tokens: int) -> None:
         """Keep the session notes current (10,000 tokens, then every 5,000 and 3 tool calls).
@@ -269,8 +295,13 @@ class Pipeline:
                 state = PipelineState(snapshot.view_version)
                 state.budget.decisions = load_replacements(call.session.db, call.session.id)
             else:  # the budget looks at results from its resume point on: their decisions are all it needs
-                ids = [str(b.get("tool_use_id")) for e in snapshot.entries[state.budget.resume:] if e.role == "user"
-                       for b in blocks(e) if b.get("type") == "tool_result"]
+                ids = [
+                    str(b.get("tool_use_id"))
+                    for e in snapshot.entries[state.budget.resume :]
+                    if e.role == "user"
+                    for b in blocks(e)
+                    if b.get("type") == "tool_result"
+                ]
                 state.budget.decisions = load_replacements_for(call.session.db, call.session.id, ids)
             if not call.dry_run:
                 self._remember(call.session.id, state)
@@ -284,35 +315,50 @@ class Pipeline:
         while len(self._states) > STATE_CACHE_SIZE:
             self._states.popitem(last=False)
 
-    def _cheap_layers(self, call: _Call, state: PipelineState, work: WorkingView,
-                      report: dict[str, LayerReport]) -> dict[str, Any] | None:
+    def _cheap_layers(
+        self, call: _Call, state: PipelineState, work: WorkingView, report: dict[str, LayerReport]
+    ) -> dict[str, Any] | None:
         """Budget, snip and microcompact on the working view (nothing written yet)."""
         config = self.config
         report["budget"] = apply_budget(work, state.budget, config)
         if config.snip_enabled:
             report["snip"] = apply_snip(work, state.snip, state.usage_index, call.now)
         else:
-            report["snip"] = LayerReport("snip", tokens_before=work.tokens, tokens_after=work.tokens,
-                                         details={"skipped": "disabled"})
+            report["snip"] = LayerReport(
+                "snip", tokens_before=work.tokens, tokens_after=work.tokens, details={"skipped": "disabled"}
+            )
         usage_index = state.usage_index
         if work.structure_changed:
             state.micro = MicroState()
             usage_index = last_usage_index(work.entries)
         observe(state.micro, work.entries, frozenset(config.compactable_tools))
         report["microcompact"], context_management = apply_microcompact(
-            work, state.micro, config, now=call.now, query_source=call.query_source,
-            usage_index=usage_index, thresholds=call.thresholds,
+            work,
+            state.micro,
+            config,
+            now=call.now,
+            query_source=call.query_source,
+            usage_index=usage_index,
+            thresholds=call.thresholds,
         )
         return context_management
 
-    def _collapse(self, call: _Call, work: WorkingView, usage_index: int | None,
-                  report: dict[str, LayerReport]) -> tuple[WorkingView, int | None]:
+    def _collapse(
+        self, call: _Call, work: WorkingView, usage_index: int | None, report: dict[str, LayerReport]
+    ) -> tuple[WorkingView, int | None]:
         """Fold the oldest rounds while the count is past the start level; one rewrite per fold."""
         config = self.config
         limits = call.thresholds
-        layer = LayerReport("collapse", tokens_before=work.tokens, tokens_after=work.tokens,
-                            details={"enabled": config.collapse_enabled, "start_at": limits.collapse_start,
-                                     "block_at": limits.collapse_block})
+        layer = LayerReport(
+            "collapse",
+            tokens_before=work.tokens,
+            tokens_after=work.tokens,
+            details={
+                "enabled": config.collapse_enabled,
+                "start_at": limits.collapse_start,
+                "block_at": limits.collapse_block,
+            },
+        )
         report["collapse"] = layer
         if not config.collapse_enabled or call.query_source in COMPACTION_SOURCES:
             return work, usage_index
@@ -359,14 +405,16 @@ class Pipeline:
         layer = report["autocompact"]
         above = tokens >= limits.autocompact_threshold
         enabled = config.auto_compact_enabled and not config.collapse_enabled
-        layer.details.update({
-            **limits.to_dict(),
-            "tokens": tokens,
-            "warning": tokens >= limits.warning_at,
-            "above_threshold": above,
-            "enabled": enabled,
-            "suppressed_by_collapse": config.collapse_enabled,
-        })
+        layer.details.update(
+            {
+                **limits.to_dict(),
+                "tokens": tokens,
+                "warning": tokens >= limits.warning_at,
+                "above_threshold": above,
+                "enabled": enabled,
+                "suppressed_by_collapse": config.collapse_enabled,
+            }
+        )
         if not (enabled and above) or layer.details.get("query_source") in COMPACTION_SOURCES:
             return None
         failures = compact_failures(session)
@@ -384,8 +432,9 @@ class Pipeline:
         try:
             outcome = compact_with_memory(session, trigger=trigger, config=self.config, threshold=threshold)
             if outcome is None:
-                outcome = compact_full(session, self.summarizer or ExtractiveSummarizer(), trigger=trigger,
-                                       config=self.config)
+                outcome = compact_full(
+                    session, self.summarizer or ExtractiveSummarizer(), trigger=trigger, config=self.config
+                )
         except CompactionWouldNotShrink as exc:
             layer.details["skipped"] = str(exc)
             return None

@@ -55,7 +55,7 @@ def count_tokens(entries: Sequence[ViewEntry], usage_index: int | None, estimate
     anchor = entries[usage_index]
     reported = usage_total(anchor.message.usage)
     credit = after = 0
-    for entry in entries[usage_index + 1:]:
+    for entry in entries[usage_index + 1 :]:
         if entry.role == "system":
             meta = entry.message.metadata
             if meta.get("usage_uuid") == anchor.uuid:

@@ -43,8 +43,7 @@ def compact_prompt(custom_instructions: str | None = None, *, truncated: bool = 
     if truncated:
         parts += [
             "",
-            "Note: the oldest part of the conversation was dropped to fit this request; "
-            "summarize what remains.",
+            "Note: the oldest part of the conversation was dropped to fit this request; summarize what remains.",
         ]
     if custom_instructions and custom_instructions.strip():
         parts += ["", "Additional instructions:", custom_instructions.strip()]

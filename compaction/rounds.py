@@ -48,18 +48,12 @@ def _tool_result_ids(entry: ViewEntry) -> list[str]:
     """tool_use_ids answered by the tool_result blocks of a user entry."""
     if entry.role != "user":
         return []
-    return [
-        b["tool_use_id"]
-        for b in _blocks(entry.content)
-        if b.get("type") == "tool_result" and "tool_use_id" in b
-    ]
+    return [b["tool_use_id"] for b in _blocks(entry.content) if b.get("type") == "tool_result" and "tool_use_id" in b]
 
 
 def _has_tool_result(entry: ViewEntry) -> bool:
     """True when a user entry carries at least one tool_result block."""
-    return entry.role == "user" and any(
-        b.get("type") == "tool_result" for b in _blocks(entry.content)
-    )
+    return entry.role == "user" and any(b.get("type") == "tool_result" for b in _blocks(entry.content))
 
 
 def _spans(entries: Sequence[ViewEntry]) -> list[tuple[int, int]]:

@@ -36,8 +36,9 @@ def _after(entries: Sequence[ViewEntry], seq: int) -> list[ViewEntry]:
     return list(entries[start:])
 
 
-def maybe_update_memory(session: Session, entries: Sequence[ViewEntry], view_tokens: int,
-                        config: Config) -> SessionMemory | None:
+def maybe_update_memory(
+    session: Session, entries: Sequence[ViewEntry], view_tokens: int, config: Config
+) -> SessionMemory | None:
     """Fold new entries into the notes when the trigger says so; returns the notes written."""
     memory = load_memory(session)
     covers = memory.covers_seq if memory else 0
@@ -45,15 +46,25 @@ def maybe_update_memory(session: Session, entries: Sequence[ViewEntry], view_tok
     if not fresh:
         return None
     if not should_update(
-        view_tokens, memory.tokens_at_update if memory else 0, count_tool_calls(fresh), memory is not None,
-        init_tokens=config.memory_init_tokens, update_tokens=config.memory_update_tokens,
+        view_tokens,
+        memory.tokens_at_update if memory else 0,
+        count_tool_calls(fresh),
+        memory is not None,
+        init_tokens=config.memory_init_tokens,
+        update_tokens=config.memory_update_tokens,
         update_tool_calls=config.memory_update_tool_calls,
     ):
         return None
     notes = update_notes(memory.notes if memory else "", fresh)
     last = fresh[-1]
-    return save_memory(session, notes, covers_seq=last.seq, covers_uuid=last.uuid, tokens=view_tokens,
-                       tool_calls=count_tool_calls(fresh))
+    return save_memory(
+        session,
+        notes,
+        covers_seq=last.seq,
+        covers_uuid=last.uuid,
+        tokens=view_tokens,
+        tool_calls=count_tool_calls(fresh),
+    )
 
 
 def compact_with_memory(
@@ -71,8 +82,12 @@ def compact_with_memory(
     if covered_end <= floor:
         return None
     start = kept_suffix_start(
-        entries, min_tokens=config.memory_keep_min_tokens, min_text_messages=config.memory_keep_min_text_messages,
-        max_tokens=config.memory_keep_max_tokens, floor_index=floor, start=covered_end,
+        entries,
+        min_tokens=config.memory_keep_min_tokens,
+        min_text_messages=config.memory_keep_min_text_messages,
+        max_tokens=config.memory_keep_max_tokens,
+        floor_index=floor,
+        start=covered_end,
     )
     if start > covered_end or start <= 0:
         return None
@@ -92,9 +107,18 @@ def compact_with_memory(
             return None
     try:
         return commit_compaction(
-            session, snapshot, summarized=summarized, kept=kept, summary_text=notes, truncated=False,
-            kind="session-memory", trigger=trigger, layout="suffix", summarizer=SUMMARIZER_NAME,
-            gated=gated, recall_note=config.recall_note,
+            session,
+            snapshot,
+            summarized=summarized,
+            kept=kept,
+            summary_text=notes,
+            truncated=False,
+            kind="session-memory",
+            trigger=trigger,
+            layout="suffix",
+            summarizer=SUMMARIZER_NAME,
+            gated=gated,
+            recall_note=config.recall_note,
             pins=pins,
         )
     except CompactionWouldNotShrink:

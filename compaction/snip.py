@@ -40,17 +40,52 @@ from .working import MARKER_SUBTYPES, LayerReport, WorkingView, blocks, system_m
 SUBTYPE = "snip_marker"
 
 #: Whole-message acknowledgements (lowercased, trailing punctuation and emoji stripped).
-ACKNOWLEDGEMENTS = frozenset({
-    "ok", "okay", "k", "kk", "ok thanks", "ok thank you", "okay thanks", "thanks", "thank you",
-    "thanks a lot", "thank you very much", "thx", "ty", "cool", "great", "great thanks", "nice",
-    "got it", "sounds good", "perfect", "alright", "all right", "noted", "understood", "ack",
-})
+ACKNOWLEDGEMENTS = frozenset(
+    {
+        "ok",
+        "okay",
+        "k",
+        "kk",
+        "ok thanks",
+        "ok thank you",
+        "okay thanks",
+        "thanks",
+        "thank you",
+        "thanks a lot",
+        "thank you very much",
+        "thx",
+        "ty",
+        "cool",
+        "great",
+        "great thanks",
+        "nice",
+        "got it",
+        "sounds good",
+        "perfect",
+        "alright",
+        "all right",
+        "noted",
+        "understood",
+        "ack",
+    }
+)
 
 #: Whole outputs of a tool that say nothing beyond "it worked" (lowercased, trailing '.' stripped).
-TRIVIAL_OUTPUTS = frozenset({
-    "", "ok", "done", "success", "succeeded", "completed", "no output", "(no output)",
-    "command completed successfully", "command succeeded", "(bash completed with no output)",
-})
+TRIVIAL_OUTPUTS = frozenset(
+    {
+        "",
+        "ok",
+        "done",
+        "success",
+        "succeeded",
+        "completed",
+        "no output",
+        "(no output)",
+        "command completed successfully",
+        "command succeeded",
+        "(bash completed with no output)",
+    }
+)
 
 #: A tool call whose input JSON is longer than this carries information (a file body, a script).
 MAX_TRIVIAL_INPUT_CHARS = 200
@@ -108,8 +143,7 @@ def is_trivial_round(group: Sequence[ViewEntry]) -> bool:
         return False
     if any(isinstance(e.content, str) for e in sent):
         return False
-    if any(b.get("type") != "tool_use" or len(json.dumps(b.get("input", {}))) > MAX_TRIVIAL_INPUT_CHARS
-           for b in calls):
+    if any(b.get("type") != "tool_use" or len(json.dumps(b.get("input", {}))) > MAX_TRIVIAL_INPUT_CHARS for b in calls):
         return False
     if any(b.get("type") != "tool_result" or not is_trivial_output(b) for b in results):
         return False
@@ -185,8 +219,7 @@ def _decide(entries: list[ViewEntry], state: SnipState, bounds: list[tuple[int, 
     return removed
 
 
-def _decide_entry(entry: ViewEntry, index: int, state: SnipState, near: _Neighbours,
-                  removed: dict[int, str]) -> None:
+def _decide_entry(entry: ViewEntry, index: int, state: SnipState, near: _Neighbours, removed: dict[int, str]) -> None:
     """Apply the notice and ack rules to one entry."""
     key = _notice_key(entry)
     if key is not None:
@@ -214,19 +247,27 @@ def apply_snip(work: WorkingView, state: SnipState, usage_index: int | None, now
     freed_by_index = {i: entries[i].tokens for i in removed}
     credit = usage_credit(entries, usage_index, freed_by_index)
     usage_uuid = entries[usage_index].uuid if usage_index is not None else None
-    listing = [{"uuid": entries[i].uuid, "rule": rule, "tokens": entries[i].tokens}
-               for i, rule in sorted(removed.items())]
+    listing = [
+        {"uuid": entries[i].uuid, "rule": rule, "tokens": entries[i].tokens} for i, rule in sorted(removed.items())
+    ]
     freed = work.remove(set(removed))
     rules: dict[str, int] = {}
     for rule in removed.values():
         rules[rule] = rules.get(rule, 0) + 1
-    work.append(system_marker(
-        SUBTYPE,
-        f"Snipped {len(removed)} low-value message(s), about {freed:,} tokens.",
-        {"removed_uuids": [item["uuid"] for item in listing], "tokens_freed": freed, "rules": rules,
-         "usage_uuid": usage_uuid, "usage_credit": credit},
-        now,
-    ))
+    work.append(
+        system_marker(
+            SUBTYPE,
+            f"Snipped {len(removed)} low-value message(s), about {freed:,} tokens.",
+            {
+                "removed_uuids": [item["uuid"] for item in listing],
+                "tokens_freed": freed,
+                "rules": rules,
+                "usage_uuid": usage_uuid,
+                "usage_credit": credit,
+            },
+            now,
+        )
+    )
     report.acted = True
     report.items = len(removed)
     report.tokens_after = work.tokens

@@ -139,26 +139,36 @@ def summarize_gated(
     return _gated(result, truncated, entries, cwd=cwd, config=config, budget=budget)
 
 
-def gate_notes(notes: str, entries: Sequence[ViewEntry], *, cwd: str | None, config: Config,
-               budget: SummaryBudget | None = None) -> GatedSummary | None:
+def gate_notes(
+    notes: str, entries: Sequence[ViewEntry], *, cwd: str | None, config: Config, budget: SummaryBudget | None = None
+) -> GatedSummary | None:
     """The facts gate over session notes that stand in for a summary (None when the gate is off and no budget)."""
     if not config.facts_gate_enabled and budget is None:
         return None
     return _gated(SummaryResult(text=notes, raw=notes), False, entries, cwd=cwd, config=config, budget=budget)
 
 
-def _gated(result: SummaryResult, truncated: bool, entries: Sequence[ViewEntry], *, cwd: str | None,
-           config: Config, budget: SummaryBudget | None) -> GatedSummary:
+def _gated(
+    result: SummaryResult,
+    truncated: bool,
+    entries: Sequence[ViewEntry],
+    *,
+    cwd: str | None,
+    config: Config,
+    budget: SummaryBudget | None,
+) -> GatedSummary:
     """The facts gate (and the budget, when given) over one summary text."""
     if not config.facts_gate_enabled:
         if budget is None:
             return GatedSummary(result, truncated, None, None)
-        return GatedSummary(dataclasses.replace(result, text=fit_body(result.text, budget.max_tokens)), truncated,
-                            None, None)
+        return GatedSummary(
+            dataclasses.replace(result, text=fit_body(result.text, budget.max_tokens)), truncated, None, None
+        )
     facts = span_facts(entries, cwd=cwd, budget=config.user_messages_budget_tokens)
     if budget is None:
         text, report = apply_gate(result.text, facts)
         return GatedSummary(dataclasses.replace(result, text=text), truncated, facts, report)
-    held = hold_to_budget(result.text, facts, max_tokens=budget.max_tokens, era_of=budget.era_of,
-                          also_held=budget.also_held)
+    held = hold_to_budget(
+        result.text, facts, max_tokens=budget.max_tokens, era_of=budget.era_of, also_held=budget.also_held
+    )
     return GatedSummary(dataclasses.replace(result, text=held.text), truncated, held.facts, held.report)

@@ -41,8 +41,14 @@ class LayerReport:
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layer": self.layer, "acted": self.acted, "tokens_before": self.tokens_before,
-                "tokens_after": self.tokens_after, "items": self.items, "details": self.details}
+        return {
+            "layer": self.layer,
+            "acted": self.acted,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "items": self.items,
+            "details": self.details,
+        }
 
 
 @dataclass(slots=True)
@@ -143,8 +149,13 @@ def commit_working(session: Session, work: WorkingView) -> RewriteResult:
         if work.cleared:
             save_cleared(db, session.id, work.cleared, work.cleared_text)
         fault_in(db, "after_decisions")
-        return commit_rewrite(session, base_version=work.snapshot.view_version,
-                              snapshot_last_seq=work.snapshot.last_seq, plan=plan, kind=kind)
+        return commit_rewrite(
+            session,
+            base_version=work.snapshot.view_version,
+            snapshot_last_seq=work.snapshot.last_seq,
+            plan=plan,
+            kind=kind,
+        )
 
     try:
         return session.db.run_write(body, session_id=session.id, point=f"rewrite.{kind}")
@@ -154,8 +165,9 @@ def commit_working(session: Session, work: WorkingView) -> RewriteResult:
 
 def system_marker(subtype: str, text: str, metadata: dict[str, Any], now: datetime) -> NewMessage:
     """A `system` message recording what a layer did (stored and exported, never sent)."""
-    return normalize({"role": "system", "subtype": subtype, "content": text,
-                      "timestamp": iso(now), "metadata": metadata})
+    return normalize(
+        {"role": "system", "subtype": subtype, "content": text, "timestamp": iso(now), "metadata": metadata}
+    )
 
 
 def iso(moment: datetime) -> str:

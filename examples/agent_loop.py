@@ -36,14 +36,23 @@ def main() -> int:
 
     with SessionStore.open(args.db) as store:
         if args.new:
-            session = store.create_session(title=(args.task or "agent")[:60], model=args.model,
-                                           context_window=args.context_window, cwd=str(Path(args.workdir).resolve()))
+            session = store.create_session(
+                title=(args.task or "agent")[:60],
+                model=args.model,
+                context_window=args.context_window,
+                cwd=str(Path(args.workdir).resolve()),
+            )
             print(f"session {session.id}", flush=True)
         else:
             session = store.get(args.session)
-        agent = Agent(session=session, pipeline=Pipeline(store, summarizer=make_summarizer()),
-                      client=anthropic.Anthropic(max_retries=2), workdir=Path(args.workdir), model=args.model,
-                      on_event=lambda kind, payload: print(f"[{kind}]", flush=True))
+        agent = Agent(
+            session=session,
+            pipeline=Pipeline(store, summarizer=make_summarizer()),
+            client=anthropic.Anthropic(max_retries=2),
+            workdir=Path(args.workdir),
+            model=args.model,
+            on_event=lambda kind, payload: print(f"[{kind}]", flush=True),
+        )
         answer = agent.ask(args.task) if args.task else agent.resume()
     print(answer)
     return 0

@@ -37,8 +37,17 @@ def main() -> None:
     out.mkdir(parents=True)
     db = f"sqlite:///{out / 'sessions.db'}"
 
-    session = run("new", "--title", "textstats: fix failing test", "--model", "claude-sonnet-4-6",
-                  "--context-window", "200000", db=db, capture=True).strip()
+    session = run(
+        "new",
+        "--title",
+        "textstats: fix failing test",
+        "--model",
+        "claude-sonnet-4-6",
+        "--context-window",
+        "200000",
+        db=db,
+        capture=True,
+    ).strip()
     run("append", session, str(FIXTURE), db=db)
     run("sessions", db=db)
     run("view", session, db=db)

@@ -25,7 +25,9 @@ def _configure_and_run(connection: Connection) -> None:
     )
     with context.begin_transaction():
         if connection.dialect.name == "postgresql":
-            connection.execute(text("SELECT pg_advisory_xact_lock(735501)"))  # MIGRATION_LOCK in sessionstore.storage.migrate
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(735501)")
+            )  # MIGRATION_LOCK in sessionstore.storage.migrate
         context.run_migrations()
 
 

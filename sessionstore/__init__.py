@@ -1,10 +1,10 @@
 """sessionstore: a durable session store and context-compaction pipeline for LLM agents.
 
-    from sessionstore import SessionStore
-    store = SessionStore.open()                 # SQLite under the XDG data dir
-    session = store.create_session(title="fix the tests", model="claude-sonnet-4-6")
-    session.append({"role": "user", "content": "The tests fail, can you look?"})
-    client.messages.create(model=..., max_tokens=..., messages=session.active_view())
+from sessionstore import SessionStore
+store = SessionStore.open()                 # SQLite under the XDG data dir
+session = store.create_session(title="fix the tests", model="claude-sonnet-4-6")
+session.append({"role": "user", "content": "The tests fail, can you look?"})
+client.messages.create(model=..., max_tokens=..., messages=session.active_view())
 """
 
 from .storage.config import Config

@@ -17,8 +17,10 @@ HIDDEN = "[redacted]"
 #: unencoded `@` in it is hidden too; the user name is kept (it tells which account failed). Quotes,
 #: angle brackets and backslashes end it: they cannot stand unencoded in a URL, and they end a
 #: JSON or HTML string around one.
-URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/?#@:\"'<>\\]*)"
-                          r":(?P<password>[^\s/?#\"'<>\\]*)@")
+URL_USERINFO = re.compile(
+    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/?#@:\"'<>\\]*)"
+    r":(?P<password>[^\s/?#\"'<>\\]*)@"
+)
 #: Anthropic keys and tokens (sk-ant-api03-..., sk-ant-oat01-...).
 _KEY_SHAPE = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
 #: `Authorization: Bearer TOKEN` as servers echo it.

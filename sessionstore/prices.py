@@ -90,7 +90,7 @@ def canonical_model(model: str) -> str:
     name = model.strip().lower()
     for prefix in ("anthropic/", "anthropic.", "us.anthropic.", "eu.anthropic.", "openai/"):
         if name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
     name = name.removesuffix("[1m]")
     name = _BEDROCK_VERSION.sub("", name)
     return _DATE_SUFFIX.sub("", name)
@@ -113,8 +113,10 @@ def load_prices(user_file: str | Path | None = None) -> PriceTable:
         raise PriceTableError(f"cannot read the price file {path}: {getattr(exc, 'strerror', None) or exc}") from exc
     user = _parse(text, str(path))
     models = {**shipped["models"], **user["models"]}
-    header = {"date": f"{shipped['date']} (shipped) + {user.get('date') or path.name}",
-              "sources": [*shipped.get("sources", []), str(path)]}
+    header = {
+        "date": f"{shipped['date']} (shipped) + {user.get('date') or path.name}",
+        "sources": [*shipped.get("sources", []), str(path)],
+    }
     return _table(models, header)
 
 
@@ -146,8 +148,12 @@ def _table(models: Mapping[str, Any], header: Mapping[str, Any]) -> PriceTable:
                 aliases[canonical_model(alias)] = key
     aliases = {a: k for a, k in aliases.items() if a not in prices}
     sources = header.get("sources") or []
-    return PriceTable(prices, aliases, str(header.get("date") or "undated"),
-                      tuple(str(s) for s in sources) if isinstance(sources, list) else (str(sources),))
+    return PriceTable(
+        prices,
+        aliases,
+        str(header.get("date") or "undated"),
+        tuple(str(s) for s in sources) if isinstance(sources, list) else (str(sources),),
+    )
 
 
 def _model_price(name: str, entry: Any) -> ModelPrice:
@@ -162,8 +168,10 @@ def _model_price(name: str, entry: Any) -> ModelPrice:
     above = extra.get("above_prompt_tokens")
     if above not in PROMPT_BANDS:
         bands = ", ".join(f"{b:,}" for b in PROMPT_BANDS)
-        raise PriceTableError(f"price of {name}: long_context.above_prompt_tokens must be one of {bands} "
-                              f"(the prompt sizes the store records), got {above!r}")
+        raise PriceTableError(
+            f"price of {name}: long_context.above_prompt_tokens must be one of {bands} "
+            f"(the prompt sizes the store records), got {above!r}"
+        )
     return ModelPrice(name, base, _rates(f"{name} long_context", extra), int(above))
 
 
@@ -172,8 +180,8 @@ def _rates(name: str, entry: Mapping[str, Any]) -> Rates:
     for rate in RATES:
         value = entry.get(rate)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e6:
-            raise PriceTableError(f"price of {name}: {rate!r} must be a non-negative number of USD per million "
-                                  f"tokens, got {value!r}")
+            raise PriceTableError(
+                f"price of {name}: {rate!r} must be a non-negative number of USD per million tokens, got {value!r}"
+            )
         values.append(float(value))
     return Rates((values[0], values[1], values[2], values[3], values[4]))
-

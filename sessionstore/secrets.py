@@ -69,8 +69,11 @@ RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 
 #: A PEM private key, header to footer; newlines real or JSON-escaped (`\n`). Without a footer
 #: (a cut output) the base64 body after the header is taken.
-_PEM = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY((?: BLOCK)?)-----(?:.*?-----END \1PRIVATE KEY\2-----"
-                  r"|(?:[A-Za-z0-9+/=\s]|\\[nr])*)", re.DOTALL)
+_PEM = re.compile(
+    r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY((?: BLOCK)?)-----(?:.*?-----END \1PRIVATE KEY\2-----"
+    r"|(?:[A-Za-z0-9+/=\s]|\\[nr])*)",
+    re.DOTALL,
+)
 #: Characters around a regex match that are delimiters, not part of the secret.
 _DELIMITERS = " \t\r\n\"'=:"
 #: The characters of a JWT's signature, which detect-secrets' pattern leaves out (it is lazy).
@@ -145,7 +148,7 @@ def redact(text: str) -> tuple[str, int]:
         return text, 0
     parts, last = [], 0
     for secret in secrets:
-        parts += [text[last:secret.start], placeholder(secret.kind)]
+        parts += [text[last : secret.start], placeholder(secret.kind)]
         last = secret.end
     parts.append(text[last:])
     return "".join(parts), len(secrets)
@@ -180,8 +183,14 @@ class SecretFinding:
         return asdict(self)
 
 
-_WHERE = {"text": "text", "thinking": "thinking", "tool_use": "tool input", "server_tool_use": "tool input",
-          "mcp_tool_use": "tool input", "tool_result": "tool result"}
+_WHERE = {
+    "text": "text",
+    "thinking": "thinking",
+    "tool_use": "tool input",
+    "server_tool_use": "tool input",
+    "mcp_tool_use": "tool input",
+    "tool_result": "tool result",
+}
 
 
 def scan_session(session: "Session") -> list[SecretFinding]:
@@ -217,12 +226,13 @@ def scan_store(store: "SessionStore", session: str | None = None) -> list[Secret
     return findings
 
 
-def _findings(session_id: str, owner: tuple[int, str, str], where: str, text: str,
-              seen: set[tuple[int, str, str]]) -> list[SecretFinding]:
+def _findings(
+    session_id: str, owner: tuple[int, str, str], where: str, text: str, seen: set[tuple[int, str, str]]
+) -> list[SecretFinding]:
     """The findings in one text, less those already found in the same message (a spill repeats its result)."""
     out = []
     for secret in find_secrets(text):
-        value = text[secret.start:secret.end]
+        value = text[secret.start : secret.end]
         key = (owner[0], secret.kind, hashlib.sha256(value.encode("utf-8", "replace")).hexdigest())
         if key in seen:
             continue
@@ -295,8 +305,12 @@ class SecretFilter:
         text = self._pending
         cut = text.rfind("\n") + 1
         opened = text.rfind("-----BEGIN ", 0, cut)
-        if opened != -1 and "PRIVATE KEY" in text[opened:opened + 80] and text.find("-----END ", opened, cut) == -1 \
-                and len(text) - opened < HOLD_CHARS:
+        if (
+            opened != -1
+            and "PRIVATE KEY" in text[opened : opened + 80]
+            and text.find("-----END ", opened, cut) == -1
+            and len(text) - opened < HOLD_CHARS
+        ):
             cut = opened
         return cut
 

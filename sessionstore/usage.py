@@ -147,9 +147,18 @@ class UsageReport:
 # ------------------------------------------------------------------ reports
 
 
-def usage_report(store: "SessionStore", *, by: str = "day", since: str | None = None, until: str | None = None,
-                 session: str | None = None, cwd: str | None = None, fold_subagents: bool = False,
-                 prices: PriceTable | None = None, now: dt.datetime | None = None) -> UsageReport:
+def usage_report(
+    store: "SessionStore",
+    *,
+    by: str = "day",
+    since: str | None = None,
+    until: str | None = None,
+    session: str | None = None,
+    cwd: str | None = None,
+    fold_subagents: bool = False,
+    prices: PriceTable | None = None,
+    now: dt.datetime | None = None,
+) -> UsageReport:
     """Usage grouped `by` one of GROUPINGS, within the filters; each API response counted once.
 
     `since`: a date, an ISO time or an age (`12h`, `7d`, `2w`); `until`: a date (through its end)
@@ -165,8 +174,11 @@ def usage_report(store: "SessionStore", *, by: str = "day", since: str | None = 
     ids = _session_scope(store, session)
     catch_up(store.index_db, ids)
     where, params = _filters(low, high, ids, cwd)
-    key = {"session": "COALESCE(s.parent_id, r.session_id)" if fold_subagents else "r.session_id",
-           "project": "COALESCE(s.cwd, '')", "model": "r.model"}.get(by, "r.hour / 24")
+    key = {
+        "session": "COALESCE(s.parent_id, r.session_id)" if fold_subagents else "r.session_id",
+        "project": "COALESCE(s.cwd, '')",
+        "model": "r.model",
+    }.get(by, "r.hour / 24")
     joined = by in ("session", "project") or cwd is not None
     rows = store.db.all(
         f"SELECT {key}, r.model, r.band, SUM(r.responses), {', '.join(f'SUM(r.{k})' for k in KINDS)} "
@@ -185,13 +197,15 @@ def usage_report(store: "SessionStore", *, by: str = "day", since: str | None = 
         cost = _cost(prices, row[1], int(row[2]), counts)
         groups.setdefault(group_key, Usage()).add(counts, int(row[3]), cost, row[1])
         total.add(counts, int(row[3]), cost, row[1])
-    report_rows = (_session_rows(store, groups) if by == "session"
-                   else [UsageRow(str(k), groups[k]) for k in sorted(groups)])
+    report_rows = (
+        _session_rows(store, groups) if by == "session" else [UsageRow(str(k), groups[k]) for k in sorted(groups)]
+    )
     return UsageReport(by, report_rows, total, prices, _shown_hour(low), _shown_hour(high))
 
 
-def session_usage(store: "SessionStore", session_ids: Iterable[str],
-                  prices: PriceTable | None = None) -> dict[str, Usage]:
+def session_usage(
+    store: "SessionStore", session_ids: Iterable[str], prices: PriceTable | None = None
+) -> dict[str, Usage]:
     """Each session's own usage and cost (sub-agent sessions apart), from the rollup alone."""
     ids = list(dict.fromkeys(session_ids))
     if not ids:
@@ -200,7 +214,7 @@ def session_usage(store: "SessionStore", session_ids: Iterable[str],
     catch_up(store.index_db, ids)
     out = {sid: Usage() for sid in ids}
     for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
+        chunk = ids[start : start + 500]
         names = {f"s{i}": sid for i, sid in enumerate(chunk)}
         rows = store.db.all(
             f"SELECT session_id, model, band, SUM(responses), {', '.join(f'SUM({k})' for k in KINDS)} "
@@ -244,8 +258,9 @@ def _session_scope(store: "SessionStore", session: str | None) -> list[str] | No
     return [sid, *(r[0] for r in children)]
 
 
-def _filters(low: int | None, high: int | None, ids: list[str] | None,
-             cwd: str | None) -> tuple[list[str], dict[str, Any]]:
+def _filters(
+    low: int | None, high: int | None, ids: list[str] | None, cwd: str | None
+) -> tuple[list[str], dict[str, Any]]:
     where: list[str] = []
     params: dict[str, Any] = {}
     if low is not None:
@@ -271,10 +286,10 @@ def _session_rows(store: "SessionStore", groups: dict[Any, Usage]) -> list[Usage
     info: dict[str, tuple[str | None, str | None, str | None]] = {}
     ids = list(groups)
     for start in range(0, len(ids), 500):
-        names = {f"s{i}": sid for i, sid in enumerate(ids[start:start + 500])}
+        names = {f"s{i}": sid for i, sid in enumerate(ids[start : start + 500])}
         for sid, title, cwd, parent in store.db.all(
-                f"SELECT id, title, cwd, parent_id FROM sessions WHERE id IN ({', '.join(':' + n for n in names)})",
-                names):
+            f"SELECT id, title, cwd, parent_id FROM sessions WHERE id IN ({', '.join(':' + n for n in names)})", names
+        ):
             info[sid] = (title, cwd, parent)
     rows = {sid: UsageRow(sid, usage, *info.get(sid, (None, None, None))) for sid, usage in groups.items()}
     children: dict[str, list[UsageRow]] = {}
@@ -323,8 +338,9 @@ def _parse_time(value: str, option: str) -> dt.datetime:
     try:
         parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise UsageQueryError(f"{option} {value!r} is neither a date (2026-11-01), an ISO time "
-                              "nor an age (12h, 7d, 2w)") from None
+        raise UsageQueryError(
+            f"{option} {value!r} is neither a date (2026-11-01), an ISO time nor an age (12h, 7d, 2w)"
+        ) from None
     return parsed.replace(tzinfo=dt.timezone.utc) if parsed.tzinfo is None else parsed
 
 

@@ -87,8 +87,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """After a run that killed processes at named fault points: how many points, on which engines."""
     if getattr(terminalreporter.config, "pg_missing", False):
-        terminalreporter.write_sep("!", "PostgreSQL did not run (SESSIONSTORE_REQUIRE_PG is set): the run fails, "
-                                   "since a green run must mean both engines ran", red=True)
+        terminalreporter.write_sep(
+            "!",
+            "PostgreSQL did not run (SESSIONSTORE_REQUIRE_PG is set): the run fails, "
+            "since a green run must mean both engines ran",
+            red=True,
+        )
     kills = _kills()
     if not kills:
         return
@@ -96,8 +100,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
     engines = sorted({engine for engine, _ in kills})
     covered = {point for _, point in kills}
-    line = (f"fault points: {len(kills)} kills = points x engines ({', '.join(engines)}); "
-            f"{len(covered)} of the {len(POINTS)} named points reached")
+    line = (
+        f"fault points: {len(kills)} kills = points x engines ({', '.join(engines)}); "
+        f"{len(covered)} of the {len(POINTS)} named points reached"
+    )
     missing = [p for p in POINTS if p not in covered]
     if missing:
         line += f"; not run here: {len(missing)} (deselected, or their engine's tests skipped)"

@@ -43,14 +43,26 @@ class Script:
 
 def _env(base_url: str, url: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "sk-ant-test-agent-loop",
-                "SESSIONSTORE_DB_URL": url, "PYTHONPATH": str(ROOT)})
+    env.update(
+        {
+            "ANTHROPIC_BASE_URL": base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-test-agent-loop",
+            "SESSIONSTORE_DB_URL": url,
+            "PYTHONPATH": str(ROOT),
+        }
+    )
     return env
 
 
 def _agent(args: list[str], env: dict[str, str], workdir: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, str(ROOT / "examples" / "agent_loop.py"), "--workdir", str(workdir),
-                             *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "examples" / "agent_loop.py"), "--workdir", str(workdir), *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(predicate: Any, timeout: float = 60) -> None:
@@ -89,8 +101,13 @@ def test_killed_agent_resumes_with_the_same_view_and_finishes(sqlite_url: str, t
         s = store.get(session_id)
         transcript = list(s.transcript())
         assert [m.uuid for m in transcript][: len(seen_uuids)] == seen_uuids, "every message of the first run kept"
-        results = [b for m in transcript if m.role == "user" and isinstance(m.content, list)
-                   for b in m.content if b.get("type") == "tool_result"]
+        results = [
+            b
+            for m in transcript
+            if m.role == "user" and isinstance(m.content, list)
+            for b in m.content
+            if b.get("type") == "tool_result"
+        ]
         steps = [int(r["content"].split()[1]) for r in results]
         # the reply the server sent to the killed process was never recorded; everything received was
         assert steps[:3] == [1, 2, 3] and steps[-1] == STEPS and steps == sorted(set(steps))
@@ -101,9 +118,22 @@ def test_auto_compact_fires_midway_and_the_task_completes(sqlite_url: str, tmp_p
     script = Script(output_chars=12_000)
     with start_fake_api(responder=script) as api:
         proc = subprocess.run(
-            [sys.executable, str(ROOT / "examples" / "agent_loop.py"), "--workdir", str(tmp_path), "--new",
-             "--context-window", "40000", "Run the six steps."],
-            cwd=ROOT, env=_env(api.base_url, sqlite_url), capture_output=True, text=True, timeout=180)
+            [
+                sys.executable,
+                str(ROOT / "examples" / "agent_loop.py"),
+                "--workdir",
+                str(tmp_path),
+                "--new",
+                "--context-window",
+                "40000",
+                "Run the six steps.",
+            ],
+            cwd=ROOT,
+            env=_env(api.base_url, sqlite_url),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert proc.returncode == 0, proc.stderr
         assert "DONE" in proc.stdout
         session_id = proc.stdout.splitlines()[0].split()[1]
@@ -113,8 +143,13 @@ def test_auto_compact_fires_midway_and_the_task_completes(sqlite_url: str, tmp_p
         s = store.get(session_id)
         found = boundaries(s)
         assert found and all(b.trigger == "auto" for b in found)
-        texts = [b.get("text", "") for m in s.transcript() if m.role == "assistant" and isinstance(m.content, list)
-                 for b in m.content if b.get("type") == "text"]
+        texts = [
+            b.get("text", "")
+            for m in s.transcript()
+            if m.role == "assistant" and isinstance(m.content, list)
+            for b in m.content
+            if b.get("type") == "text"
+        ]
         assert texts[-1].startswith("DONE") and sum("Running step" in t for t in texts) == STEPS
 
 
@@ -131,16 +166,28 @@ def test_read_tool_stays_inside_the_working_directory(tmp_path: Path, path: str)
 def test_chat_command_answers_and_stores_everything(sqlite_url: str, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("the answer is 42\n")
     with start_fake_api() as api:
-        api.script(Reply.tool_use("Read", {"file_path": "notes.txt"}, text="Let me read it."),
-                   "The notes say the answer is 42.")
+        api.script(
+            Reply.tool_use("Read", {"file_path": "notes.txt"}, text="Let me read it."),
+            "The notes say the answer is 42.",
+        )
         proc = subprocess.run(
             [sys.executable, "-m", "sessionstore", "chat", "--new", "--workdir", str(tmp_path), "--db", sqlite_url],
-            input="What do my notes say?\n", cwd=ROOT, env=_env(api.base_url, sqlite_url),
-            capture_output=True, text=True, timeout=120)
+            input="What do my notes say?\n",
+            cwd=ROOT,
+            env=_env(api.base_url, sqlite_url),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         assert "The notes say the answer is 42." in proc.stdout
-        tool_results = [b for m in api.message_requests[1].messages if isinstance(m["content"], list)
-                        for b in m["content"] if b.get("type") == "tool_result"]
+        tool_results = [
+            b
+            for m in api.message_requests[1].messages
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        ]
         assert tool_results and "the answer is 42" in str(tool_results[0]["content"])
     with SessionStore.open(sqlite_url) as store:
         session = store.get(store.list()[0]["id"])

@@ -152,9 +152,7 @@ def test_custom_instructions_and_truncated_note(api: FakeAPI, summarizer: Anthro
     assert "Focus on tests." in prompt
 
 
-def test_trailing_user_message_is_merged_with_the_prompt(
-    api: FakeAPI, summarizer: AnthropicSummarizer
-) -> None:
+def test_trailing_user_message_is_merged_with_the_prompt(api: FakeAPI, summarizer: AnthropicSummarizer) -> None:
     """A trailing user message is merged with the prompt, tool results first."""
     api.script("<summary>ok</summary>")
     entries = entries_from(
@@ -178,9 +176,7 @@ def test_trailing_user_message_is_merged_with_the_prompt(
 def test_pending_tool_use_is_left_out(api: FakeAPI, summarizer: AnthropicSummarizer) -> None:
     """Pending tool_use blocks of the last assistant message are dropped from the request."""
     api.script("<summary>a</summary>", "<summary>b</summary>")
-    with_text = entries_from(
-        [user("go"), assistant_tool_use("Read", {"path": "x"}, "toolu_p", text="Reading x.")]
-    )
+    with_text = entries_from([user("go"), assistant_tool_use("Read", {"path": "x"}, "toolu_p", text="Reading x.")])
     summarizer.summarize(with_text)
     only_tool = entries_from(
         [user("go"), assistant_text("ok"), user("more"), assistant_tool_use("Read", {}, "toolu_q")]
@@ -241,9 +237,7 @@ def test_overloaded_is_retried_then_succeeds(api: FakeAPI, summarizer: Anthropic
     assert [r.headers["x-stainless-retry-count"] for r in api.requests] == ["0", "1", "2"]
 
 
-def test_overloaded_beyond_sdk_retries_is_a_summarizer_error(
-    api: FakeAPI, summarizer: AnthropicSummarizer
-) -> None:
+def test_overloaded_beyond_sdk_retries_is_a_summarizer_error(api: FakeAPI, summarizer: AnthropicSummarizer) -> None:
     """Exhausted SDK retries become a SummarizerError naming the status."""
     api.overload(3)
     with pytest.raises(SummarizerError) as info:
@@ -302,9 +296,7 @@ def test_api_key_never_in_error_text(api: FakeAPI, summarizer: AnthropicSummariz
     assert "401" in str(error) and "authentication_error" in str(error)
     assert KEY not in str(error) and KEY not in repr(error)
     assert error.__cause__ is None
-    assert KEY in api.requests[0].headers.get("authorization", "") + api.requests[0].headers.get(
-        "x-api-key", ""
-    )
+    assert KEY in api.requests[0].headers.get("authorization", "") + api.requests[0].headers.get("x-api-key", "")
 
 
 def test_connection_error_is_a_summarizer_error_without_key() -> None:
@@ -370,9 +362,7 @@ def unstated_too_long(fits_from_round: int) -> Any:
     return respond
 
 
-def test_unstated_gap_drops_a_fifth_of_the_rounds_per_retry(
-    api: FakeAPI, summarizer: AnthropicSummarizer
-) -> None:
+def test_unstated_gap_drops_a_fifth_of_the_rounds_per_retry(api: FakeAPI, summarizer: AnthropicSummarizer) -> None:
     """Without counts each retry drops 20% of the remaining rounds, up to three retries."""
     entries = entries_from(conversation(10))
     api.responder = unstated_too_long(fits_from_round=6)
@@ -421,8 +411,6 @@ def test_other_errors_are_not_retried_by_compaction(api: FakeAPI, summarizer: An
 def test_no_retry_needed_is_not_truncated(api: FakeAPI, summarizer: AnthropicSummarizer) -> None:
     """A request that fits is sent once and not marked truncated."""
     api.script(RAW_SUMMARY)
-    result, truncated = summarize_with_retry(
-        summarizer, entries_from(conversation(3)), custom_instructions="X"
-    )
+    result, truncated = summarize_with_retry(summarizer, entries_from(conversation(3)), custom_instructions="X")
     assert not truncated and result.raw == RAW_SUMMARY
     assert api.requests[0].messages[-1]["content"][-1]["text"] == compact_prompt("X")

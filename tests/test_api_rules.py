@@ -37,56 +37,126 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("whitespace user string", {"role": "user", "content": " \n\t"}, "whitespace"),
     ("whitespace text block", {"role": "assistant", "content": [{"type": "text", "text": "   "}]}, "whitespace"),
     ("empty text block", {"role": "user", "content": [{"type": "text", "text": ""}]}, "whitespace"),
-    ("tool_use input string", {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t9", "name": "Bash", "input": "ls -la"}]}, "input must be an object"),
-    ("tool_use input missing", {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t9", "name": "Bash"}]}, "input must be an object"),
+    (
+        "tool_use input string",
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t9", "name": "Bash", "input": "ls -la"}]},
+        "input must be an object",
+    ),
+    (
+        "tool_use input missing",
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t9", "name": "Bash"}]},
+        "input must be an object",
+    ),
     ("image without source", {"role": "user", "content": [{"type": "image"}]}, "source"),
-    ("image text/plain", {"role": "user", "content": [
-        _image(type="base64", media_type="text/plain", data=PNG)]}, "media_type 'text/plain'"),
-    ("image invalid base64", {"role": "user", "content": [
-        _image(type="base64", media_type="image/png", data="not base64!")]}, "not valid base64"),
-    ("image base64 bad padding", {"role": "user", "content": [
-        _image(type="base64", media_type="image/png", data="AAA")]}, "not valid base64"),
+    (
+        "image text/plain",
+        {"role": "user", "content": [_image(type="base64", media_type="text/plain", data=PNG)]},
+        "media_type 'text/plain'",
+    ),
+    (
+        "image invalid base64",
+        {"role": "user", "content": [_image(type="base64", media_type="image/png", data="not base64!")]},
+        "not valid base64",
+    ),
+    (
+        "image base64 bad padding",
+        {"role": "user", "content": [_image(type="base64", media_type="image/png", data="AAA")]},
+        "not valid base64",
+    ),
     ("image unknown source type", {"role": "user", "content": [_image(type="path", path="/x.png")]}, "'path'"),
     ("image url without url", {"role": "user", "content": [_image(type="url")]}, "'url'"),
-    ("document pdf wrong media", {"role": "user", "content": [{"type": "document", "source": {
-        "type": "base64", "media_type": "image/png", "data": PDF}}]}, "application/pdf"),
+    (
+        "document pdf wrong media",
+        {
+            "role": "user",
+            "content": [{"type": "document", "source": {"type": "base64", "media_type": "image/png", "data": PDF}}],
+        },
+        "application/pdf",
+    ),
     ("document without source", {"role": "user", "content": [{"type": "document"}]}, "source"),
     ("tool_result whitespace text", _result({"type": "text", "text": "  "}), "whitespace"),
     ("tool_result with tool_use", _result({"type": "tool_use", "id": "x", "name": "y", "input": {}}), "'tool_use'"),
     ("tool_result bad image", _result(_image(type="base64", media_type="image/bmp", data=PNG)), "image/bmp"),
-    ("tool_use in user message", {"role": "user", "content": [
-        {"type": "tool_use", "id": "t9", "name": "Bash", "input": {}}]}, "assistant message"),
-    ("thinking in user message", {"role": "user", "content": [
-        {"type": "thinking", "thinking": "hm", "signature": "s"}]}, "assistant message"),
-    ("thinking without signature", {"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "hm"}]}, "'signature'"),
-    ("search_result without source", {"role": "user", "content": [
-        {"type": "search_result", "title": "t", "content": [{"type": "text", "text": "x"}]}]}, "'source'"),
+    (
+        "tool_use in user message",
+        {"role": "user", "content": [{"type": "tool_use", "id": "t9", "name": "Bash", "input": {}}]},
+        "assistant message",
+    ),
+    (
+        "thinking in user message",
+        {"role": "user", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}]},
+        "assistant message",
+    ),
+    (
+        "thinking without signature",
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}]},
+        "'signature'",
+    ),
+    (
+        "search_result without source",
+        {
+            "role": "user",
+            "content": [{"type": "search_result", "title": "t", "content": [{"type": "text", "text": "x"}]}],
+        },
+        "'source'",
+    ),
 ]
 
 GOOD: list[tuple[str, dict[str, Any]]] = [
-    ("png", {"role": "user", "content": [_image(type="base64", media_type="image/png", data=PNG),
-                                         {"type": "text", "text": "what is this?"}]}),
+    (
+        "png",
+        {
+            "role": "user",
+            "content": [
+                _image(type="base64", media_type="image/png", data=PNG),
+                {"type": "text", "text": "what is this?"},
+            ],
+        },
+    ),
     ("image url", {"role": "user", "content": [_image(type="url", url="https://example.com/a.png")]}),
     ("image file", {"role": "user", "content": [_image(type="file", file_id="file_011")]}),
-    ("pdf", {"role": "user", "content": [{"type": "document", "source": {
-        "type": "base64", "media_type": "application/pdf", "data": PDF}}]}),
-    ("text document", {"role": "user", "content": [{"type": "document", "source": {
-        "type": "text", "media_type": "text/plain", "data": "notes"}}]}),
-    ("tool_result with image", _result({"type": "text", "text": "screenshot:"},
-                                       _image(type="base64", media_type="image/gif", data=PNG))),
-    ("thinking", {"role": "assistant", "content": [{"type": "thinking", "thinking": "", "signature": "EsQC"},
-                                                   {"type": "text", "text": "ok"}]}),
+    (
+        "pdf",
+        {
+            "role": "user",
+            "content": [
+                {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": PDF}}
+            ],
+        },
+    ),
+    (
+        "text document",
+        {
+            "role": "user",
+            "content": [{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "notes"}}],
+        },
+    ),
+    (
+        "tool_result with image",
+        _result({"type": "text", "text": "screenshot:"}, _image(type="base64", media_type="image/gif", data=PNG)),
+    ),
+    (
+        "thinking",
+        {
+            "role": "assistant",
+            "content": [{"type": "thinking", "thinking": "", "signature": "EsQC"}, {"type": "text", "text": "ok"}],
+        },
+    ),
 ]
 
 
 def _seed(store: SessionStore):
     s = store.create_session()
     s.append({"role": "user", "content": "start"})
-    s.append({"role": "assistant", "content": [
-        {"type": "text", "text": "listing"}, {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"c": "ls"}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "listing"},
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"c": "ls"}},
+            ],
+        }
+    )
     return s
 
 
@@ -99,8 +169,13 @@ def _request(message: dict[str, Any]) -> list[dict[str, Any]]:
     """The seeded view plus `message`, as the API would receive it."""
     seed = [
         {"role": "user", "content": "start"},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "listing"}, {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"c": "ls"}}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "listing"},
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"c": "ls"}},
+            ],
+        },
     ]
     if message["role"] == "assistant" or not any(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in message["content"]
@@ -112,7 +187,9 @@ def _request(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("name,message,words", BAD, ids=[b[0] for b in BAD])
-def test_api_refuses_what_the_messages_api_refuses(store: SessionStore, name: str, message: dict[str, Any], words: str) -> None:
+def test_api_refuses_what_the_messages_api_refuses(
+    store: SessionStore, name: str, message: dict[str, Any], words: str
+) -> None:
     s = _seed(store)
     before = _snapshot(s)
     with pytest.raises(InvalidContent) as info:
@@ -138,9 +215,22 @@ def test_what_the_api_accepts_is_let_in(store: SessionStore, name: str, message:
     assert check_messages(_request(message)) == []
 
 
-@pytest.mark.parametrize("name,message,words", [b for b in BAD if b[0] in (
-    "whitespace assistant string", "tool_use input string", "image without source", "image text/plain",
-    "image invalid base64")], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name,message,words",
+    [
+        b
+        for b in BAD
+        if b[0]
+        in (
+            "whitespace assistant string",
+            "tool_use input string",
+            "image without source",
+            "image text/plain",
+            "image invalid base64",
+        )
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_cli_refuses_with_exit_2_and_writes_nothing(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, sqlite_url: str, name: str, message: Any, words: str
 ) -> None:

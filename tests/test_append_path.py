@@ -28,12 +28,15 @@ def test_store_made_uuids_are_time_ordered(store: SessionStore) -> None:
 
 def test_appends_leave_the_session_row_alone_and_every_reader_sees_their_figures(store: SessionStore) -> None:
     s = store.create_session(title="figures")
-    row_before = store.db.one("SELECT last_seq, view_tokens, tail_state, updated_at FROM sessions WHERE id = :id",
-                              {"id": s.id})
+    row_before = store.db.one(
+        "SELECT last_seq, view_tokens, tail_state, updated_at FROM sessions WHERE id = :id", {"id": s.id}
+    )
     s.append_many(list(conversation(30, seed=2)))
     s.append({"role": "user", "content": "one more"})
-    assert store.db.one("SELECT last_seq, view_tokens, tail_state, updated_at FROM sessions WHERE id = :id",
-                        {"id": s.id}) == row_before, "no append wrote the session row"
+    assert (
+        store.db.one("SELECT last_seq, view_tokens, tail_state, updated_at FROM sessions WHERE id = :id", {"id": s.id})
+        == row_before
+    ), "no append wrote the session row"
     fresh = store.get(s.id)
     entries = fresh.active_entries()
     assert fresh.last_seq == 31 == len(entries)

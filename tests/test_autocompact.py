@@ -27,8 +27,9 @@ class Failing:
     name = "failing"
     calls = 0
 
-    def summarize(self, entries: Sequence[ViewEntry], *, custom_instructions: str | None = None,
-                  truncated: bool = False) -> SummaryResult:
+    def summarize(
+        self, entries: Sequence[ViewEntry], *, custom_instructions: str | None = None, truncated: bool = False
+    ) -> SummaryResult:
         Failing.calls += 1
         raise SummarizerError("summary service unavailable")
 
@@ -64,10 +65,17 @@ def test_session_memory_is_tried_first(store: SessionStore) -> None:
     s = _over(store, 400)
     entries = s.active_entries()
     covered = entries[-30]
-    save_memory(s, "# Learnings\nhalf way through request 12\n", covers_seq=covered.seq,
-                covers_uuid=covered.uuid, tokens=0, tool_calls=0)
-    config = store.config.replace(microcompact_enabled=False, memory_keep_min_tokens=2_000,
-                                  memory_keep_max_tokens=5_000)
+    save_memory(
+        s,
+        "# Learnings\nhalf way through request 12\n",
+        covers_seq=covered.seq,
+        covers_uuid=covered.uuid,
+        tokens=0,
+        tool_calls=0,
+    )
+    config = store.config.replace(
+        microcompact_enabled=False, memory_keep_min_tokens=2_000, memory_keep_max_tokens=5_000
+    )
     prepared = Pipeline(store, config=config).prepare(s)
     assert prepared.report["autocompact"].details["compaction"]["kind"] == "session-memory"
     assert "half way through request 12" in (boundaries(s)[0].summary or "")

@@ -51,8 +51,13 @@ REJECTED: dict[str, tuple[type[InvalidMessage], str, str]] = {
     "bad_second_in_batch.jsonl": (InvalidContent, "got int", "got int"),
     "nul_in_uuid.json": (InvalidMessage, "NUL", "NUL"),
 }
-STORED = ["nul_in_content.json", "path_ids.json", "sql_strings.json", "unicode_exotic.json",
-          "raw_line_separators.jsonl"]
+STORED = [
+    "nul_in_content.json",
+    "path_ids.json",
+    "sql_strings.json",
+    "unicode_exotic.json",
+    "raw_line_separators.jsonl",
+]
 # Valid JSON that must be refused with a typed error (lone surrogates, 500-deep values); the CLI screens them too.
 CORE_GAPS = {
     "lone_surrogate.json": "lone surrogate",
@@ -75,8 +80,9 @@ def parse(raw: bytes) -> list[Any] | None:
 
 def seeded(store: SessionStore) -> Session:
     s = store.create_session(title="bad input")
-    s.append_many([{"role": "user", "content": "run it"},
-                   {"role": "assistant", "api_message_id": "m0", "content": [TOOL_USE]}])
+    s.append_many(
+        [{"role": "user", "content": "run it"}, {"role": "assistant", "api_message_id": "m0", "content": [TOOL_USE]}]
+    )
     return s
 
 
@@ -171,8 +177,13 @@ def test_api_deep_nesting_is_a_typed_error(store: SessionStore) -> None:
     before = state(store, s.id)
     try:
         with pytest.raises(InvalidMessage):
-            s.append({"role": "user", "metadata": {"d": deep},
-                      "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]})
+            s.append(
+                {
+                    "role": "user",
+                    "metadata": {"d": deep},
+                    "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}],
+                }
+            )
     finally:
         assert state(store, s.id) == before
 
@@ -240,7 +251,7 @@ def test_sql_lookalikes_leave_the_schema_alone(store: SessionStore) -> None:
 # ----------------------------------------------------------- 100 MB payload
 
 PAYLOAD_MB = 100
-CHILD = r'''
+CHILD = r"""
 import base64, hashlib, json, os, sys
 import psutil
 from sessionstore import SessionStore
@@ -279,7 +290,7 @@ with SessionStore.open(url) as store:
     got_view = digest(s.active_view()[-1]["content"][0]["content"])
 print(json.dumps({"with_payload": with_payload, "peak": peak(), "want": want, "returned": got_returned,
                   "transcript": got_transcript, "view": got_view}))
-'''
+"""
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -292,8 +303,9 @@ def big_append(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     else:
         pytest.skip("PostgreSQL tests need SESSIONSTORE_TEST_PG_URL")
     url = next(urls)
-    proc = subprocess.run([sys.executable, "-c", CHILD, url, str(PAYLOAD_MB * 1_000_000)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, url, str(PAYLOAD_MB * 1_000_000)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     yield json.loads(proc.stdout)
     for _ in urls:

@@ -21,7 +21,11 @@ def test_quick_run_writes_its_section(tmp_path: Path, transcripts_dir: Path) -> 
 
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, cwd=REPO, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
@@ -29,8 +33,11 @@ def test_quick_run_writes_its_section(tmp_path: Path, transcripts_dir: Path) -> 
     assert other in text and "stale" not in text
     assert text.count(START) == 1 and text.count(END) == 1
     section = text.split(START, 1)[1].split(END, 1)[0]
-    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
-            for line in section.splitlines() if line.startswith("| ") and not line.startswith("| stage")}
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| stage")
+    }
     for stage in ("import (MB of input)", "export jsonl (MB of output)", "export html (MB of output)"):
         assert stage in rows, section
         assert float(rows[stage][1].replace(",", "")) > 0, rows[stage]

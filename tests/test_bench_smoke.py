@@ -22,7 +22,11 @@ def test_quick_run_writes_its_section(tmp_path: Path) -> None:
     for extra in (["--subjects", "raw-sqlite3,jsonl"], []):
         proc = subprocess.run(
             [sys.executable, str(SCRIPT), "--quick", "--out", str(out), *extra],
-            capture_output=True, text=True, timeout=600, cwd=REPO, stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
 

@@ -63,8 +63,9 @@ def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     import_paths(store, [TRANSCRIPTS / "claude-code"], source="claude-code")
     import_paths(store, [TRANSCRIPTS / "codex"], source="codex")
     heavy = store.db.one("SELECT session_id FROM imports WHERE path LIKE '%tool_heavy.jsonl'")[0]
-    config = dataclasses.replace(store.config, tool_result_max_chars=1000, microcompact_enabled=False,
-                                 snip_enabled=False)
+    config = dataclasses.replace(
+        store.config, tool_result_max_chars=1000, microcompact_enabled=False, snip_enabled=False
+    )
     session = store.get(heavy)
     Pipeline(store, config=config).prepare(session)  # a local write: it lands on the local continuation
     assert list_spills(session), "the small budget spills some of the real tool results"
@@ -106,8 +107,9 @@ def all_rows(listing: ViewList) -> list[Any]:
 def test_sessions_screen_lists_every_session_and_the_filter_narrows(corpus: Corpus) -> None:
     everything = corpus.store.list(limit=1000)
     wanted = "spotter"
-    narrowed = [r["id"] for r in everything
-                if any(wanted in (r[k] or "").lower() for k in ("id", "title", "cwd", "model"))]
+    narrowed = [
+        r["id"] for r in everything if any(wanted in (r[k] or "").lower() for k in ("id", "title", "cwd", "model"))
+    ]
     assert 0 < len(narrowed) < len(everything)
     seen: dict[str, Any] = {}
 
@@ -133,8 +135,7 @@ def test_sessions_screen_lists_every_session_and_the_filter_narrows(corpus: Corp
 def test_preview_pane_shows_first_and_latest_typed_messages(corpus: Corpus) -> None:
     first = corpus.store.list(limit=1)[0]
     session = corpus.store.get(first["id"])
-    typed = [m for m in session.transcript() if m.role == "user" and m.type == "user"
-             and paging.typed_text(m.content)]
+    typed = [m for m in session.transcript() if m.role == "user" and m.type == "user" and paging.typed_text(m.content)]
     seen: dict[str, str] = {}
 
     async def steps(pilot: Pilot[None]) -> None:
@@ -158,10 +159,12 @@ def test_boundary_screen_matches_history_json(corpus: Corpus, capsys: pytest.Cap
     ids = with_boundaries(corpus.store)
     assert len(ids) >= 3, "spotter, fasthooks and the codex rollout each hold a compaction"
     for session_id in ids:
-        expected = json.loads(run_cli(capsys, "history", session_id, "--boundary", "1", "--json",
-                                      "--db", corpus.url).out)
-        summary = json.loads(run_cli(capsys, "history", session_id, "--boundary", "1", "--summary", "--json",
-                                     "--db", corpus.url).out)
+        expected = json.loads(
+            run_cli(capsys, "history", session_id, "--boundary", "1", "--json", "--db", corpus.url).out
+        )
+        summary = json.loads(
+            run_cli(capsys, "history", session_id, "--boundary", "1", "--summary", "--json", "--db", corpus.url).out
+        )
         seen: dict[str, Any] = {}
 
         async def steps(pilot: Pilot[None]) -> None:
@@ -172,8 +175,9 @@ def test_boundary_screen_matches_history_json(corpus: Corpus, capsys: pytest.Cap
             assert isinstance(screen, BoundaryScreen)
             before = screen.query_one("#before-list", ViewList)
             seen["rows"] = all_rows(before)
-            seen["shown"] = [paging.message_at(screen.session, r.seq, version=before.source.version).content
-                             for r in seen["rows"]]
+            seen["shown"] = [
+                paging.message_at(screen.session, r.seq, version=before.source.version).content for r in seen["rows"]
+            ]
             await pilot.press("2")
             await settle(pilot)
             seen["tab"] = screen.active
@@ -237,7 +241,7 @@ def test_preserved_segment_and_moving_between_boundaries(store_url: str) -> None
         made_keys = paging.segment_keys(s, last.replaced_version + 1, last.head_uuid, last.tail_uuid)
         assert made_keys is not None
         active = [e.uuid for e in s.active_entries()]
-        kept = active[active.index(last.head_uuid):active.index(last.tail_uuid) + 1]
+        kept = active[active.index(last.head_uuid) : active.index(last.tail_uuid) + 1]
         session_id = s.id
     seen: dict[str, Any] = {}
 
@@ -280,8 +284,12 @@ def test_preserved_segment_and_moving_between_boundaries(store_url: str) -> None
 def test_spilled_result_shows_its_preview_and_opens_the_original(corpus: Corpus) -> None:
     session = corpus.store.get(corpus.spilled_session)
     spill = list_spills(session)[0]
-    entry = next(e for e in session.active_entries() if isinstance(e.content, list) and any(
-        b.get("type") == "tool_result" and b.get("tool_use_id") == spill.tool_use_id for b in e.content))
+    entry = next(
+        e
+        for e in session.active_entries()
+        if isinstance(e.content, list)
+        and any(b.get("type") == "tool_result" and b.get("tool_use_id") == spill.tool_use_id for b in e.content)
+    )
     assert entry.replaced
     position = paging.active_position(session, entry.seq)
     seen: dict[str, Any] = {}
@@ -332,8 +340,10 @@ def test_thinking_is_collapsed_and_tool_calls_show_their_inputs(store_url: str) 
             await pilot.press("enter")
             await settle(pilot)
             screen = pilot.app.screen
-            seen[name] = (" ".join(str(w.visual) for w in screen.query(Static)),
-                          [c.collapsed for c in screen.query(Collapsible)])
+            seen[name] = (
+                " ".join(str(w.visual) for w in screen.query(Static)),
+                [c.collapsed for c in screen.query(Collapsible)],
+            )
             await pilot.press("q")
             await settle(pilot)
 
@@ -349,8 +359,10 @@ def test_thinking_is_collapsed_and_tool_calls_show_their_inputs(store_url: str) 
 def test_search_lists_hits_and_enter_opens_each_where_it_lives(corpus: Corpus) -> None:
     query = "spotter-gqc"
     hits = corpus.store.search(query, limit=SEARCH_LIMIT)
-    picks = [next(i for i, h in enumerate(hits) if h.boundary is None),
-             next(i for i, h in enumerate(hits) if h.boundary is not None)]
+    picks = [
+        next(i for i, h in enumerate(hits) if h.boundary is None),
+        next(i for i, h in enumerate(hits) if h.boundary is not None),
+    ]
     for pick in picks:
         seen: dict[str, Any] = {}
 
@@ -472,7 +484,8 @@ def test_rows_of_the_active_view_match_its_entries_after_rewrites(store_url: str
         window = paging.active_rows(s, 3, 4)
     assert count == len(entries)
     assert [(r.position, r.uuid, r.tokens, r.replaced) for r in rows] == [
-        (e.position, e.uuid, e.tokens, e.replaced) for e in entries]
+        (e.position, e.uuid, e.tokens, e.replaced) for e in entries
+    ]
     assert [r.uuid for r in window] == [e.uuid for e in entries[3:7]]
 
 
@@ -531,8 +544,13 @@ def test_make_demo_ends_by_suggesting_browse(tmp_path: Path) -> None:
     import sys
 
     demo = Path(__file__).resolve().parents[1] / "examples" / "demo.py"
-    out = subprocess.run([sys.executable, str(demo), "--dir", str(tmp_path / "demo")], capture_output=True,
-                         text=True, timeout=300, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(demo), "--dir", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
     assert out.rstrip().splitlines()[-1].startswith("Then browse it all full screen: sessionstore browse --db ")
 
 
@@ -591,8 +609,9 @@ def test_timeline_follows_the_records_and_marks_each_boundary(sqlite_url: str) -
         points = paging.timeline(s, found)
         html = token_points(s, found=found)
         state = s.refresh_state()
-    assert points[0] == paging.TimelinePoint(0, 0) and points[-1] == paging.TimelinePoint(state.last_seq,
-                                                                                          state.view_tokens)
+    assert points[0] == paging.TimelinePoint(0, 0) and points[-1] == paging.TimelinePoint(
+        state.last_seq, state.view_tokens
+    )
     assert html[-1] == (state.last_seq, state.view_tokens), "the HTML chart ends where this one does"
     for b in found:
         assert paging.TimelinePoint(b.boundary_seq, b.pre_tokens) in points
@@ -616,8 +635,14 @@ def test_past_views_read_by_pages_match_view_before(store_url: str) -> None:
         s = grown_session(store, 2)
         for _ in range(2):  # rewrites without a boundary: a few rows each get a version of their own
             snap = s.snapshot()
-            target = next(e for e in reversed(snap.entries) if e.role == "user" and not e.replaced
-                          and isinstance(e.content, list) and e.content[0].get("type") == "tool_result")
+            target = next(
+                e
+                for e in reversed(snap.entries)
+                if e.role == "user"
+                and not e.replaced
+                and isinstance(e.content, list)
+                and e.content[0].get("type") == "tool_result"
+            )
             cleared = [{**b, "content": "[cleared]"} for b in target.content]
             plan = [Keep(e.seq, content=cleared) if e.seq == target.seq else Keep(e.seq) for e in snap.entries]
             commit_rewrite(s, base_version=snap.view_version, snapshot_last_seq=snap.last_seq, plan=plan)
@@ -631,8 +656,11 @@ def test_past_views_read_by_pages_match_view_before(store_url: str) -> None:
             expected = [(e.position, e.uuid, e.tokens, e.replaced) for e in view_before(s, b.index)]
             assert paging.past_count(s, version, floor) == paging.past_count(s, version) == len(expected)
             for step in (7, 100):
-                paged = [r for start in range(0, len(expected) + step, step)
-                         for r in paging.past_rows(s, version, start, step, floor=floor)]
+                paged = [
+                    r
+                    for start in range(0, len(expected) + step, step)
+                    for r in paging.past_rows(s, version, start, step, floor=floor)
+                ]
                 assert [(r.position, r.uuid, r.tokens, r.replaced) for r in paged] == expected
 
 
@@ -676,15 +704,31 @@ def test_message_detail_shows_usage_at_80_columns_and_every_spilled_original(sql
     with SessionStore.open(sqlite_url) as store:
         s = store.create_session(title="two spills")
         s.append({"role": "user", "content": "read both"})
-        s.append({"role": "assistant", "content": [
-            {"type": "tool_use", "id": f"toolu_{i}", "name": "Read", "input": {"file_path": f"f{i}.txt"}}
-            for i in range(2)], "usage": {"input_tokens": 1234, "output_tokens": 56,
-                                          "cache_read_input_tokens": 7890, "cache_creation_input_tokens": 12}})
-        s.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": big[i]} for i in range(2)]})
+        s.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": f"toolu_{i}", "name": "Read", "input": {"file_path": f"f{i}.txt"}}
+                    for i in range(2)
+                ],
+                "usage": {
+                    "input_tokens": 1234,
+                    "output_tokens": 56,
+                    "cache_read_input_tokens": 7890,
+                    "cache_creation_input_tokens": 12,
+                },
+            }
+        )
+        s.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": big[i]} for i in range(2)],
+            }
+        )
         s.append({"role": "assistant", "content": "done"})
-        config = dataclasses.replace(store.config, tool_result_max_chars=1000, microcompact_enabled=False,
-                                     snip_enabled=False)
+        config = dataclasses.replace(
+            store.config, tool_result_max_chars=1000, microcompact_enabled=False, snip_enabled=False
+        )
         Pipeline(store, config=config).prepare(s)
         assert len(list_spills(s)) == 2
         session_id = s.id

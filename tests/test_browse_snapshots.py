@@ -58,11 +58,19 @@ def snapshot_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[st
     monkeypatch.setattr(validate, "_now_iso", lambda: next(clock).strftime("%Y-%m-%dT%H:%M:%S.000Z"))
     url = f"sqlite:///{tmp_path / 'snap.db'}"
     with SessionStore.open(url) as store:
-        other = store.create_session(session_id=OTHER, title="docs: explain the --dry-run flag",
-                                     model="claude-haiku-4-5-20251001", cwd="/home/me/projects/sync")
+        other = store.create_session(
+            session_id=OTHER,
+            title="docs: explain the --dry-run flag",
+            model="claude-haiku-4-5-20251001",
+            cwd="/home/me/projects/sync",
+        )
         other.append_many(fixed(whole_turns(list(conversation(30, seed=3))), 5000))
-        s = store.create_session(session_id=SESSION, title="textstats: fix the failing word-count test",
-                                 model="claude-sonnet-4-5-20250929", cwd="/home/me/projects/textstats")
+        s = store.create_session(
+            session_id=SESSION,
+            title="textstats: fix the failing word-count test",
+            model="claude-sonnet-4-5-20250929",
+            cwd="/home/me/projects/textstats",
+        )
         source = list(conversation(900, seed=7))
         s.append_many(fixed(whole_turns(source[:400]), 0))
         compact(s)
@@ -71,10 +79,14 @@ def snapshot_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[st
         compact(s, up_to_uuid=users[-2].uuid)
         s.append_many(fixed(source[800:830], 800))
         for n, sid in enumerate((OTHER, SESSION)):
-            store.db.execute("UPDATE sessions SET created_at = :t, updated_at = :t WHERE id = :id",
-                             {"t": START.timestamp() + 86400 * n, "id": sid}).close()
-            store.db.execute("UPDATE messages SET written_at = :t WHERE session_id = :id",
-                             {"t": START.timestamp() + 86400 * n, "id": sid}).close()
+            store.db.execute(
+                "UPDATE sessions SET created_at = :t, updated_at = :t WHERE id = :id",
+                {"t": START.timestamp() + 86400 * n, "id": sid},
+            ).close()
+            store.db.execute(
+                "UPDATE messages SET written_at = :t WHERE session_id = :id",
+                {"t": START.timestamp() + 86400 * n, "id": sid},
+            ).close()
         store.db.execute("UPDATE compactions SET created_at = :t", {"t": START.timestamp()}).close()
     yield url
     monkeypatch.delenv("TZ")

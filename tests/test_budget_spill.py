@@ -28,7 +28,7 @@ from tests.support.layers import (
     user,
 )
 
-EMOJI = "\U0001F600"
+EMOJI = "\U0001f600"
 
 
 @pytest.fixture
@@ -102,23 +102,35 @@ def test_per_message_budget_boundary(store: SessionStore, pipeline: Pipeline) ->
 
 def test_per_message_budget_spills_largest_fresh_until_under(store: SessionStore, pipeline: Pipeline) -> None:
     s = store.create_session()
-    outputs = {"small": "s" * 10_000, "mid": "m" * 45_000, "big": "b" * 49_000, "big2": "c" * 48_000,
-               "mid2": "n" * 47_000, "tiny": "t" * 20_000}
+    outputs = {
+        "small": "s" * 10_000,
+        "mid": "m" * 45_000,
+        "big": "b" * 49_000,
+        "big2": "c" * 48_000,
+        "mid2": "n" * 47_000,
+        "tiny": "t" * 20_000,
+    }
     s.append_many([user("go"), *parallel_round(outputs)])
     pipeline.prepare(s)
     assert set(_spilled(s)) == {"big"}
 
 
-def test_results_split_over_several_user_entries_count_as_one_message(store: SessionStore,
-                                                                      pipeline: Pipeline) -> None:
+def test_results_split_over_several_user_entries_count_as_one_message(store: SessionStore, pipeline: Pipeline) -> None:
     s = store.create_session()
     calls = {f"p{i}": "x" * 45_000 for i in range(5)}
-    s.append_many([
-        user("go"),
-        {"role": "assistant", "content": [{"type": "tool_use", "id": t, "name": "Bash", "input": {}} for t in calls]},
-        *[{"role": "user", "content": [{"type": "tool_result", "tool_use_id": t, "content": out}]}
-          for t, out in calls.items()],
-    ])
+    s.append_many(
+        [
+            user("go"),
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": t, "name": "Bash", "input": {}} for t in calls],
+            },
+            *[
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": t, "content": out}]}
+                for t, out in calls.items()
+            ],
+        ]
+    )
     prepared = pipeline.prepare(s)
     assert list(_spilled(s)) == ["p0"]
     assert_valid_view(prepared.messages)
@@ -128,12 +140,20 @@ def test_seen_results_are_not_spilled_when_the_message_grows(store: SessionStore
     ids = ["first", "second", "third", "fourth", "fifth"]
     sizes = [49_000, 49_000, 48_000, 47_000, 46_000]
     s = store.create_session()
-    s.append_many([user("go"), {"role": "assistant", "content": [
-        {"type": "tool_use", "id": t, "name": "Bash", "input": {}} for t in ids]}])
+    s.append_many(
+        [
+            user("go"),
+            {"role": "assistant", "content": [{"type": "tool_use", "id": t, "name": "Bash", "input": {}} for t in ids]},
+        ]
+    )
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "first", "content": "f" * 49_000}]})
     assert not pipeline.prepare(s).report["budget"].acted
-    s.append_many([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": t, "content": "g" * n}]}
-                   for t, n in zip(ids[1:], sizes[1:], strict=True)])
+    s.append_many(
+        [
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": t, "content": "g" * n}]}
+            for t, n in zip(ids[1:], sizes[1:], strict=True)
+        ]
+    )
     prepared = pipeline.prepare(s)
     assert list(_spilled(s)) == ["second"]
     assert_valid_view(prepared.messages)
@@ -216,8 +236,9 @@ def test_replacement_is_byte_identical_across_calls_and_reopen(store: SessionSto
     assert store.db.one("SELECT COUNT(*) FROM blobs")[0] == 1
 
 
-def test_recorded_decision_is_reapplied_where_the_view_shows_the_original(store: SessionStore,
-                                                                         pipeline: Pipeline) -> None:
+def test_recorded_decision_is_reapplied_where_the_view_shows_the_original(
+    store: SessionStore, pipeline: Pipeline
+) -> None:
     s = store.create_session()
     s.append_many([user("go"), *tool_round("r1", "r" * 70_000)])
     pipeline.prepare(s)
@@ -248,8 +269,9 @@ def test_dry_run_writes_nothing(store: SessionStore, pipeline: Pipeline) -> None
 # ------------------------------------------------------------ spill commands
 
 
-def test_spill_list_and_materialize_cli(store: SessionStore, store_url: str, pipeline: Pipeline,
-                                        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_spill_list_and_materialize_cli(
+    store: SessionStore, store_url: str, pipeline: Pipeline, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     s = store.create_session()
     s.append_many([user("go"), *tool_round("toolu_A", "A" * 60_000), *tool_round("toolu_B", "B" * 55_555)])
     pipeline.prepare(s)
@@ -257,7 +279,9 @@ def test_spill_list_and_materialize_cli(store: SessionStore, store_url: str, pip
     assert listed.code == 0
     rows = json.loads(listed.out)
     assert [(r["tool_use_id"], r["original_size"], r["kind"]) for r in rows] == [
-        ("toolu_A", 60_000, "spilled"), ("toolu_B", 55_555, "spilled")]
+        ("toolu_A", 60_000, "spilled"),
+        ("toolu_B", 55_555, "spilled"),
+    ]
     table = run_cli(capsys, "spill", "list", s.id, "--db", store_url)
     assert table.code == 0 and "toolu_A" in table.out
     out = run_cli(capsys, "spill", "materialize", s.id, "toolu_B", str(tmp_path / "spills"), "--db", store_url)
@@ -277,8 +301,18 @@ def test_spill_original_of_unknown_id_raises(store: SessionStore) -> None:
 
 # --------------------------------------------------------------- path safety
 
-HOSTILE_IDS = ["../../x", "/etc/passwd", "a/../../b", "..", ".", "~root", "C:\\Windows\\x", "x" * 200,
-               "con", "a b\tc\nd"]
+HOSTILE_IDS = [
+    "../../x",
+    "/etc/passwd",
+    "a/../../b",
+    "..",
+    ".",
+    "~root",
+    "C:\\Windows\\x",
+    "x" * 200,
+    "con",
+    "a b\tc\nd",
+]
 
 
 def _store_spill(store: SessionStore, session_id: str, tool_use_id: str, data: bytes) -> None:

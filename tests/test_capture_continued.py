@@ -55,7 +55,7 @@ def test_two_growing_copies_and_local_writes_lose_nothing(
             goal = min(len(data), written[original] + rng.randint(1, len(data) // 12) + lead)
             if goal > written[path]:
                 with open(path, "ab") as out:
-                    out.write(data[written[path]:goal])
+                    out.write(data[written[path] : goal])
                 written[path] = goal
             watcher.sync(path)
         if store.db.one("SELECT 1 FROM imports") is None:

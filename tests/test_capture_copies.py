@@ -32,8 +32,12 @@ def snapshot(store: SessionStore, session_id: str) -> tuple[Any, ...]:
     out = io.StringIO()
     export_jsonl(session, out)
     found = boundaries(session)
-    return (out.getvalue(), session.active_view(), [b.to_dict() for b in found],
-            [[e.seq for e in view_before(session, b.index)] for b in found])
+    return (
+        out.getvalue(),
+        session.active_view(),
+        [b.to_dict() for b in found],
+        [[e.seq for e in view_before(session, b.index)] for b in found],
+    )
 
 
 def one_shot(tmp_path: Path, path: Path) -> tuple[Any, ...]:
@@ -108,16 +112,13 @@ def test_a_file_that_only_shares_the_source_id_is_a_session_of_its_own(
     one = import_file(store, first)
     other = import_file(store, second)
     assert other.status == "imported" and other.session_id != one.session_id
-    assert any("shares its first 200 line(s)" in w and "imported as a session of its own" in w
-               for w in other.warnings)
+    assert any("shares its first 200 line(s)" in w and "imported as a session of its own" in w for w in other.warnings)
     out = io.BytesIO()
     export_claude_code(store.get(other.session_id or ""), out)
     assert out.getvalue() == second.read_bytes()
 
 
-def test_watch_on_both_folders_reports_no_duplicate(
-    store: SessionStore, transcripts_dir: Path, tmp_path: Path
-) -> None:
+def test_watch_on_both_folders_reports_no_duplicate(store: SessionStore, transcripts_dir: Path, tmp_path: Path) -> None:
     first, second = halves(transcripts_dir, tmp_path, SPOTTER, 500)
     events: list[WatchEvent] = []
     watcher = Watcher(store, [tmp_path / "a", tmp_path / "b"], events.append, settle_seconds=3600)

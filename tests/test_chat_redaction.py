@@ -35,8 +35,7 @@ def test_a_400_body_echoing_the_bearer_key_is_printed_without_it(sqlite_url: str
 
 
 @pytest.mark.parametrize("password", ["PlainPassw0rd", "Unencoded@Passw0rd"])
-def test_a_base_url_password_is_hidden_in_the_cannot_reach_line(sqlite_url: str, tmp_path: Path,
-                                                                 password: str) -> None:
+def test_a_base_url_password_is_hidden_in_the_cannot_reach_line(sqlite_url: str, tmp_path: Path, password: str) -> None:
     down = _closed_port_url().replace("http://", f"http://alice:{password}@")
     proc = _chat(["--new"], "hello\n", _env(down), sqlite_url, tmp_path)
     errors = _error_lines(proc.stderr)
@@ -46,8 +45,10 @@ def test_a_base_url_password_is_hidden_in_the_cannot_reach_line(sqlite_url: str,
 
 
 def test_hide_credentials_covers_keys_bearer_tokens_and_url_passwords() -> None:
-    text = ("Bearer abcdefgh12345678 at postgresql://app:p@ss@db:5432/x and https://u:pw@h/p?q=1 "
-            f"with {KEY} and known-secret-xyz")
+    text = (
+        "Bearer abcdefgh12345678 at postgresql://app:p@ss@db:5432/x and https://u:pw@h/p?q=1 "
+        f"with {KEY} and known-secret-xyz"
+    )
     shown = hide_credentials(text, ["known-secret-xyz", None])
     for secret in ("abcdefgh12345678", "p@ss", "ss@db", ":pw@", "EchoedKeyValue", "known-secret-xyz"):
         assert secret not in shown, secret

@@ -21,7 +21,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PAD = "The long explanation goes on with more detail than any summary keeps. " * 12
 
 
-
 def _env(base_url: str | None, key: str | None = "sk-ant-test-chat") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")}
     env["PYTHONPATH"] = str(ROOT)
@@ -33,8 +32,15 @@ def _env(base_url: str | None, key: str | None = "sk-ant-test-chat") -> dict[str
 
 
 def _chat(args: list[str], stdin: str, env: dict[str, str], db: str, workdir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sessionstore", "chat", *args, "--workdir", str(workdir), "--db", db],
-                          input=stdin, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "sessionstore", "chat", *args, "--workdir", str(workdir), "--db", db],
+        input=stdin,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def _only_session(db: str) -> Any:
@@ -77,24 +83,26 @@ def _closed_port_url() -> str:
 
 def test_slash_commands_never_reach_the_model(sqlite_url: str, tmp_path: Path) -> None:
     out_file = tmp_path / "out.md"
-    script = "\n".join([
-        "first question about gooseberry",
-        "/help",
-        "/stats",
-        "/compact keep the gooseberry facts",
-        "/history",
-        "/search gooseberry",
-        "/search --all gooseberry",
-        f"/export markdown {out_file}",
-        "/export nonsense",
-        f"/export html {tmp_path}",
-        f"/export markdown {tmp_path / 'missing' / 'x.md'}",
-        "/frobnicate",
-        "/history 99",
-        "/history 99999999999999999999",
-        "second question",
-        "",
-    ])
+    script = "\n".join(
+        [
+            "first question about gooseberry",
+            "/help",
+            "/stats",
+            "/compact keep the gooseberry facts",
+            "/history",
+            "/search gooseberry",
+            "/search --all gooseberry",
+            f"/export markdown {out_file}",
+            "/export nonsense",
+            f"/export html {tmp_path}",
+            f"/export markdown {tmp_path / 'missing' / 'x.md'}",
+            "/frobnicate",
+            "/history 99",
+            "/history 99999999999999999999",
+            "second question",
+            "",
+        ]
+    )
     with start_fake_api() as api:
         api.script("First answer. " + PAD * 20, "Second answer.")
         proc = _chat(["--new"], script, _env(api.base_url), sqlite_url, tmp_path)
@@ -186,12 +194,20 @@ def test_connection_refused_keeps_the_message_and_resume_answers_it(sqlite_url: 
         again = _chat([sid], "", _env(api.base_url), sqlite_url, tmp_path)
         assert again.returncode == 0, again.stderr
         assert "The config says debug=true." in again.stdout
-        assert api.message_requests[0].messages[-1]["content"] in ("what does the config say?",
-                                                                   [{"type": "text", "text": "what does the config say?"}])
+        assert api.message_requests[0].messages[-1]["content"] in (
+            "what does the config say?",
+            [{"type": "text", "text": "what does the config say?"}],
+        )
 
 
-def _failing_then_answered(sqlite_url: str, tmp_path: Path, first: list[Reply], expect: str,
-                           args: list[str] | None = None, api: FakeAPI | None = None) -> tuple[str, list[Any]]:
+def _failing_then_answered(
+    sqlite_url: str,
+    tmp_path: Path,
+    first: list[Reply],
+    expect: str,
+    args: list[str] | None = None,
+    api: FakeAPI | None = None,
+) -> tuple[str, list[Any]]:
     """Two messages: the first meets `first`, the second is answered; both end up in the answered request."""
     with start_fake_api() as api:
         api.script(*first, "Answered both.")
@@ -208,8 +224,11 @@ def _failing_then_answered(sqlite_url: str, tmp_path: Path, first: list[Reply], 
 
 def test_401_is_one_line_and_the_next_turn_answers(sqlite_url: str, tmp_path: Path) -> None:
     _, requests = _failing_then_answered(
-        sqlite_url, tmp_path, [Reply.error(401, "authentication_error", "invalid x-api-key")],
-        "the API refused the key (401): check ANTHROPIC_API_KEY")
+        sqlite_url,
+        tmp_path,
+        [Reply.error(401, "authentication_error", "invalid x-api-key")],
+        "the API refused the key (401): check ANTHROPIC_API_KEY",
+    )
     assert len(requests) == 2
     store, session = _only_session(sqlite_url)
     try:
@@ -220,8 +239,9 @@ def test_401_is_one_line_and_the_next_turn_answers(sqlite_url: str, tmp_path: Pa
 
 
 def test_overloaded_after_retries_is_one_line_and_the_next_turn_answers(sqlite_url: str, tmp_path: Path) -> None:
-    _, requests = _failing_then_answered(sqlite_url, tmp_path, [Reply.overloaded()] * 3,
-                                         "the API is overloaded or failing (529) even after retries")
+    _, requests = _failing_then_answered(
+        sqlite_url, tmp_path, [Reply.overloaded()] * 3, "the API is overloaded or failing (529) even after retries"
+    )
     assert len(requests) == 4
     store, session = _only_session(sqlite_url)
     try:
@@ -232,13 +252,17 @@ def test_overloaded_after_retries_is_one_line_and_the_next_turn_answers(sqlite_u
 
 def test_prompt_still_too_long_after_reactive_compaction(sqlite_url: str, tmp_path: Path) -> None:
     sid = _seeded(sqlite_url, 8)
-    _, requests = _failing_then_answered(sqlite_url, tmp_path, [Reply.prompt_too_long(250_000, 200_000)] * 2,
-                                         "still too long for the model after compacting", args=[sid])
+    _, requests = _failing_then_answered(
+        sqlite_url,
+        tmp_path,
+        [Reply.prompt_too_long(250_000, 200_000)] * 2,
+        "still too long for the model after compacting",
+        args=[sid],
+    )
     assert len(requests) == 3
     store, session = _only_session(sqlite_url)
     try:
-        kinds = [c[0] for c in store.db.all("SELECT \"trigger\" FROM compactions WHERE session_id = :id",
-                                            {"id": sid})]
+        kinds = [c[0] for c in store.db.all('SELECT "trigger" FROM compactions WHERE session_id = :id', {"id": sid})]
         assert "reactive" in kinds
         _assert_valid(store, session)
     finally:

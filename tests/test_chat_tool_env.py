@@ -26,8 +26,14 @@ SECRETS = {
     "GITHUB_TOKEN": "GithubTokenValue6620",
     "MY_SERVICE_PASSWORD": "ServicePasswordValue1149",
 }
-NEEDLES = ["AuthTokenValue5521", "PgPasswordValue7391", "DbUrlPasswordValue8812", "AwsSecretValue3307",
-           "GithubTokenValue6620", "ServicePasswordValue1149"]
+NEEDLES = [
+    "AuthTokenValue5521",
+    "PgPasswordValue7391",
+    "DbUrlPasswordValue8812",
+    "AwsSecretValue3307",
+    "GithubTokenValue6620",
+    "ServicePasswordValue1149",
+]
 #: Allow-listed (LC_*): present in the output, so the test sees `env` really ran and was indexed.
 PROBE = ("LC_SESSIONSTORE_PROBE", "AllowedProbeValue4411")
 

@@ -25,7 +25,7 @@ def _run(tmp_path: Path, port: int, *, installed: bool, apt: bool = False) -> su
     bin_dir.mkdir()
     if apt:
         fake_apt = bin_dir / "apt-get"
-        fake_apt.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'apt.log'}\n[ \"$1\" = update ]\n")
+        fake_apt.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "apt.log"}\n[ "$1" = update ]\n')
         fake_apt.chmod(0o755)
     for tool in ("python3", "ls", "sleep", "head", "dirname", "id"):
         found = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
@@ -61,10 +61,25 @@ def test_a_run_required_to_use_postgresql_fails_when_it_did_not() -> None:
     env = {k: v for k, v in os.environ.items() if k != "SESSIONSTORE_TEST_PG_URL"}
     env["SESSIONSTORE_REQUIRE_PG"] = "1"
     one = "tests/test_sanitize.py::test_colour_codes_are_dropped_and_the_text_kept"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", one], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", one],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert "1 passed" in proc.stdout and "PostgreSQL did not run" in proc.stdout
     env.pop("SESSIONSTORE_REQUIRE_PG")
-    assert subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", one], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", one],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        ).returncode
+        == 0
+    )

@@ -32,8 +32,11 @@ PIVOT = "11503a95-8cfe-4979-8e77-5600dcc250c3"
 
 
 def test_a_partial_compaction_of_an_imported_session_never_imports_as_another_view(
-    capsys: pytest.CaptureFixture[str], store_url: str, other_url: str,  # noqa: F811
-    transcripts_dir: Path, tmp_path: Path
+    capsys: pytest.CaptureFixture[str],
+    store_url: str,
+    other_url: str,  # noqa: F811
+    transcripts_dir: Path,
+    tmp_path: Path,
 ) -> None:
     """The user's path: import, `compact --from`, export claude-code. The compaction went to the local
     continuation, whose view starts with a boundary message copied without its record: that export is
@@ -52,8 +55,15 @@ def test_a_partial_compaction_of_an_imported_session_never_imports_as_another_vi
 
 
 def line(uuid: str, parent: str | None, kind: str, stamp: str, **extra: object) -> str:
-    entry: dict[str, object] = {"parentUuid": parent, "isSidechain": False, "sessionId": "s-1", "type": kind,
-                                "uuid": uuid, "timestamp": f"2026-01-01T00:00:{stamp}Z", **extra}
+    entry: dict[str, object] = {
+        "parentUuid": parent,
+        "isSidechain": False,
+        "sessionId": "s-1",
+        "type": kind,
+        "uuid": uuid,
+        "timestamp": f"2026-01-01T00:00:{stamp}Z",
+        **extra,
+    }
     if kind in ("user", "assistant"):
         entry["message"] = {"role": kind, "content": f"text of {uuid}"}
     return json.dumps(entry)
@@ -63,10 +73,20 @@ def test_a_kept_prefix_hangs_from_its_boundary_even_when_the_boundary_is_stamped
     """A partial-from compaction writes its summary, then its boundary a millisecond later: the summary is the leaf."""
     segment = {"headUuid": "u1", "anchorUuid": "b", "tailUuid": "u2"}
     lines = [
-        line("u1", None, "user", "01.000"), line("a1", "u1", "assistant", "02.000"),
-        line("u2", "a1", "user", "03.000"), line("a2", "u2", "assistant", "04.000"),
-        line("b", None, "system", "05.001", subtype="compact_boundary", logicalParentUuid="a2",
-             content="Conversation compacted", compactMetadata={"trigger": "manual", "preservedSegment": segment}),
+        line("u1", None, "user", "01.000"),
+        line("a1", "u1", "assistant", "02.000"),
+        line("u2", "a1", "user", "03.000"),
+        line("a2", "u2", "assistant", "04.000"),
+        line(
+            "b",
+            None,
+            "system",
+            "05.001",
+            subtype="compact_boundary",
+            logicalParentUuid="a2",
+            content="Conversation compacted",
+            compactMetadata={"trigger": "manual", "preservedSegment": segment},
+        ),
         line("s", "u2", "user", "05.000", isCompactSummary=True),
     ]
     path = tmp_path / "s-1.jsonl"
@@ -82,10 +102,18 @@ def test_a_snipped_view_is_refused_in_the_claude_code_format(
     from sessionstore.compaction.pipeline import Pipeline
 
     s = store.create_session(title="snip")
-    s.append_many([{"role": "user", "content": "fix the bug"}, {"role": "assistant", "content": "done, see the diff"},
-                   {"role": "user", "content": "ok"}, {"role": "user", "content": "now add a test"},
-                   {"role": "assistant", "content": "added"}, {"role": "user", "content": "thanks"},
-                   {"role": "user", "content": "and the docs?"}, {"role": "assistant", "content": "updated"}])
+    s.append_many(
+        [
+            {"role": "user", "content": "fix the bug"},
+            {"role": "assistant", "content": "done, see the diff"},
+            {"role": "user", "content": "ok"},
+            {"role": "user", "content": "now add a test"},
+            {"role": "assistant", "content": "added"},
+            {"role": "user", "content": "thanks"},
+            {"role": "user", "content": "and the docs?"},
+            {"role": "assistant", "content": "updated"},
+        ]
+    )
     assert Pipeline(store).prepare(s).report["snip"].acted
     with pytest.raises(UnfaithfulExport, match="--format jsonl"):
         export_claude_code(s, io.BytesIO())

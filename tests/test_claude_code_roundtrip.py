@@ -25,13 +25,15 @@ from tests.support.cli import run_cli
 from tests.support.messages import conversation
 from tests.support.validity import check_messages
 
-SHARED = ["claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl",
-          "claude-code/spotter/tool_heavy.jsonl",
-          "claude-code/fasthooks/sample_main_transcript.jsonl",
-          "claude-code/claude-code-viewer/fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl",
-          "claude-code/claude-code-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
-          "codex/localpush/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl",
-          "codex/localpush/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"]
+SHARED = [
+    "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl",
+    "claude-code/spotter/tool_heavy.jsonl",
+    "claude-code/fasthooks/sample_main_transcript.jsonl",
+    "claude-code/claude-code-viewer/fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl",
+    "claude-code/claude-code-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
+    "codex/localpush/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl",
+    "codex/localpush/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
+]
 
 
 @pytest.fixture
@@ -61,8 +63,11 @@ def extend(session: Session, n: int, seed: int) -> None:
 
 
 def prompt_uuids(session: Session) -> list[str]:
-    return [e.uuid for e in session.active_entries()
-            if e.role == "user" and e.type == "user" and isinstance(e.content, str) and not e.message.is_compact_summary]
+    return [
+        e.uuid
+        for e in session.active_entries()
+        if e.role == "user" and e.type == "user" and isinstance(e.content, str) and not e.message.is_compact_summary
+    ]
 
 
 def grow_here(session: Session, seed: int) -> None:
@@ -79,9 +84,14 @@ def snapshot(session: Session) -> dict[str, Any]:
     return {
         "view": session.active_view(),
         "uuids": [e.uuid for e in session.active_entries()],
-        "history": [([e.uuid for e in view_before(session, b.index)],
-                     [m.uuid for m in summarized_messages(session, b.index)], b.summary)
-                    for b in boundaries(session)],
+        "history": [
+            (
+                [e.uuid for e in view_before(session, b.index)],
+                [m.uuid for m in summarized_messages(session, b.index)],
+                b.summary,
+            )
+            for b in boundaries(session)
+        ],
     }
 
 
@@ -130,29 +140,46 @@ SUBAGENT = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d/subagents/a
 #: Known gap: the jsonl export does not say which messages of a sub-agent file lie off the chain
 #: Claude Code would resume (the native importer replays file order), so the copy shows them too.
 SUBAGENT_JSONL = pytest.mark.xfail(
-    strict=True, reason="jsonl export of a sub-agent file: messages off the resumed chain come back into the view")
+    strict=True, reason="jsonl export of a sub-agent file: messages off the resumed chain come back into the view"
+)
 
 #: Known gap: the local continuation of fasthooks is forked from a view that starts with the file's
 #: boundary; a fork copies that boundary message without its compaction record, and a re-import
 #: reads it as one more boundary.
 FORKED_BOUNDARY = pytest.mark.xfail(
-    strict=True, reason="a fork's view that starts with a copied boundary message comes back as one more boundary")
+    strict=True, reason="a fork's view that starts with a copied boundary message comes back as one more boundary"
+)
 
-KINDS = ["native", *(f"imported:{n}" for n in SHARED), f"imported:{SUBAGENT}",
-         "mixed:claude-code/spotter/tool_heavy.jsonl",
-         "mixed:claude-code/fasthooks/sample_main_transcript.jsonl",
-         "mixed:codex/localpush/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"]
+KINDS = [
+    "native",
+    *(f"imported:{n}" for n in SHARED),
+    f"imported:{SUBAGENT}",
+    "mixed:claude-code/spotter/tool_heavy.jsonl",
+    "mixed:claude-code/fasthooks/sample_main_transcript.jsonl",
+    "mixed:codex/localpush/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
+]
 
 
-@pytest.mark.parametrize("kind,fmt", [
-    pytest.param(kind, fmt, id=f"{kind}-{fmt}",
-                 marks=[SUBAGENT_JSONL] if (kind, fmt) == (f"imported:{SUBAGENT}", "jsonl")
-                 else [FORKED_BOUNDARY] if kind == "mixed:claude-code/fasthooks/sample_main_transcript.jsonl" else [])
-    for kind in KINDS for fmt in ("claude-code", "jsonl")
-])
-def test_export_then_import_gives_the_same_view_and_history(store: SessionStore, other_url: str,
-                                                            transcripts_dir: Path, tmp_path: Path,
-                                                            kind: str, fmt: str) -> None:
+@pytest.mark.parametrize(
+    "kind,fmt",
+    [
+        pytest.param(
+            kind,
+            fmt,
+            id=f"{kind}-{fmt}",
+            marks=[SUBAGENT_JSONL]
+            if (kind, fmt) == (f"imported:{SUBAGENT}", "jsonl")
+            else [FORKED_BOUNDARY]
+            if kind == "mixed:claude-code/fasthooks/sample_main_transcript.jsonl"
+            else [],
+        )
+        for kind in KINDS
+        for fmt in ("claude-code", "jsonl")
+    ],
+)
+def test_export_then_import_gives_the_same_view_and_history(
+    store: SessionStore, other_url: str, transcripts_dir: Path, tmp_path: Path, kind: str, fmt: str
+) -> None:
     sid = build(store, transcripts_dir, kind)
     original = snapshot(store.get(sid))
     with SessionStore.open(other_url) as other:
@@ -175,8 +202,9 @@ def _unordered(value: Any) -> Any:
     return sorted(value)
 
 
-def test_a_claude_code_export_is_one_session_with_a_parent_chain(store: SessionStore, transcripts_dir: Path,
-                                                                 tmp_path: Path) -> None:
+def test_a_claude_code_export_is_one_session_with_a_parent_chain(
+    store: SessionStore, transcripts_dir: Path, tmp_path: Path
+) -> None:
     sid = native(store, transcripts_dir)
     path = tmp_path / "out.jsonl"
     with open(path, "wb") as raw:
@@ -192,8 +220,9 @@ def test_a_claude_code_export_is_one_session_with_a_parent_chain(store: SessionS
             assert line["logicalParentUuid"] in by_uuid
 
 
-def test_an_imported_session_continued_here_still_exports_as_its_file(store: SessionStore, transcripts_dir: Path,
-                                                                      tmp_path: Path) -> None:
+def test_an_imported_session_continued_here_still_exports_as_its_file(
+    store: SessionStore, transcripts_dir: Path, tmp_path: Path
+) -> None:
     """Local writes go to the continuation; the source-side session's claude-code export stays the file."""
     source = transcripts_dir / "claude-code" / "spotter" / "tool_heavy.jsonl"
     [result] = import_paths(store, [source])
@@ -205,8 +234,9 @@ def test_an_imported_session_continued_here_still_exports_as_its_file(store: Ses
     assert path.read_bytes() == source.read_bytes()
 
 
-def test_cli_claude_code_export_imports_back(capsys: pytest.CaptureFixture[str], store_url: str, other_url: str,
-                                             tmp_path: Path, transcripts_dir: Path) -> None:
+def test_cli_claude_code_export_imports_back(
+    capsys: pytest.CaptureFixture[str], store_url: str, other_url: str, tmp_path: Path, transcripts_dir: Path
+) -> None:
     with SessionStore.open(store_url) as st:
         sid = native(st, transcripts_dir)
         original = snapshot(st.get(sid))
@@ -219,8 +249,7 @@ def test_cli_claude_code_export_imports_back(capsys: pytest.CaptureFixture[str],
         assert snapshot(other.get(row["session"])) == original
 
 
-def test_every_compaction_kind_survives_the_claude_code_format(store_url: str, other_url: str,
-                                                                tmp_path: Path) -> None:
+def test_every_compaction_kind_survives_the_claude_code_format(store_url: str, other_url: str, tmp_path: Path) -> None:
     """Full, partial-from, partial-up_to, session-memory, an in-flight turn, messages appended while summarizing."""
     from sessionstore.storage.view import to_api_messages
     from tests.test_roundtrip import build_session
@@ -237,8 +266,9 @@ def test_every_compaction_kind_survives_the_claude_code_format(store_url: str, o
             # The loader puts a tool result right after its call (before re-injected files): same request.
             assert sorted(e.uuid for e in again) == sorted(e.uuid for e in before), b.index
             assert to_api_messages(again) == to_api_messages(before), b.index
-            assert ([m.uuid for m in summarized_messages(copy, b.index)]
-                    == [m.uuid for m in summarized_messages(original, b.index)]), b.index
+            assert [m.uuid for m in summarized_messages(copy, b.index)] == [
+                m.uuid for m in summarized_messages(original, b.index)
+            ], b.index
             assert theirs[b.index - 1].summary == b.summary
 
 
@@ -247,10 +277,18 @@ def test_a_snipped_view_comes_back(store: SessionStore, other_url: str, tmp_path
     from sessionstore.compaction.pipeline import Pipeline
 
     s = store.create_session(title="snip")
-    s.append_many([{"role": "user", "content": "fix the bug"}, {"role": "assistant", "content": "done, see the diff"},
-                   {"role": "user", "content": "ok"}, {"role": "user", "content": "now add a test"},
-                   {"role": "assistant", "content": "added"}, {"role": "user", "content": "thanks"},
-                   {"role": "user", "content": "and the docs?"}, {"role": "assistant", "content": "updated"}])
+    s.append_many(
+        [
+            {"role": "user", "content": "fix the bug"},
+            {"role": "assistant", "content": "done, see the diff"},
+            {"role": "user", "content": "ok"},
+            {"role": "user", "content": "now add a test"},
+            {"role": "assistant", "content": "added"},
+            {"role": "user", "content": "thanks"},
+            {"role": "user", "content": "and the docs?"},
+            {"role": "assistant", "content": "updated"},
+        ]
+    )
     assert Pipeline(store).prepare(s).report["snip"].acted
     s.append({"role": "user", "content": "great, next: the changelog"})
     original = snapshot(s)
@@ -260,11 +298,16 @@ def test_a_snipped_view_comes_back(store: SessionStore, other_url: str, tmp_path
         assert snapshot(copy) == original
 
 
-@pytest.mark.parametrize("fmt", [
-    "jsonl",
-    pytest.param("claude-code", marks=pytest.mark.xfail(
-        strict=True, reason="Claude Code's format carries no cleared-result replacements")),
-])
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        "jsonl",
+        pytest.param(
+            "claude-code",
+            marks=pytest.mark.xfail(strict=True, reason="Claude Code's format carries no cleared-result replacements"),
+        ),
+    ],
+)
 def test_cleared_tool_results_stay_cleared(store: SessionStore, other_url: str, tmp_path: Path, fmt: str) -> None:
     from sessionstore.compaction.microcompact import CLEARED_TEXT
     from sessionstore.compaction.pipeline import Pipeline

@@ -42,17 +42,20 @@ def test_sessions_json_is_unchanged(sqlite_url: str, capsys: pytest.CaptureFixtu
     assert '"model": "claude-sonnet-4-5-20250929"' in result.out and LONG_TITLE in result.out
 
 
-@pytest.mark.parametrize("name, short", [
-    ("claude-sonnet-4-5-20250929", "sonnet-4.5"),
-    ("claude-opus-4-1-20250805", "opus-4.1"),
-    ("claude-haiku-4-5", "haiku-4.5"),
-    ("claude-3-5-sonnet-20241022", "sonnet-3.5"),
-    ("claude-3-opus-latest", "opus-3"),
-    ("claude-sonnet-4-20250514", "sonnet-4"),
-    ("gpt-5.3-codex", "gpt-5.3-codex"),
-    ("claude-instant-1.2", "claude-instant-1.2"),
-    (None, ""),
-])
+@pytest.mark.parametrize(
+    "name, short",
+    [
+        ("claude-sonnet-4-5-20250929", "sonnet-4.5"),
+        ("claude-opus-4-1-20250805", "opus-4.1"),
+        ("claude-haiku-4-5", "haiku-4.5"),
+        ("claude-3-5-sonnet-20241022", "sonnet-3.5"),
+        ("claude-3-opus-latest", "opus-3"),
+        ("claude-sonnet-4-20250514", "sonnet-4"),
+        ("gpt-5.3-codex", "gpt-5.3-codex"),
+        ("claude-instant-1.2", "claude-instant-1.2"),
+        (None, ""),
+    ],
+)
 def test_short_model_names(name: str | None, short: str) -> None:
     assert short_model(name) == short
 
@@ -65,8 +68,9 @@ def test_ellipsize_and_short_path() -> None:
 
 
 def test_sessions_table_with_imported_sessions_keeps_one_line_per_row(sqlite_url: str, transcripts_dir) -> None:
-    imported = run_cli_process("import", "claude-code", str(transcripts_dir / "claude-code"), "--db", sqlite_url,
-                               "--no-progress")
+    imported = run_cli_process(
+        "import", "claude-code", str(transcripts_dir / "claude-code"), "--db", sqlite_url, "--no-progress"
+    )
     assert imported.code == 0, imported.err
     env = {**os.environ, "COLUMNS": "80", "LINES": "50"}
     result = run_cli_process("sessions", "--db", sqlite_url, env=env)
@@ -81,8 +85,9 @@ def test_sessions_table_with_imported_sessions_keeps_one_line_per_row(sqlite_url
 def test_the_import_table_keeps_one_line_per_file(sqlite_url: str, transcripts_dir, width: int) -> None:
     """File names wrapped over four lines at 80 columns; now they end in an ellipsis."""
     env = {**os.environ, "COLUMNS": str(width), "LINES": "50"}
-    result = run_cli_process("import", "claude-code", str(transcripts_dir / "claude-code"), "--db", sqlite_url,
-                             "--no-progress", env=env)
+    result = run_cli_process(
+        "import", "claude-code", str(transcripts_dir / "claude-code"), "--db", sqlite_url, "--no-progress", env=env
+    )
     assert result.code == 0, result.err
     files = [p for p in (transcripts_dir / "claude-code").rglob("*.jsonl")]
     lines = result.out.splitlines()

@@ -34,8 +34,7 @@ def _collapse_entries(s) -> list:
     return [e for e in s.active_entries() if e.message.metadata.get("collapse")]
 
 
-def test_thresholds_are_90_and_95_percent_of_the_effective_window(store: SessionStore,
-                                                                  pipeline: Pipeline) -> None:
+def test_thresholds_are_90_and_95_percent_of_the_effective_window(store: SessionStore, pipeline: Pipeline) -> None:
     s = _session(store, 3, 100)
     details = pipeline.prepare(s).report["collapse"].details
     assert (details["start_at"], details["block_at"]) == (START, BLOCK)
@@ -56,7 +55,7 @@ def test_at_90_percent_the_oldest_rounds_fold(store: SessionStore, pipeline: Pip
     prepared = pipeline.prepare(s)
     layer = prepared.report["collapse"]
     assert layer.acted and layer.items == 1
-    entry, = _collapse_entries(s)
+    (entry,) = _collapse_entries(s)
     meta = entry.message.metadata
     assert entry.role == "user" and meta["collapse"] is True
     assert meta["span"][0] == first_uuid
@@ -85,8 +84,13 @@ def test_more_pressure_folds_more_but_never_the_last_two_rounds(store: SessionSt
         pipeline.prepare(s2)
     view = s2.active_view()
     assert_valid_view(view)
-    kept_ids = [b["tool_use_id"] for m in view if m["role"] == "user" and isinstance(m["content"], list)
-                for b in m["content"] if b.get("type") == "tool_result"]
+    kept_ids = [
+        b["tool_use_id"]
+        for m in view
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
     assert kept_ids == ["t9"]
     assert view[-1]["content"] == [{"type": "text", "text": "Audit finished."}]
     assert view[0]["role"] == "user" and "[Collapsed" in str(view[0]["content"])
@@ -137,9 +141,9 @@ def test_collapse_is_off_by_default(store: SessionStore) -> None:
     assert prepared.above_threshold
 
 
-def test_cli_reports_a_full_context_in_one_line(store: SessionStore, store_url: str,
-                                                capsys: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_reports_a_full_context_in_one_line(
+    store: SessionStore, store_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     s = _session(store, 1, BLOCK)
     monkeypatch.setenv("SESSIONSTORE_COLLAPSE_ENABLED", "1")
     result = run_cli(capsys, "prepare", s.id, "--db", store_url)

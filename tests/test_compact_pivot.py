@@ -29,11 +29,18 @@ def _rounds(s: Any, rounds: int = 6) -> list[Any]:
     """A prompt, then `rounds` tool rounds with sizable output, then a closing text; returns the stored messages."""
     msgs: list[dict[str, Any]] = [{"role": "user", "content": "fix the parser in src/parse.py"}]
     for r in range(rounds):
-        msgs.append({"role": "assistant", "content": [
-            {"type": "text", "text": f"Step {r}: reading the next file."},
-            {"type": "tool_use", "id": f"t{r}", "name": "Read", "input": {"file_path": f"src/mod{r}.py"}}]})
-        msgs.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"t{r}", "content": WORDS * 60}]})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Step {r}: reading the next file."},
+                    {"type": "tool_use", "id": f"t{r}", "name": "Read", "input": {"file_path": f"src/mod{r}.py"}},
+                ],
+            }
+        )
+        msgs.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{r}", "content": WORDS * 60}]}
+        )
     msgs.append({"role": "assistant", "content": "The parser is fixed."})
     msgs.append({"role": "user", "content": "now run the tests"})
     msgs.append({"role": "assistant", "content": "All 40 tests pass."})
@@ -49,7 +56,9 @@ def _state(s: Any) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("flag", ["--from", "--up-to"])
-def test_cli_empty_pivot_exits_2_and_writes_nothing(capsys: pytest.CaptureFixture[str], sqlite_url: str, flag: str) -> None:
+def test_cli_empty_pivot_exits_2_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, flag: str
+) -> None:
     with SessionStore.open(sqlite_url) as st:
         s = st.create_session()
         _rounds(s)
@@ -169,11 +178,13 @@ def test_automatic_compaction_that_would_not_shrink_is_skipped(store: SessionSto
     """Over the threshold, but the summary must carry the one big user message verbatim (its budget is large
     enough to hold it, so it is not condensed): skip, write nothing."""
     s = store.create_session(context_window=40_000)  # threshold 7,000
-    s.append_many([
-        {"role": "user", "content": WORDS * 600},
-        {"role": "assistant", "content": "Understood."},
-        {"role": "user", "content": "continue"},
-    ])
+    s.append_many(
+        [
+            {"role": "user", "content": WORDS * 600},
+            {"role": "assistant", "content": "Understood."},
+            {"role": "user", "content": "continue"},
+        ]
+    )
     assert s.view_tokens > 7_000
     before = _state(s)
     pipeline = Pipeline(store, config=store.config.replace(microcompact_enabled=False, summary_max_tokens=40_000))

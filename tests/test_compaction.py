@@ -30,8 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def _complete(n: int, seed: int = 0, prefix: str = "") -> list[dict[str, Any]]:
     """A conversation of about n messages that ends on a finished assistant turn."""
     msgs = list(conversation(n, seed=seed, prefix=prefix))
-    while msgs and not (msgs[-1]["role"] == "assistant" and all(
-            b.get("type") != "tool_use" for b in msgs[-1]["content"])):
+    while msgs and not (
+        msgs[-1]["role"] == "assistant" and all(b.get("type") != "tool_use" for b in msgs[-1]["content"])
+    ):
         msgs.pop()
     return msgs
 
@@ -65,22 +66,43 @@ def test_every_kind_keeps_view_valid_history_exact_and_export_complete(
             if step == "full":
                 args = []
             elif step == "from":
-                pivot = next(e for e in entries if e.role == "user" and isinstance(e.content, str) and not e.message.is_compact_summary)
+                pivot = next(
+                    e
+                    for e in entries
+                    if e.role == "user" and isinstance(e.content, str) and not e.message.is_compact_summary
+                )
                 args = ["--from", pivot.uuid]
             elif step == "up_to":
-                users = [e for e in entries if e.role == "user" and isinstance(e.content, str) and not e.message.is_compact_summary]
+                users = [
+                    e
+                    for e in entries
+                    if e.role == "user" and isinstance(e.content, str) and not e.message.is_compact_summary
+                ]
                 args = ["--up-to", users[-1].uuid]
             else:
                 last = entries[-1]
-                save_memory(s, "# Session Title\nkinds\n# Current State\nworking on request 9\n",
-                            covers_seq=entries[-4].seq, covers_uuid=entries[-4].uuid, tokens=0, tool_calls=0)
+                save_memory(
+                    s,
+                    "# Session Title\nkinds\n# Current State\nworking on request 9\n",
+                    covers_seq=entries[-4].seq,
+                    covers_uuid=entries[-4].uuid,
+                    tokens=0,
+                    tool_calls=0,
+                )
                 args = ["--memory"]
                 assert last
             result = run_cli(capsys, "compact", sid, *args, "--json", "--db", store_url)
             assert result.code == 0, result.err
             outcome = json.loads(result.out)
-            assert outcome["kind"] == {"full": "full", "from": "partial-from", "up_to": "partial-up_to",
-                                       "session-memory": "session-memory"}[step]
+            assert (
+                outcome["kind"]
+                == {
+                    "full": "full",
+                    "from": "partial-from",
+                    "up_to": "partial-up_to",
+                    "session-memory": "session-memory",
+                }[step]
+            )
             after = _view_json(capsys, store_url, sid)
             assert check_messages(after["messages"]) == [], step
             more = _complete(40, seed=len(appended), prefix=f"{step}-")
@@ -127,8 +149,13 @@ def test_in_flight_turn_stays_verbatim(store: SessionStore) -> None:
     s = store.create_session()
     s.append_many(_complete(30, seed=2))
     s.append({"role": "user", "content": "now read the config"})
-    s.append({"role": "assistant", "api_message_id": "live",
-              "content": [{"type": "tool_use", "id": "live-1", "name": "Read", "input": {"file_path": "c.py"}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "api_message_id": "live",
+            "content": [{"type": "tool_use", "id": "live-1", "name": "Read", "input": {"file_path": "c.py"}}],
+        }
+    )
     compact(s)
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "live-1", "content": "x=1"}]})
     view = s.active_view()
@@ -148,8 +175,11 @@ def test_preserved_segments(store: SessionStore) -> None:
     assert view[1].uuid == b.head_uuid == entries[0].uuid
     kept_tail = next(i for i, e in enumerate(view) if e.uuid == b.tail_uuid)
     assert view[kept_tail + 1].message.is_compact_summary
-    prompts = [e for e in s.active_entries()
-               if e.role == "user" and isinstance(e.content, str) and not e.message.is_compact_summary]
+    prompts = [
+        e
+        for e in s.active_entries()
+        if e.role == "user" and isinstance(e.content, str) and not e.message.is_compact_summary
+    ]
     compact(s, up_to_uuid=prompts[-1].uuid)
     b2 = boundaries(s)[1]
     view = s.active_entries()
@@ -173,11 +203,16 @@ class AppendingSummarizer:
     def __init__(self, url: str, session_id: str, count: int):
         self.url, self.session_id, self.count = url, session_id, count
 
-    def summarize(self, entries: Sequence[ViewEntry], *, custom_instructions: str | None = None,
-                  truncated: bool = False) -> SummaryResult:
+    def summarize(
+        self, entries: Sequence[ViewEntry], *, custom_instructions: str | None = None, truncated: bool = False
+    ) -> SummaryResult:
         proc = subprocess.run(
             [sys.executable, "-m", "tests.support.appender", self.url, self.session_id, "late", str(self.count)],
-            cwd=ROOT, capture_output=True, text=True, timeout=120)
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         return SummaryResult(text="summary written while others appended", raw="")
 
@@ -190,8 +225,9 @@ class RewritingSummarizer:
     def __init__(self, url: str, session_id: str):
         self.url, self.session_id = url, session_id
 
-    def summarize(self, entries: Sequence[ViewEntry], *, custom_instructions: str | None = None,
-                  truncated: bool = False) -> SummaryResult:
+    def summarize(
+        self, entries: Sequence[ViewEntry], *, custom_instructions: str | None = None, truncated: bool = False
+    ) -> SummaryResult:
         with SessionStore.open(self.url) as other:
             compact(other.get(self.session_id))
         return SummaryResult(text="too late", raw="")
@@ -228,7 +264,9 @@ def test_session_memory_declines_without_usable_notes(store: SessionStore) -> No
     e = s.active_entries()
     save_memory(s, empty_notes(), covers_seq=e[-5].seq, covers_uuid=e[-5].uuid, tokens=0, tool_calls=0)
     assert compact_with_memory(s) is None
-    save_memory(s, "# Current State\nrefactoring\n", covers_seq=e[-5].seq, covers_uuid=e[-5].uuid, tokens=0, tool_calls=0)
+    save_memory(
+        s, "# Current State\nrefactoring\n", covers_seq=e[-5].seq, covers_uuid=e[-5].uuid, tokens=0, tool_calls=0
+    )
     assert compact_with_memory(s, threshold=1) is None, "still over the threshold: decline"
     outcome = compact_with_memory(s)
     assert outcome is not None and outcome.kind == "session-memory"
@@ -251,9 +289,18 @@ def test_reattaches_recently_read_files_from_disk(store: SessionStore, tmp_path:
         (tmp_path / name).write_text(f"# fresh {name}\n")
     s.append({"role": "user", "content": "read them"})
     for i, name in enumerate(["a.py", "b.py", "gone.py", "c.py"]):
-        s.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"r{i}", "name": "Read",
-                                                    "input": {"file_path": name}}]})
-        s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"r{i}", "content": "old line\n" * 800}]})
+        s.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"r{i}", "name": "Read", "input": {"file_path": name}}],
+            }
+        )
+        s.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"r{i}", "content": "old line\n" * 800}],
+            }
+        )
     s.append({"role": "assistant", "content": "read all"})
     outcome = compact(s)
     assert outcome.attachments == 3

@@ -27,8 +27,13 @@ def test_two_processes_append_500_each_interleaved(store_url: str) -> None:
     with SessionStore.open(store_url) as st:
         sid = st.create_session(title="race").id
     procs = [
-        subprocess.Popen([sys.executable, "-m", "tests.support.appender", store_url, sid, tag, "500", "50", "2"],
-                         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.support.appender", store_url, sid, tag, "500", "50", "2"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for tag in ("A", "B")
     ]
     for p in procs:

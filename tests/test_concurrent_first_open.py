@@ -42,8 +42,7 @@ def _open_and_append(url: str, start: "multiprocessing.synchronize.Event", out: 
 
 
 @pytest.mark.parametrize("round_", range(6))
-def test_processes_racing_to_open_a_new_database_all_succeed(store_url: str, round_: int,
-                                                             tmp_path: Path) -> None:
+def test_processes_racing_to_open_a_new_database_all_succeed(store_url: str, round_: int, tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=_open_and_append, args=(store_url, start, out)) for _ in range(4)]

@@ -14,8 +14,9 @@ from sessionstore import SessionStore
 from tests.support.cli import run_cli
 
 
-def test_a_tilde_path_is_the_home_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tilde_path_is_the_home_folder(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()

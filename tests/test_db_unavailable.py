@@ -27,6 +27,7 @@ PASSWORD = "s3cret-pw"
 
 def _commands() -> Iterator[tuple[str, Any]]:
     """Every leaf command of the app as ("group sub", click command)."""
+
     def walk(command: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
         subs = getattr(command, "commands", None)
         if subs is None:

@@ -32,8 +32,11 @@ def _checkpoint(store: SessionStore, s: Session) -> None:
     them there, as a rewrite would.
     """
     state = store.get(s.id).refresh_state()
-    _write(store, "UPDATE sessions SET last_seq = :last, view_tokens = :t, tail_state = :tail WHERE id = :id",
-           {"last": state.last_seq, "t": state.view_tokens, "tail": state.tail.dumps(), "id": s.id})
+    _write(
+        store,
+        "UPDATE sessions SET last_seq = :last, view_tokens = :t, tail_state = :tail WHERE id = :id",
+        {"last": state.last_seq, "t": state.view_tokens, "tail": state.tail.dumps(), "id": s.id},
+    )
 
 
 def _codes(report: Report) -> set[str]:
@@ -87,9 +90,13 @@ def test_a_clean_store_is_clean(store: SessionStore) -> None:
     notices = store.create_session(title="only notices")
     notices.append({"role": "system", "subtype": "notice", "content": "hook ran"})
     pending = store.create_session()
-    pending.append_many([{"role": "user", "content": "go"},
-                         {"role": "assistant", "content": [TOOL_USE, {**TOOL_USE, "id": "t2"}]},
-                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "b"}]}])
+    pending.append_many(
+        [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [TOOL_USE, {**TOOL_USE, "id": "t2"}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "b"}]},
+        ]
+    )
     report = check(store)
     assert report.ok, [str(p) for p in report.problems]
     assert report.database_checked and report.sessions_checked == 4
@@ -137,8 +144,7 @@ def test_wrong_view_tokens_is_reported_and_repaired(store: SessionStore) -> None
 def test_wrong_running_total_on_the_last_appended_row_is_repaired(store: SessionStore) -> None:
     s = _seeded(store)
     right = s.view_tokens
-    _write(store, "UPDATE messages SET view_tokens = view_tokens + 5 WHERE session_id = :id AND seq = 40",
-           {"id": s.id})
+    _write(store, "UPDATE messages SET view_tokens = view_tokens + 5 WHERE session_id = :id AND seq = 40", {"id": s.id})
     assert store.get(s.id).view_tokens == right + 5, "the appended row's figure is the session's current one"
     assert _codes(check(store)) == {"view_tokens"}
     assert repair(store).repairs == [f"session {s.id}: set view_tokens from {right + 5} to {right}"]
@@ -161,8 +167,11 @@ def test_missing_blob_is_reported(store: SessionStore) -> None:
 def test_corrupt_blob_is_reported(store: SessionStore) -> None:
     s = _seeded(store)
     sha = _with_blob(store, s, b"spilled tool output\n" * 400)
-    _write(store, "UPDATE blobs SET data = :data WHERE sha256 = :sha",
-           {"data": zlib.compress(b"something else entirely"), "sha": sha})
+    _write(
+        store,
+        "UPDATE blobs SET data = :data WHERE sha256 = :sha",
+        {"data": zlib.compress(b"something else entirely"), "sha": sha},
+    )
     report = check(store)
     assert _codes(report) == {"blob_corrupt"}
     assert sha in report.problems[0].message
@@ -170,8 +179,12 @@ def test_corrupt_blob_is_reported(store: SessionStore) -> None:
 
 def test_open_view_row_pointing_at_no_message(store: SessionStore) -> None:
     s = _seeded(store)
-    _write(store, "INSERT INTO view_entries (session_id, valid_from, key, seq, valid_to, content_json, tokens) "
-                  "VALUES (:id, 0, 5, 9999, NULL, NULL, 3)", {"id": s.id})
+    _write(
+        store,
+        "INSERT INTO view_entries (session_id, valid_from, key, seq, valid_to, content_json, tokens) "
+        "VALUES (:id, 0, 5, 9999, NULL, NULL, 3)",
+        {"id": s.id},
+    )
     report = check(store)
     assert {"view_missing_message", "view_tokens", "explicit_count"} <= _codes(report)
     assert any("9999" in p.message for p in report.problems if p.code == "view_missing_message")
@@ -195,8 +208,11 @@ def test_last_seq_behind_the_transcript_is_repaired(store: SessionStore) -> None
     s = _seeded(store, 10)
     _checkpoint(store, s)
     # Rows past the session row's last_seq that carry no running figures: written behind the append path.
-    _write(store, "UPDATE messages SET view_tokens = NULL, tail_state = NULL WHERE session_id = :id AND seq > 4",
-           {"id": s.id})
+    _write(
+        store,
+        "UPDATE messages SET view_tokens = NULL, tail_state = NULL WHERE session_id = :id AND seq > 4",
+        {"id": s.id},
+    )
     _write(store, "UPDATE sessions SET last_seq = 4 WHERE id = :id", {"id": s.id})
     assert _codes(check(store)) == {"last_seq"}
     fixed = repair(store)
@@ -208,8 +224,12 @@ def test_last_seq_behind_the_transcript_is_repaired(store: SessionStore) -> None
 
 def test_duplicate_open_key(store: SessionStore) -> None:
     s = _seeded(store, 10)
-    _write(store, "INSERT INTO view_entries (session_id, valid_from, key, seq, valid_to, content_json, tokens) "
-                  "VALUES (:id, 0, 100, 1, NULL, NULL, 0), (:id, 1, 100, 2, NULL, NULL, 0)", {"id": s.id})
+    _write(
+        store,
+        "INSERT INTO view_entries (session_id, valid_from, key, seq, valid_to, content_json, tokens) "
+        "VALUES (:id, 0, 100, 1, NULL, NULL, 0), (:id, 1, 100, 2, NULL, NULL, 0)",
+        {"id": s.id},
+    )
     report = check(store)
     assert {"view_duplicate_key", "view_duplicate_seq", "explicit_count"} <= _codes(report)
 
@@ -222,9 +242,12 @@ def test_view_that_breaks_invariant_3(store: SessionStore) -> None:
     # and its late result answering nothing.
     late = json.dumps([{"type": "tool_result", "tool_use_id": "t1", "content": "a"}])
     for seq, role, content in ((3, "user", '"hi"'), (4, "assistant", '"done"'), (5, "user", late)):
-        _write(store, "INSERT INTO messages (session_id, seq, uuid, role, type, content_json, tokens) "
-                      "VALUES (:id, :seq, :uuid, :role, :role, :content, 1)",
-               {"id": s.id, "seq": seq, "uuid": f"raw-{seq}", "role": role, "content": content})
+        _write(
+            store,
+            "INSERT INTO messages (session_id, seq, uuid, role, type, content_json, tokens) "
+            "VALUES (:id, :seq, :uuid, :role, :role, :content, 1)",
+            {"id": s.id, "seq": seq, "uuid": f"raw-{seq}", "role": role, "content": content},
+        )
     _write(store, "UPDATE sessions SET last_seq = 5, view_tokens = view_tokens + 3 WHERE id = :id", {"id": s.id})
     report = check(store)
     invalid = [p.message for p in report.problems if p.code == "view_invalid"]
@@ -239,11 +262,16 @@ def _explicit_view(store: SessionStore, s: Session, kept: list[Any]) -> None:
 
     def body(db: Database) -> None:
         for i, m in enumerate(kept):
-            db.execute("INSERT INTO view_entries (session_id, valid_from, key, seq, valid_to, content_json, tokens) "
-                       "VALUES (:id, 1, :key, :seq, NULL, NULL, :tokens)",
-                       {"id": s.id, "key": (i + 1) * 65536, "seq": m.seq, "tokens": m.tokens}).close()
-        db.execute("UPDATE sessions SET base_seq = last_seq, view_version = 1, explicit_count = :n, view_tokens = :t "
-                   "WHERE id = :id", {"n": len(kept), "t": sum(m.tokens for m in kept), "id": s.id}).close()
+            db.execute(
+                "INSERT INTO view_entries (session_id, valid_from, key, seq, valid_to, content_json, tokens) "
+                "VALUES (:id, 1, :key, :seq, NULL, NULL, :tokens)",
+                {"id": s.id, "key": (i + 1) * 65536, "seq": m.seq, "tokens": m.tokens},
+            ).close()
+        db.execute(
+            "UPDATE sessions SET base_seq = last_seq, view_version = 1, explicit_count = :n, view_tokens = :t "
+            "WHERE id = :id",
+            {"n": len(kept), "t": sum(m.tokens for m in kept), "id": s.id},
+        ).close()
 
     store.db.run_write(body)
 
@@ -251,17 +279,25 @@ def _explicit_view(store: SessionStore, s: Session, kept: list[Any]) -> None:
 @pytest.mark.parametrize("dropped,reported", [("thinking", True), ("blank text", False)])
 def test_split_streamed_response(store: SessionStore, dropped: str, reported: bool) -> None:
     s = store.create_session()
-    stored = s.append_many([
-        {"role": "user", "content": "go"},
-        {"role": "assistant", "api_message_id": "m1",
-         "content": [{"type": "thinking", "thinking": "plan", "signature": "sig"}]},
-        {"role": "assistant", "api_message_id": "m1", "content": [{"type": "text", "text": "blank"}]},
-        {"role": "assistant", "api_message_id": "m1", "content": [TOOL_USE]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a"}]},
-    ])
+    stored = s.append_many(
+        [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "api_message_id": "m1",
+                "content": [{"type": "thinking", "thinking": "plan", "signature": "sig"}],
+            },
+            {"role": "assistant", "api_message_id": "m1", "content": [{"type": "text", "text": "blank"}]},
+            {"role": "assistant", "api_message_id": "m1", "content": [TOOL_USE]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a"}]},
+        ]
+    )
     # The door refuses blank text; an import records it as the tool wrote it.
-    _write(store, "UPDATE messages SET content_json = :c WHERE session_id = :id AND seq = 3",
-           {"c": json.dumps([{"type": "text", "text": " \n"}]), "id": s.id})
+    _write(
+        store,
+        "UPDATE messages SET content_json = :c WHERE session_id = :id AND seq = 3",
+        {"c": json.dumps([{"type": "text", "text": " \n"}]), "id": s.id},
+    )
     gone = 2 if dropped == "thinking" else 3
     _explicit_view(store, s, [m for m in stored if m.seq != gone])
     report = check(store)
@@ -289,9 +325,13 @@ def test_wrong_tail_state_is_repaired_and_append_validation_works_again(store: S
 def test_unreadable_content_and_bad_compaction_rows(store: SessionStore) -> None:
     s = _seeded(store, 10)
     _write(store, "UPDATE messages SET content_json = '{broken' WHERE session_id = :id AND seq = 5", {"id": s.id})
-    _write(store, "INSERT INTO compactions (session_id, boundary_seq, summary_seq, replaced_version, kind, trigger, "
-                  "pre_tokens, post_tokens, messages_summarized, summarized_seqs_json, head_uuid, created_at, ordinal) "
-                  "VALUES (:id, 1, 777, 0, 'full', 'manual', 10, 5, 0, '[]', 'no-such-uuid', 0, 1)", {"id": s.id})
+    _write(
+        store,
+        "INSERT INTO compactions (session_id, boundary_seq, summary_seq, replaced_version, kind, trigger, "
+        "pre_tokens, post_tokens, messages_summarized, summarized_seqs_json, head_uuid, created_at, ordinal) "
+        "VALUES (:id, 1, 777, 0, 'full', 'manual', 10, 5, 0, '[]', 'no-such-uuid', 0, 1)",
+        {"id": s.id},
+    )
     report = check(store)
     assert {"bad_json", "compaction"} <= _codes(report)
     compaction = " | ".join(p.message for p in report.problems if p.code == "compaction")
@@ -313,9 +353,12 @@ def test_schema_damage(store: SessionStore) -> None:
 def test_postgres_invalid_index(store: SessionStore) -> None:
     if store.db.is_sqlite:
         pytest.skip("PostgreSQL catalogue check")
-    _write(store, "UPDATE pg_index SET indisvalid = false WHERE indexrelid = "
-                  "(SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                  "WHERE c.relname = 'ix_sessions_updated_at' AND n.nspname = current_schema())")
+    _write(
+        store,
+        "UPDATE pg_index SET indisvalid = false WHERE indexrelid = "
+        "(SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relname = 'ix_sessions_updated_at' AND n.nspname = current_schema())",
+    )
     report = check(store)
     assert [p.message for p in report.problems] == ["index ix_sessions_updated_at is invalid (rebuild it with REINDEX)"]
 
@@ -323,25 +366,59 @@ def test_postgres_invalid_index(store: SessionStore) -> None:
 # ----------------------------------------------------------------- invariant 3
 
 
-@pytest.mark.parametrize("messages,words", [
-    ([{"role": "assistant", "content": "hi"}], "first message sent is assistant"),
-    ([{"role": "user", "content": "a"}, {"role": "assistant", "content": [TOOL_USE]},
-      {"role": "user", "content": "no result"}, {"role": "assistant", "content": "x"}], "not answered"),
-    ([{"role": "user", "content": [{"type": "text", "text": "a"},
-                                   {"type": "tool_result", "tool_use_id": "t1", "content": "r"}]}], "answers no tool_use"),
-    ([{"role": "user", "content": "a"}, {"role": "assistant", "content": [TOOL_USE]},
-      {"role": "user", "content": [{"type": "text", "text": "a"},
-                                   {"type": "tool_result", "tool_use_id": "t1", "content": "r"}]}], "comes after"),
-    ([{"role": "user", "content": ""}], "empty content"),
-    ([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}], "both user"),
-])
+@pytest.mark.parametrize(
+    "messages,words",
+    [
+        ([{"role": "assistant", "content": "hi"}], "first message sent is assistant"),
+        (
+            [
+                {"role": "user", "content": "a"},
+                {"role": "assistant", "content": [TOOL_USE]},
+                {"role": "user", "content": "no result"},
+                {"role": "assistant", "content": "x"},
+            ],
+            "not answered",
+        ),
+        (
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "a"},
+                        {"type": "tool_result", "tool_use_id": "t1", "content": "r"},
+                    ],
+                }
+            ],
+            "answers no tool_use",
+        ),
+        (
+            [
+                {"role": "user", "content": "a"},
+                {"role": "assistant", "content": [TOOL_USE]},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "a"},
+                        {"type": "tool_result", "tool_use_id": "t1", "content": "r"},
+                    ],
+                },
+            ],
+            "comes after",
+        ),
+        ([{"role": "user", "content": ""}], "empty content"),
+        ([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}], "both user"),
+    ],
+)
 def test_api_problems(messages: list[dict[str, Any]], words: str) -> None:
     assert any(words in p for p in api_problems(messages)), api_problems(messages)
 
 
 def test_api_problems_allows_the_pending_last_turn() -> None:
-    pending: list[dict[str, Any]] = [{"role": "user", "content": "a"}, {"role": "assistant", "content": [TOOL_USE, {**TOOL_USE, "id": "t2"}]},
-               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "r"}]}]
+    pending: list[dict[str, Any]] = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": [TOOL_USE, {**TOOL_USE, "id": "t2"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "r"}]},
+    ]
     assert api_problems(pending) == []
     assert api_problems([]) == []
 
@@ -379,4 +456,3 @@ def test_cli_lists_problems_in_text(capsys: pytest.CaptureFixture[str], sqlite_u
     assert result.code == 1
     assert f"problem [explicit_count]: session {s.id}: explicit_count is 2 but the view has 0 open row(s)" in result.out
     assert result.out.rstrip().endswith("1 problem(s)")
-

@@ -23,15 +23,23 @@ def sid(sqlite_url: str) -> str:
 
 def _folder_with_a_transcript(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The current folder holds a transcript an empty path must not pick up."""
-    (tmp_path / "t.jsonl").write_text('{"type":"user","uuid":"u1","sessionId":"s1",'
-                                      '"message":{"role":"user","content":"hi"}}\n')
+    (tmp_path / "t.jsonl").write_text(
+        '{"type":"user","uuid":"u1","sessionId":"s1","message":{"role":"user","content":"hi"}}\n'
+    )
     monkeypatch.chdir(tmp_path)
 
 
-@pytest.mark.parametrize("args", [["append", "SID", ""], ["import", "claude-code", ""], ["import", "jsonl", ""],
-                                  ["watch", "--once", ""]])
-def test_an_empty_path_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], sqlite_url: str, sid: str,
-                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+@pytest.mark.parametrize(
+    "args", [["append", "SID", ""], ["import", "claude-code", ""], ["import", "jsonl", ""], ["watch", "--once", ""]]
+)
+def test_an_empty_path_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+    sqlite_url: str,
+    sid: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+) -> None:
     _folder_with_a_transcript(tmp_path, monkeypatch)
     result = run_cli(capsys, *[sid if a == "SID" else a for a in args], "--db", sqlite_url)
     assert result.code == 2, result
@@ -50,8 +58,9 @@ def test_the_api_refuses_an_empty_path(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 @pytest.mark.parametrize("source", ["claude-code", "codex", "jsonl"])
-def test_a_folder_without_transcripts_is_nothing_to_import(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                                            tmp_path: Path, source: str) -> None:
+def test_a_folder_without_transcripts_is_nothing_to_import(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path, source: str
+) -> None:
     """`import claude-code EMPTYDIR` said "imported 0 of 0 file(s)" and exit 0, as if all went well."""
     (tmp_path / "notes.txt").write_text("not a transcript")
     result = run_cli(capsys, "import", source, str(tmp_path), "--db", sqlite_url)
@@ -71,8 +80,9 @@ def test_materialize_into_an_empty_folder_name_is_refused(tmp_path: Path, monkey
     assert write_into_folder(".", "spill.txt", b"data") == tmp_path / "spill.txt", "'.' still names this folder"
 
 
-def test_a_file_that_is_no_transcript_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                                             tmp_path: Path) -> None:
+def test_a_file_that_is_no_transcript_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path
+) -> None:
     """It printed a table, a warning, "1 warning(s); everything else was imported" and the error."""
     data = tmp_path / "data.jsonl"
     data.write_text('{"a": 1}\n')

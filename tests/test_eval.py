@@ -25,8 +25,17 @@ CWD = "/srv/app"
 def _fingerprint(store: SessionStore) -> list[Any]:
     """Everything a write would change: each session's counters and boundaries."""
     rows = store.list(limit=1000)
-    return [(r["id"], r["messages"], r["view_tokens"], r["view_version"], r["updated_at"],
-             len(boundaries(store.get(r["id"])))) for r in rows]
+    return [
+        (
+            r["id"],
+            r["messages"],
+            r["view_tokens"],
+            r["view_version"],
+            r["updated_at"],
+            len(boundaries(store.get(r["id"]))),
+        )
+        for r in rows
+    ]
 
 
 def _work(store: SessionStore) -> Session:
@@ -36,14 +45,16 @@ def _work(store: SessionStore) -> Session:
         session.append({"role": "assistant", "content": [tool_use(f"r{i}", "Read", file_path=f"{CWD}/src/m{i}.py")]})
         session.append({"role": "user", "content": [tool_result(f"r{i}", f"source of m{i} " + "tok " * 50)]})
     session.append({"role": "assistant", "content": [tool_use("b1", "Bash", command="pytest")]})
-    session.append({"role": "user", "content": [tool_result("b1", "Exit code 1\nValueError: bad month 13",
-                                                            is_error=True)]})
+    session.append(
+        {"role": "user", "content": [tool_result("b1", "Exit code 1\nValueError: bad month 13", is_error=True)]}
+    )
     session.append({"role": "assistant", "content": "The month check is off by one."})
     return session
 
 
-def test_eval_over_every_shared_transcript(store: SessionStore, transcripts_dir: Path,
-                                          capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eval_over_every_shared_transcript(
+    store: SessionStore, transcripts_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import_paths(store, [transcripts_dir / "claude-code"], source="claude-code")
     import_paths(store, [transcripts_dir / "codex"], source="codex")
     before = _fingerprint(store)
@@ -90,17 +101,29 @@ def test_eval_over_every_shared_transcript(store: SessionStore, transcripts_dir:
     assert table.code == 0 and "user-only" in table.out and "anthropic" not in table.out, "anthropic only when asked"
 
 
-def test_eval_of_a_native_boundary_and_the_anthropic_strategy(store: SessionStore,
-                                                             capsys: pytest.CaptureFixture[str],
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eval_of_a_native_boundary_and_the_anthropic_strategy(
+    store: SessionStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     session = _work(store)
     compact(session)
     before = _fingerprint(store)
     with start_fake_api(default="<summary>Fix the date parser in src/dates.py. Read src/m0.py.</summary>") as api:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-eval")
-        out = run_cli(capsys, "eval", session.id, "--strategy", "anthropic", "--strategy", "recorded",
-                      "-s", "mask", "--db", store.url, "--json")
+        out = run_cli(
+            capsys,
+            "eval",
+            session.id,
+            "--strategy",
+            "anthropic",
+            "--strategy",
+            "recorded",
+            "-s",
+            "mask",
+            "--db",
+            store.url,
+            "--json",
+        )
         assert out.code == 0, out.err
         assert len(api.message_requests) == 1
     assert _fingerprint(store) == before
@@ -108,8 +131,12 @@ def test_eval_of_a_native_boundary_and_the_anthropic_strategy(store: SessionStor
     assert set(span["strategies"]) == {"anthropic", "mask"}, "recorded only for imported boundaries"
     model = span["strategies"]["anthropic"]
     assert model["checked"] == {"user_messages": 1, "paths": 7, "failures": 1, "open_items": 0}
-    assert model["retention"] == {"user_messages": 1.0, "paths": pytest.approx(1 / 7, abs=1e-3),
-                                  "failures": 0.0, "open_items": None}
+    assert model["retention"] == {
+        "user_messages": 1.0,
+        "paths": pytest.approx(1 / 7, abs=1e-3),
+        "failures": 0.0,
+        "open_items": None,
+    }
     mask = span["strategies"]["mask"]
     assert mask["retention"]["failures"] == 1.0, "the failing run is among the last five results"
     assert mask["tokens_after"] < mask["tokens_before"]
@@ -121,8 +148,13 @@ def test_mask_keeps_the_last_five_tool_results() -> None:
     for i in range(8):
         convo.add("assistant", [tool_use(f"t{i}", "Bash", command="ls")])
         convo.add("user", [tool_result(f"t{i}", f"out {i}")])
-    shown = [b["content"] for e in masked(convo.entries) if isinstance(e.content, list)
-             for b in e.content if b.get("type") == "tool_result"]
+    shown = [
+        b["content"]
+        for e in masked(convo.entries)
+        if isinstance(e.content, list)
+        for b in e.content
+        if b.get("type") == "tool_result"
+    ]
     assert shown[3:] == [f"out {i}" for i in range(3, 8)]
     assert all("cleared" in c for c in shown[:3])
 
@@ -139,14 +171,16 @@ def test_recompact_shows_a_gated_summary_and_a_diff_and_writes_nothing(
     session = _work(store)
     compact(session)
     before = _fingerprint(store)
-    same = run_cli(capsys, "history", session.id, "--boundary", "1", "--recompact", "extractive",
-                   "--db", store.url, "--json")
+    same = run_cli(
+        capsys, "history", session.id, "--boundary", "1", "--recompact", "extractive", "--db", store.url, "--json"
+    )
     assert same.code == 0, same.err
     doc = json.loads(same.out)
     assert doc["summary"] == doc["recorded"] and doc["diff"] == ""
 
-    other = run_cli(capsys, "history", session.id, "--boundary", "1", "--recompact", "user-only",
-                    "--db", store.url, "--json")
+    other = run_cli(
+        capsys, "history", session.id, "--boundary", "1", "--recompact", "user-only", "--db", store.url, "--json"
+    )
     doc = json.loads(other.out)
     assert doc["facts_gate"]["missing"] == {"user_messages": 0, "paths": 7, "failures": 1, "open_items": 0}
     assert GATE_HEADING in doc["summary"] and f"{CWD}/src/m6.py" in doc["summary"]

@@ -17,7 +17,14 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_html
-from sessionstore.interchange.export_html import CSP, ROW_COLUMNS, ROWS_FLUSH_CHARS, SCRIPT, render_html, render_html_rows
+from sessionstore.interchange.export_html import (
+    CSP,
+    ROW_COLUMNS,
+    ROWS_FLUSH_CHARS,
+    SCRIPT,
+    render_html,
+    render_html_rows,
+)
 from sessionstore.interchange.importers import ImportPlan, parse_file
 from sessionstore.interchange.importing import import_file
 from sessionstore.storage.rows import dumps
@@ -105,10 +112,19 @@ def message(seq: int, role: str, content: Any, **extra: Any) -> StoredMessage:
 def evil_transcript() -> tuple[list[StoredMessage], list[dict[str, Any]], list[tuple[int, int]]]:
     """Every place content can appear, each carrying the payloads."""
     use = {"type": "tool_use", "id": "toolu_1", "name": EVIL, "input": {"command": EVIL}}
-    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": EVIL}], "is_error": True}
+    result = {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": [{"type": "text", "text": EVIL}],
+        "is_error": True,
+    }
     messages = [
         message(1, "user", EVIL, timestamp=EVIL, metadata={"cwd": EVIL}),
-        message(2, "assistant", [{"type": "thinking", "thinking": EVIL, "signature": "s"}, {"type": "text", "text": EVIL}, use]),
+        message(
+            2,
+            "assistant",
+            [{"type": "thinking", "thinking": EVIL, "signature": "s"}, {"type": "text", "text": EVIL}, use],
+        ),
         message(3, "user", [result, {"type": "image", "source": {"type": "url", "url": "https://example.com/x.png"}}]),
         message(4, "assistant", [{"type": EVIL, "data": EVIL}]),
         message(5, "system", "Conversation compacted", subtype="compact_boundary"),
@@ -140,8 +156,18 @@ def render(messages: Any, boundaries: list[dict[str, Any]], points: list[tuple[i
 def as_row(m: StoredMessage) -> tuple[Any, ...]:
     """The ROW_COLUMNS row the store would hold for `m` (JSON as the store writes it, flags as SQLite gives them)."""
     usage = dumps(m.usage) if m.usage is not None else None
-    return (m.seq, m.uuid, m.role, m.type, m.subtype, m.timestamp, usage, int(m.is_meta), int(m.is_compact_summary),
-            dumps(m.content))
+    return (
+        m.seq,
+        m.uuid,
+        m.role,
+        m.type,
+        m.subtype,
+        m.timestamp,
+        usage,
+        int(m.is_meta),
+        int(m.is_compact_summary),
+        dumps(m.content),
+    )
 
 
 def render_rows(rows: Any, boundaries: list[dict[str, Any]], points: list[tuple[int, int]], title: str = "t") -> str:
@@ -233,7 +259,9 @@ def test_rows_give_the_same_page_as_messages() -> None:
     )
     if SPOTTER.is_file():
         real, real_boundaries, real_points = stored_from_plan(parse_file(SPOTTER))
-        assert render_rows(map(as_row, real), real_boundaries, real_points) == render(real, real_boundaries, real_points)
+        assert render_rows(map(as_row, real), real_boundaries, real_points) == render(
+            real, real_boundaries, real_points
+        )
 
 
 def test_rows_render_streams_in_bounded_pieces() -> None:
@@ -261,9 +289,11 @@ def test_stored_nul_and_lone_surrogate_escapes_are_replaced(store: SessionStore)
     s = store.create_session(title="t")
     s.append_many([{"role": "user", "content": "a\x00b <i>"}, {"role": "assistant", "content": "c"}])
     raw = '[{"type":"text","text":"c\\ud800d <b>"}]'
-    store.db.run_write(lambda db: db.execute(
-        "UPDATE messages SET content_json = :raw WHERE session_id = :id AND seq = 2", {"raw": raw, "id": s.id}
-    ).close())
+    store.db.run_write(
+        lambda db: db.execute(
+            "UPDATE messages SET content_json = :raw WHERE session_id = :id AND seq = 2", {"raw": raw, "id": s.id}
+        ).close()
+    )
     out = io.StringIO()
     assert export_html(store.get(s.id), out) == 2
     page = out.getvalue()

@@ -60,23 +60,38 @@ def test_an_imported_real_transcript_opens_and_navigates(
 def hostile_session(store: SessionStore) -> str:
     """A session whose every kind of content carries the payloads, compacted once (the summary quotes them)."""
     s = store.create_session(title=EVIL, cwd=EVIL)
-    s.append_many([
-        {"role": "user", "content": EVIL},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": EVIL, "signature": "sig"},
-            {"type": "text", "text": EVIL},
-            {"type": "tool_use", "id": "toolu_evil", "name": "Bash", "input": {"command": EVIL}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_evil", "is_error": True,
-             "content": [{"type": "text", "text": EVIL}]},
-            {"type": "text", "text": EVIL},
-        ]},
-        {"role": "assistant", "content": EVIL},
-        # enough ordinary talk that the summary shrinks the view (a compaction that would not is declined)
-        *({"role": r, "content": "go on" if r == "user" else "plain filler the summary drops. " * 200}
-          for _ in range(3) for r in ("user", "assistant")),
-    ])
+    s.append_many(
+        [
+            {"role": "user", "content": EVIL},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": EVIL, "signature": "sig"},
+                    {"type": "text", "text": EVIL},
+                    {"type": "tool_use", "id": "toolu_evil", "name": "Bash", "input": {"command": EVIL}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_evil",
+                        "is_error": True,
+                        "content": [{"type": "text", "text": EVIL}],
+                    },
+                    {"type": "text", "text": EVIL},
+                ],
+            },
+            {"role": "assistant", "content": EVIL},
+            # enough ordinary talk that the summary shrinks the view (a compaction that would not is declined)
+            *(
+                {"role": r, "content": "go on" if r == "user" else "plain filler the summary drops. " * 200}
+                for _ in range(3)
+                for r in ("user", "assistant")
+            ),
+        ]
+    )
     compact(s, custom_instructions=EVIL)
     s.append_many([{"role": "user", "content": EVIL}, {"role": "assistant", "content": EVIL}])
     return s.id
@@ -95,7 +110,9 @@ def test_hostile_content_executes_nothing(
 
     open_page(browser, page)
     assert browser.execute_script("return window.__pwned") is None
-    assert browser.execute_script("return document.querySelectorAll('img, iframe, object, embed, svg image').length") == 0
+    assert (
+        browser.execute_script("return document.querySelectorAll('img, iframe, object, embed, svg image').length") == 0
+    )
     toggles, links = click_everything(browser)
     assert toggles >= 4 and links >= 1
     assert browser.execute_script("return window.__pwned") is None

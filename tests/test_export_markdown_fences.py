@@ -27,8 +27,14 @@ def _parse(text: str) -> list:  # type: ignore[type-arg]
 def test_an_unterminated_fence_stays_inside_its_message(store: SessionStore, opener: str) -> None:
     s = store.create_session()
     s.append({"role": "user", "content": "show me the loop"})
-    s.append({"role": "assistant", "content": [
-        {"type": "text", "text": f"Here it is:\n{opener}\nfor i in range(3):\n    print(i)\n```` not a close\n"}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": f"Here it is:\n{opener}\nfor i in range(3):\n    print(i)\n```` not a close\n"}
+            ],
+        }
+    )
     s.append({"role": "user", "content": "thanks, now the **second** part"})
     s.append({"role": "assistant", "content": "Second part done."})
     out = io.StringIO()
@@ -46,8 +52,12 @@ def test_an_unterminated_fence_stays_inside_its_message(store: SessionStore, ope
 def test_tool_output_with_long_backtick_runs_is_fenced_longer(store: SessionStore) -> None:
     s = store.create_session()
     s.append({"role": "user", "content": "cat the readme"})
-    s.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cat README.md"}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cat README.md"}}],
+        }
+    )
     body = "# Title\n`````\nnested fence run\n"
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": body}]})
     s.append({"role": "assistant", "content": "That is the readme."})

@@ -37,25 +37,28 @@ def assert_inert(page: str) -> None:
         assert tag not in page, (tag, page)
 
 
-@pytest.mark.parametrize("text", [
-    PAYLOAD,
-    f"<div>\n{IMG}\n</div>",
-    f"before\n\n{SCRIPT}\n\nafter",
-    f"*emphasis* and {LINK} and `code <b>kept</b>` **bold**",
-    f"- a list item {IMG}\n  - nested {LINK}",
-    f"> quoted {IMG}",
-    f"`unclosed span {IMG}",
-    f"``double ` tick {IMG}``",
-    f"\\`escaped tick {IMG}`",
-    f"`a\n# {IMG} `",
-    f"| `a | {IMG} b` |",
-    f"- x\n  ```\n{IMG}\n  ```",
-    f"    indented {IMG}",
-    f"<!-- {IMG} -->",
-    f"<https://evil.example/{IMG}>",
-    f"<?php {IMG} ?>",
-    f"<![CDATA[{IMG}]]>",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        PAYLOAD,
+        f"<div>\n{IMG}\n</div>",
+        f"before\n\n{SCRIPT}\n\nafter",
+        f"*emphasis* and {LINK} and `code <b>kept</b>` **bold**",
+        f"- a list item {IMG}\n  - nested {LINK}",
+        f"> quoted {IMG}",
+        f"`unclosed span {IMG}",
+        f"``double ` tick {IMG}``",
+        f"\\`escaped tick {IMG}`",
+        f"`a\n# {IMG} `",
+        f"| `a | {IMG} b` |",
+        f"- x\n  ```\n{IMG}\n  ```",
+        f"    indented {IMG}",
+        f"<!-- {IMG} -->",
+        f"<https://evil.example/{IMG}>",
+        f"<?php {IMG} ?>",
+        f"<![CDATA[{IMG}]]>",
+    ],
+)
 def test_html_in_text_renders_as_text(text: str) -> None:
     page = rendered(markdown_body(text))
     assert_inert(page)
@@ -92,11 +95,18 @@ def test_a_tool_name_is_one_inline_code_span(name: str) -> None:
 def test_the_whole_export_renders_every_payload_as_text(store: SessionStore) -> None:
     s = store.create_session(title=f"title {PAYLOAD}")
     s.append({"role": "user", "content": f"text {PAYLOAD}\n\n{SCRIPT}"})
-    s.append({"role": "assistant", "content": [
-        {"type": "text", "text": f"answer {PAYLOAD}"},
-        {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": PAYLOAD}}]})
-    s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
-                                           "content": f"result {PAYLOAD}"}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": f"answer {PAYLOAD}"},
+                {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": PAYLOAD}},
+            ],
+        }
+    )
+    s.append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": f"result {PAYLOAD}"}]}
+    )
     s.append({"role": "assistant", "content": f"done {LINK}"})
     s.append({"role": "system", "content": f"note {IMG}", "subtype": "<img src=x onerror=f()>"})
     for i in range(6):

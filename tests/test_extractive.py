@@ -158,11 +158,7 @@ def test_deterministic() -> None:
 
 def test_each_section_comes_from_its_source() -> None:
     """Requests, ledger, errors, carried summary, users, todos, current work, next step."""
-    body = sections(
-        ExtractiveSummarizer()
-        .summarize(worked_session(), custom_instructions="focus on tests")
-        .text
-    )
+    body = sections(ExtractiveSummarizer().summarize(worked_session(), custom_instructions="focus on tests").text)
     intent = body["Primary Request and Intent"]
     assert "Build a caching HTTP fetcher." in intent
     assert "Please add caching to the fetcher." in intent
@@ -208,10 +204,7 @@ def test_empty_view_still_has_nine_sections() -> None:
 def test_exit_status_comes_from_results_only() -> None:
     """is_error → failed, "Exit code N" → N, otherwise ok; never guessed."""
     assert outcome_of(tool_result("x", "boom", is_error=True)).status == "failed"
-    assert (
-        outcome_of(tool_result("x", "Exit code 127\nnot found", is_error=True)).status
-        == "failed (exit 127)"
-    )
+    assert outcome_of(tool_result("x", "Exit code 127\nnot found", is_error=True)).status == "failed (exit 127)"
     assert outcome_of(tool_result("x", "Exit code 3")).status == "exit 3"
     assert outcome_of(tool_result("x", "Process exited with code 0")).status == "exit 0"
     assert outcome_of(tool_result("x", "all good")).status == "ok"
@@ -233,9 +226,7 @@ def test_status_survives_a_cleared_result() -> None:
 
 def test_user_message_budget_cuts_oldest_to_first_line() -> None:
     """Newest messages verbatim within 20,000 tokens; older ones cut to their first line."""
-    messages = [
-        f"request number {k:02d}\n" + " ".join([f"detail {k:02d}"] * 800) for k in range(40)
-    ]
+    messages = [f"request number {k:02d}\n" + " ".join([f"detail {k:02d}"] * 800) for k in range(40)]
     per = estimate_tokens(messages[0])
     kept = budget_user_messages(messages)
     verbatim = 20_000 // per
@@ -276,16 +267,11 @@ def tool_heavy_session(rounds: int, seed: int = 7) -> tuple[list[ViewEntry], lis
         if kind == "read":
             call, output = (
                 tool_use(use_id, "Read", file_path=path),
-                "\n".join(
-                    f"{n}\tdef function_{n}(arg): return arg * {n}"
-                    for n in range(rng.randint(40, 120))
-                ),
+                "\n".join(f"{n}\tdef function_{n}(arg): return arg * {n}" for n in range(rng.randint(40, 120))),
             )
         elif kind == "edit":
             call, output = (
-                tool_use(
-                    use_id, "Edit", file_path=path, old_string="x" * 200, new_string="y" * 200
-                ),
+                tool_use(use_id, "Edit", file_path=path, old_string="x" * 200, new_string="y" * 200),
                 (f"The file {path} has been updated. Here's the result:\n" + "  code line\n" * 40),
             )
         elif kind == "write":
@@ -306,9 +292,7 @@ def tool_heavy_session(rounds: int, seed: int = 7) -> tuple[list[ViewEntry], lis
             output = "Exit code 1\n" + output
         c.user([tool_result(use_id, output, is_error=failing)])
         if turn % 25 == 24:
-            say(
-                f"Checkpoint {turn}: please also handle case {rng.randint(0, 999)} in module {turn % 8}."
-            )
+            say(f"Checkpoint {turn}: please also handle case {rng.randint(0, 999)} in module {turn % 8}.")
     return c.entries, users, touched
 
 
@@ -348,9 +332,7 @@ def _load_transcript(path: Path) -> list[ViewEntry]:
             is_compact_summary=bool(record.get("isCompactSummary")),
             tokens=len(json.dumps(content)) // 4,
         )
-        entries.append(
-            ViewEntry(position=len(entries), message=stored, content=content, tokens=stored.tokens)
-        )
+        entries.append(ViewEntry(position=len(entries), message=stored, content=content, tokens=stored.tokens))
     return entries
 
 
@@ -382,9 +364,7 @@ def test_real_transcripts_keep_every_file_path(path: Path | None) -> None:
         pytest.skip(f"real transcripts not available at {TRANSCRIPTS}")
     entries = _load_transcript(path)
     summary = ExtractiveSummarizer().summarize(entries).text
-    positions = [
-        summary.index(f"\n{k}. {name}:\n") for k, name in enumerate(SUMMARY_SECTIONS[1:], 2)
-    ]
+    positions = [summary.index(f"\n{k}. {name}:\n") for k, name in enumerate(SUMMARY_SECTIONS[1:], 2)]
     assert summary.startswith("1. Primary Request and Intent:\n") and positions == sorted(positions)
     for file_path in _file_paths(entries):
         assert f"- {file_path}: " in summary

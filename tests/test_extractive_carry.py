@@ -20,27 +20,72 @@ FILLER = "output line of the build that goes on for a while\n" * 80
 
 def _phase_one(s: Any) -> None:
     s.append({"role": "user", "content": "Port the lexer to the new token table.\nKeep the old API."})
-    s.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": "a1", "name": "Read", "input": {"file_path": "src/lexer.py"}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "a1", "name": "Read", "input": {"file_path": "src/lexer.py"}}],
+        }
+    )
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a1", "content": FILLER}]})
-    s.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": "a2", "name": "Bash", "input": {"command": "pytest tests/test_lexer.py"}}]})
-    s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a2", "is_error": True,
-                                           "content": "Exit code 1\nE   KeyError: 'ARROW' in token table\n" + FILLER}]})
-    s.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": "a3", "name": "TodoWrite", "input": {"todos": [
-            {"content": "add ARROW to the table", "status": "in_progress"},
-            {"content": "rerun the lexer tests", "status": "pending"},
-            {"content": "read the lexer", "status": "completed"}]}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "a2", "name": "Bash", "input": {"command": "pytest tests/test_lexer.py"}}
+            ],
+        }
+    )
+    s.append(
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "a2",
+                    "is_error": True,
+                    "content": "Exit code 1\nE   KeyError: 'ARROW' in token table\n" + FILLER,
+                }
+            ],
+        }
+    )
+    s.append(
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "a3",
+                    "name": "TodoWrite",
+                    "input": {
+                        "todos": [
+                            {"content": "add ARROW to the table", "status": "in_progress"},
+                            {"content": "rerun the lexer tests", "status": "pending"},
+                            {"content": "read the lexer", "status": "completed"},
+                        ]
+                    },
+                }
+            ],
+        }
+    )
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a3", "content": "ok"}]})
     s.append({"role": "assistant", "content": "The table lacks ARROW; adding it next."})
 
 
 def _phase_two(s: Any) -> None:
     s.append({"role": "user", "content": "Also update the docs in docs/lexer.md."})
-    s.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": "b1", "name": "Edit", "input": {
-            "file_path": "docs/lexer.md", "old_string": "old", "new_string": "new"}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "b1",
+                    "name": "Edit",
+                    "input": {"file_path": "docs/lexer.md", "old_string": "old", "new_string": "new"},
+                }
+            ],
+        }
+    )
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b1", "content": FILLER}]})
     s.append({"role": "assistant", "content": "Docs updated."})
 
@@ -78,14 +123,26 @@ def test_a_third_compaction_still_has_everything(store: SessionStore) -> None:
     _phase_two(s)
     compact(s)
     s.append({"role": "user", "content": "Ship it."})
-    s.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": "c1", "name": "Bash", "input": {"command": "make release"}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "c1", "name": "Bash", "input": {"command": "make release"}}],
+        }
+    )
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": FILLER}]})
     s.append({"role": "assistant", "content": "Released."})
     compact(s)
     third = boundaries(s)[2].summary or ""
-    for fact in ("Port the lexer", "Also update the docs", "Ship it.", "src/lexer.py", "docs/lexer.md",
-                 "`make release` → ok", "KeyError: 'ARROW'", "Bash ×2"):
+    for fact in (
+        "Port the lexer",
+        "Also update the docs",
+        "Ship it.",
+        "src/lexer.py",
+        "docs/lexer.md",
+        "`make release` → ok",
+        "KeyError: 'ARROW'",
+        "Bash ×2",
+    ):
         assert fact in third, fact
 
 
@@ -94,10 +151,24 @@ def test_a_newer_todo_list_replaces_the_carried_one(store: SessionStore) -> None
     _phase_one(s)
     compact(s)
     s.append({"role": "user", "content": "done with ARROW?"})
-    s.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": "d1", "name": "TodoWrite", "input": {"todos": [
-            {"content": "add ARROW to the table", "status": "completed"},
-            {"content": "rerun the lexer tests", "status": "in_progress"}]}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "d1",
+                    "name": "TodoWrite",
+                    "input": {
+                        "todos": [
+                            {"content": "add ARROW to the table", "status": "completed"},
+                            {"content": "rerun the lexer tests", "status": "in_progress"},
+                        ]
+                    },
+                }
+            ],
+        }
+    )
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "d1", "content": FILLER}]})
     s.append({"role": "assistant", "content": "Running them."})
     compact(s)

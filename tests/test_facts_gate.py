@@ -50,17 +50,26 @@ def api() -> Iterator[FakeAPI]:
 def _work(session: Session) -> None:
     """A span with every fact kind: two asks, a read and an edit, a failing test run, a todo list."""
     session.append({"role": "user", "content": FIRST_ASK})
-    session.append({"role": "assistant", "content": [
-        tool_use("t1", "Read", file_path=ABS_PATH), tool_use("t2", "Edit", file_path=REL_PATH, old_string="a",
-                                                                 new_string="b")]})
+    session.append(
+        {
+            "role": "assistant",
+            "content": [
+                tool_use("t1", "Read", file_path=ABS_PATH),
+                tool_use("t2", "Edit", file_path=REL_PATH, old_string="a", new_string="b"),
+            ],
+        }
+    )
     session.append({"role": "user", "content": [tool_result("t1", "def load(): ... " + BULK), tool_result("t2", "ok")]})
     session.append({"role": "assistant", "content": "Edited."})
     session.append({"role": "user", "content": SECOND_ASK})
     session.append({"role": "assistant", "content": [tool_use("t3", "Bash", command="pytest -x")]})
-    session.append({"role": "user", "content": [
-        tool_result("t3", f"Exit code 1\n\n{FAILURE}\nsecond line", is_error=True)]})
-    todos = [{"content": "Make the importer skip blank lines", "status": "completed"},
-             {"content": OPEN_ITEM, "status": "pending"}]
+    session.append(
+        {"role": "user", "content": [tool_result("t3", f"Exit code 1\n\n{FAILURE}\nsecond line", is_error=True)]}
+    )
+    todos = [
+        {"content": "Make the importer skip blank lines", "status": "completed"},
+        {"content": OPEN_ITEM, "status": "pending"},
+    ]
     session.append({"role": "assistant", "content": [tool_use("t4", "TodoWrite", todos=todos)]})
     session.append({"role": "user", "content": [tool_result("t4", "Todos updated")]})
     session.append({"role": "assistant", "content": "One test fails; details above."})
@@ -158,8 +167,13 @@ def _random_span(rng: random.Random, words: list[str]) -> Convo:
             use_id = f"u{i}_{j}"
             pick = rng.random()
             if pick < 0.4:
-                calls.append(tool_use(use_id, rng.choice(["Read", "Edit", "Write"]),
-                                      file_path=f"/w/{rng.choice(words).strip() or 'x'}/{i}{j}.py"))
+                calls.append(
+                    tool_use(
+                        use_id,
+                        rng.choice(["Read", "Edit", "Write"]),
+                        file_path=f"/w/{rng.choice(words).strip() or 'x'}/{i}{j}.py",
+                    )
+                )
                 results.append(tool_result(use_id, "ok"))
             elif pick < 0.8:
                 failed = rng.random() < 0.5
@@ -167,8 +181,10 @@ def _random_span(rng: random.Random, words: list[str]) -> Convo:
                 output = f"Exit code 2\n{rng.choice(words)} failed {i}{j}" if failed else "fine"
                 results.append(tool_result(use_id, output, is_error=failed))
             else:
-                todos = [{"content": f"task {k} {rng.choice(words)}", "status": rng.choice(["pending", "completed"])}
-                         for k in range(rng.randint(1, 3))]
+                todos = [
+                    {"content": f"task {k} {rng.choice(words)}", "status": rng.choice(["pending", "completed"])}
+                    for k in range(rng.randint(1, 3))
+                ]
                 calls.append(tool_use(use_id, "TodoWrite", todos=todos))
                 results.append(tool_result(use_id, "ok"))
         if calls:
@@ -234,7 +250,8 @@ def _imported_summary_facts(summary: str) -> Facts:
 def test_an_imported_summary_without_gate_metadata_is_read_by_its_sections() -> None:
     facts = _imported_summary_facts(
         "1. Primary Request and Intent:\nx\n\n3. Files and Code Sections:\n- /srv/app/main.py: edited\n\n"
-        "6. All User Messages:\n- Keep the old API\n- Add a flag\n\n7. Pending Tasks:\n- [pending] Write docs\n")
+        "6. All User Messages:\n- Keep the old API\n- Add a flag\n\n7. Pending Tasks:\n- [pending] Write docs\n"
+    )
     assert facts.user_messages == ("Add a flag", "Keep the old API")
     assert facts.paths == ("/srv/app/main.py",)
     assert facts.open_items == ("Write docs",)
@@ -264,8 +281,14 @@ def test_session_memory_notes_go_through_the_gate_too(store: SessionStore) -> No
         session.append({"role": "user", "content": f"later message {i} " + "words " * 30})
         session.append({"role": "assistant", "content": f"reply {i}"})
     covered = session.active_entries()[9]
-    save_memory(session, "# Current State\nfixing the importer\n", covers_seq=covered.seq, covers_uuid=covered.uuid,
-                tokens=0, tool_calls=0)
+    save_memory(
+        session,
+        "# Current State\nfixing the importer\n",
+        covers_seq=covered.seq,
+        covers_uuid=covered.uuid,
+        tokens=0,
+        tool_calls=0,
+    )
     config = store.config.replace(memory_keep_min_tokens=100, memory_keep_min_text_messages=2)
     outcome = compact_with_memory(session, config=config)
     assert outcome is not None and outcome.kind == "session-memory"
@@ -274,12 +297,21 @@ def test_session_memory_notes_go_through_the_gate_too(store: SessionStore) -> No
     assert normalize(FIRST_ASK) in normalize(b.summary or "") and ABS_PATH in (b.summary or "")
 
 
-@pytest.mark.parametrize("output, line", [
-    ("Exit code: 1\nWall time: 0.2 seconds\nOutput:\nerror[E0425]: cannot find value `x`\n", "error[E0425]: cannot find value `x`"),
-    ("Chunk ID: d79dd3\nWall time: 1.1 seconds\nProcess exited with code 1\nOriginal token count: 12\nOutput:\n"
-     "FAILED tests/test_a.py::test_b - KeyError: 'k'\n", "FAILED tests/test_a.py::test_b - KeyError: 'k'"),
-    ("Exit code 2\n\nmake: *** [all] Error 2", "make: *** [all] Error 2"),
-])
+@pytest.mark.parametrize(
+    "output, line",
+    [
+        (
+            "Exit code: 1\nWall time: 0.2 seconds\nOutput:\nerror[E0425]: cannot find value `x`\n",
+            "error[E0425]: cannot find value `x`",
+        ),
+        (
+            "Chunk ID: d79dd3\nWall time: 1.1 seconds\nProcess exited with code 1\nOriginal token count: 12\nOutput:\n"
+            "FAILED tests/test_a.py::test_b - KeyError: 'k'\n",
+            "FAILED tests/test_a.py::test_b - KeyError: 'k'",
+        ),
+        ("Exit code 2\n\nmake: *** [all] Error 2", "make: *** [all] Error 2"),
+    ],
+)
 def test_a_failure_is_its_first_informative_line_not_the_status_headers(output: str, line: str) -> None:
     """Codex puts Chunk ID / Wall time / exit status headers before the output: none of them is the failure."""
     from sessionstore.compaction.facts import failure_line
@@ -287,15 +319,18 @@ def test_a_failure_is_its_first_informative_line_not_the_status_headers(output: 
     assert failure_line(output) == line
 
 
-@pytest.mark.parametrize("summary, held", [
-    ("Edited /repo/src/a.py and ran it.", True),
-    ("Edited /repo/src/a.py.", True),
-    ("See `src/a.py` (relative to the cwd).", True),
-    ("Only /repo/src/a.pyc was built.", False),
-    ("Edited /repo/src/a.py.bak by mistake.", False),
-    ("Edited /repo/lib/src/a.py instead.", False),
-    ("Read studio/src/a.pyx.", False),
-])
+@pytest.mark.parametrize(
+    "summary, held",
+    [
+        ("Edited /repo/src/a.py and ran it.", True),
+        ("Edited /repo/src/a.py.", True),
+        ("See `src/a.py` (relative to the cwd).", True),
+        ("Only /repo/src/a.pyc was built.", False),
+        ("Edited /repo/src/a.py.bak by mistake.", False),
+        ("Edited /repo/lib/src/a.py instead.", False),
+        ("Read studio/src/a.pyx.", False),
+    ],
+)
 def test_a_path_counts_only_where_it_stands_whole(summary: str, held: bool) -> None:
     """A path inside a longer path or name (a.py in a.pyc, src/a.py in lib/src/a.py) does not keep the file."""
     from sessionstore.compaction.facts import missing_facts
@@ -309,6 +344,7 @@ def test_an_imported_summary_carries_its_failures_and_no_empty_items() -> None:
     facts = _imported_summary_facts(
         "1. Primary Request and Intent:\nx\n\n4. Errors and fixes:\n"
         "- ImportError: no module named yaml; fixed by adding pyyaml\n- None other\n\n"
-        "7. Pending Tasks:\n- No explicit pending tasks. The user has only asked for a review.\n")
+        "7. Pending Tasks:\n- No explicit pending tasks. The user has only asked for a review.\n"
+    )
     assert facts.failures == ("ImportError: no module named yaml; fixed by adding pyyaml",)
     assert facts.open_items == ()

@@ -151,9 +151,7 @@ INVALID_CASES: list[tuple[str, list[Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    "messages,expected", [c[1:] for c in INVALID_CASES], ids=[c[0] for c in INVALID_CASES]
-)
+@pytest.mark.parametrize("messages,expected", [c[1:] for c in INVALID_CASES], ids=[c[0] for c in INVALID_CASES])
 def test_each_invalid_case_is_reported(messages: list[Any], expected: str) -> None:
     """Each broken request is reported with the matching problem, and assert_valid fails."""
     problems = check_messages(messages)
@@ -184,9 +182,7 @@ def test_generated_valid_conversations_pass_and_losing_a_result_fails(
 ) -> None:
     """Generated valid conversations pass; removing one tool_result is always caught."""
     assert check_messages(messages) == []
-    with_results = [
-        i for i, m in enumerate(messages) if m["role"] == "user" and isinstance(m["content"], list)
-    ]
+    with_results = [i for i, m in enumerate(messages) if m["role"] == "user" and isinstance(m["content"], list)]
     if not with_results:
         return
     i = data.draw(st.sampled_from(with_results))
@@ -265,9 +261,7 @@ def test_streamed_text_arrives_in_several_deltas(api: FakeAPI, client: anthropic
 def test_streamed_tool_use_rebuilds_input_json(api: FakeAPI, client: anthropic.Anthropic) -> None:
     """Streamed parallel tool_use blocks rebuild their input from input_json deltas."""
     tool_input = {"command": "pytest -q tests/", "timeout": 120, "env": {"A": "1"}}
-    api.script(
-        Reply.tool_uses([("Bash", tool_input, "toolu_a"), ("Read", {"path": "x.py"})], text="Running tests.")
-    )
+    api.script(Reply.tool_uses([("Bash", tool_input, "toolu_a"), ("Read", {"path": "x.py"})], text="Running tests."))
     with open_stream(client, [u("run tests")]) as stream:
         kinds = [event.type for event in stream]
         final = stream.get_final_message()
@@ -285,9 +279,7 @@ def test_streamed_tool_use_rebuilds_input_json(api: FakeAPI, client: anthropic.A
 
 def test_thinking_blocks_stream_with_signature(api: FakeAPI, client: anthropic.Anthropic) -> None:
     """A thinking block streams its text and signature."""
-    api.script(
-        Reply.blocks([{"type": "thinking", "thinking": "let me think", "signature": "sig1"}, text("42")])
-    )
+    api.script(Reply.blocks([{"type": "thinking", "thinking": "let me think", "signature": "sig1"}, text("42")]))
     with open_stream(client, [u("q")]) as stream:
         final = stream.get_final_message()
     assert dumped(final) == [

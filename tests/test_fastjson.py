@@ -40,7 +40,7 @@ LINES = [
     '{"trailing":"space"}  \r\n',
     '{"no":"terminator"}',
     '{"text":"caf\u00e9 \u4e2d\u6587 \U0001f600 \u2028"}\n',
-    '[1,2,3]\n',
+    "[1,2,3]\n",
     '"just a string"\n',
 ]
 

@@ -118,20 +118,34 @@ def session_state(store: SessionStore, sid: str) -> dict[str, Any]:
     db = store.db
     state = load_state(db, sid)
     counters = (state.last_seq, state.base_seq, state.view_version, state.view_tokens, state.explicit_count)
-    decisions = db.all("SELECT tool_use_id, kind, blob_sha256, original_size, replacement FROM replacements "
-                       "WHERE session_id = :id ORDER BY tool_use_id", {"id": sid})
+    decisions = db.all(
+        "SELECT tool_use_id, kind, blob_sha256, original_size, replacement FROM replacements "
+        "WHERE session_id = :id ORDER BY tool_use_id",
+        {"id": sid},
+    )
     blobs = {sha: len(get_blob(db, sha)) for _, _, sha, _, _ in decisions if sha}
     return {
         "request": s.active_view(),
-        "view_rows": [(e.seq, e.role, e.message.type, e.message.subtype, e.content, e.tokens, e.replaced)
-                      for e in entries],
-        "transcript": [tuple(r) for r in db.all(
-            "SELECT seq, role, type, subtype, content_json, tokens FROM messages WHERE session_id = :id "
-            "ORDER BY seq", {"id": sid})],
+        "view_rows": [
+            (e.seq, e.role, e.message.type, e.message.subtype, e.content, e.tokens, e.replaced) for e in entries
+        ],
+        "transcript": [
+            tuple(r)
+            for r in db.all(
+                "SELECT seq, role, type, subtype, content_json, tokens FROM messages WHERE session_id = :id "
+                "ORDER BY seq",
+                {"id": sid},
+            )
+        ],
         "counters": tuple(int(v) for v in counters),
-        "compactions": [tuple(r) for r in db.all(
-            "SELECT kind, trigger, replaced_version, pre_tokens, post_tokens, messages_summarized, "
-            "summarized_seqs_json FROM compactions WHERE session_id = :id ORDER BY boundary_seq", {"id": sid})],
+        "compactions": [
+            tuple(r)
+            for r in db.all(
+                "SELECT kind, trigger, replaced_version, pre_tokens, post_tokens, messages_summarized, "
+                "summarized_seqs_json FROM compactions WHERE session_id = :id ORDER BY boundary_seq",
+                {"id": sid},
+            )
+        ],
         "decisions": [tuple(r) for r in decisions],
         "blobs": blobs,
         "rows": session_rows(store, sid),
@@ -179,8 +193,9 @@ def test_every_point_of_a_session_write_leaves_the_old_or_the_new_state(store_ur
         with SessionStore.open(store_url) as store:
             after = session_state(store, sid)
             expected = new if committed else old
-            assert after == expected, (f"{point}: not exactly the {'new' if committed else 'old'} state; "
-                                       f"differs in {_diff(after, expected)}")
+            assert after == expected, (
+                f"{point}: not exactly the {'new' if committed else 'old'} state; differs in {_diff(after, expected)}"
+            )
             assert _problems(store, sid) == ([] if committed else old_problems), f"doctor after {point}"
             assert doctor.check_database(store) == [], f"database checks after {point}"
     print(f"\n{case}: {len(points)} fault points reached on {store_url.split(':')[0]}")
@@ -205,8 +220,9 @@ def test_every_point_of_a_fork_leaves_no_fork_or_a_whole_one(store_url: str) -> 
         _assert_killed_at(_fork(store_url, point, lambda st, sid=sid: st.get(sid).fork()), point, store_url)
         with SessionStore.open(store_url) as store:
             assert session_state(store, sid) == parent, point
-            forks = [r[0] for r in store.db.all("SELECT session_id FROM session_forks WHERE parent_id = :p",
-                                                {"p": sid})]
+            forks = [
+                r[0] for r in store.db.all("SELECT session_id FROM session_forks WHERE parent_id = :p", {"p": sid})
+            ]
             if point.endswith(".after_commit"):
                 assert len(forks) == 1, point
                 made = store.get(forks[0])
@@ -222,8 +238,9 @@ def test_every_point_of_a_fork_leaves_no_fork_or_a_whole_one(store_url: str) -> 
 # ------------------------------------------------------------------ import
 
 
-def _imports_state(store: SessionStore, paths: list[str],
-                   rows: dict[str, Any] | None = None) -> dict[str, tuple[int, int, int]]:
+def _imports_state(
+    store: SessionStore, paths: list[str], rows: dict[str, Any] | None = None
+) -> dict[str, tuple[int, int, int]]:
     """path -> (lines recorded, messages stored, view entries) for each imported file among `paths`.
 
     Each imported file's source lines must be the file's lines, byte for byte; with `rows`, every
@@ -238,9 +255,11 @@ def _imports_state(store: SessionStore, paths: list[str],
         out[path] = (int(row[1]), s.last_seq, len(s.active_entries()))
         assert doctor.check(store, s.id).problems == []
         assert check_messages(s.active_view()) == []
-        recorded = [bytes(r[0]) if isinstance(r[0], (bytes, memoryview)) else r[0].encode() for r in store.db.all(
-            "SELECT raw FROM source_lines WHERE session_id = :id ORDER BY line_no", {"id": s.id})]
-        assert recorded == Path(path).read_bytes().splitlines(keepends=True)[:int(row[1])], f"{path}: source lines"
+        recorded = [
+            bytes(r[0]) if isinstance(r[0], (bytes, memoryview)) else r[0].encode()
+            for r in store.db.all("SELECT raw FROM source_lines WHERE session_id = :id ORDER BY line_no", {"id": s.id})
+        ]
+        assert recorded == Path(path).read_bytes().splitlines(keepends=True)[: int(row[1])], f"{path}: source lines"
         if rows is not None:
             rows[path] = session_rows(store, s.id)
     return out
@@ -370,8 +389,12 @@ def test_the_environment_variable_arms_a_point_in_a_real_process(store_url: str,
     batch = tmp_path / "batch.jsonl"
     batch.write_text('{"role": "user", "content": "one"}\n{"role": "assistant", "content": "two"}\n')
     env = {**os.environ, faults.ENV: "append_many.before_commit"}
-    proc = subprocess.run([sys.executable, "-m", "sessionstore", "append", sid, str(batch), "--db", store_url],
-                          env=env, capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sessionstore", "append", sid, str(batch), "--db", store_url],
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
     assert b"fault point append_many.before_commit" in proc.stderr
     with SessionStore.open(store_url) as store:

@@ -26,8 +26,9 @@ def _tables(path: Path) -> list[str]:
         return sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
 
 
-def test_another_programs_database_is_refused_and_left_alone(capsys: pytest.CaptureFixture[str],
-                                                            tmp_path: Path) -> None:
+def test_another_programs_database_is_refused_and_left_alone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     path = tmp_path / "app.db"
     _foreign(path)
     with pytest.raises(MigrationError, match="another program"):

@@ -25,8 +25,9 @@ FASTHOOKS = "claude-code/fasthooks/sample_main_transcript.jsonl"
 
 def shown(entries: list[Any]) -> list[tuple[Any, ...]]:
     """What a view shows, seq left out (a fork numbers its own transcript from 1)."""
-    return [(e.uuid, e.role, e.type, e.subtype, e.message.api_message_id, e.content, e.tokens, e.replaced)
-            for e in entries]
+    return [
+        (e.uuid, e.role, e.type, e.subtype, e.message.api_message_id, e.content, e.tokens, e.replaced) for e in entries
+    ]
 
 
 def parent_state(s: Session) -> dict[str, Any]:
@@ -50,9 +51,13 @@ def mid_round(view: list[Any], following: dict[str, Any] | None) -> bool:
         elif e.role == "user" and isinstance(e.content, list):
             asked -= {b["tool_use_id"] for b in e.content if b.get("type") == "tool_result"}
     last = view[-1]
-    continues = (following is not None and following["role"] == "assistant" and last.role == "assistant"
-                 and following.get("api_message_id") is not None
-                 and following.get("api_message_id") == last.message.api_message_id)
+    continues = (
+        following is not None
+        and following["role"] == "assistant"
+        and last.role == "assistant"
+        and following.get("api_message_id") is not None
+        and following.get("api_message_id") == last.message.api_message_id
+    )
     return bool(asked) or continues
 
 
@@ -99,8 +104,13 @@ def test_fork_at_each_message_is_the_view_as_it_stood_right_after_it(store: Sess
             continue
         f = s.fork(at=uuid)
         assert shown(f.active_entries()) == view, uuid
-        replaced = {b["tool_use_id"] for e in f.active_entries() if e.replaced for b in e.content
-                    if b.get("type") == "tool_result" and b not in e.message.content}
+        replaced = {
+            b["tool_use_id"]
+            for e in f.active_entries()
+            if e.replaced
+            for b in e.content
+            if b.get("type") == "tool_result" and b not in e.message.content
+        }
         decisions = load_replacements(store.db, f.id)
         assert set(decisions) == replaced, uuid
         assert all(decisions[t] == parent_decisions[t] for t in replaced)
@@ -149,15 +159,22 @@ def test_fork_of_a_fork_at_a_message(store: SessionStore) -> None:
     s = store.create_session(title="root")
     s.append_many(list(conversation(30, seed=1)))
     first = s.fork()
-    extra = first.append_many([{"role": "user", "content": "only in the first fork"},
-                               {"role": "assistant", "content": [{"type": "text", "text": "noted"}]}])
+    extra = first.append_many(
+        [
+            {"role": "user", "content": "only in the first fork"},
+            {"role": "assistant", "content": [{"type": "text", "text": "noted"}]},
+        ]
+    )
     second = first.fork(at=extra[0].uuid)
     assert shown(second.active_entries()) == shown(first.active_entries())[:-1]
     third = second.fork(at=str(second.last_seq))
     assert shown(third.active_entries()) == shown(second.active_entries())
     chain = ancestry(store.db, third.id)
-    assert [(x.session_id, x.parent_id) for x in chain] == [(third.id, second.id), (second.id, first.id),
-                                                            (first.id, s.id)]
+    assert [(x.session_id, x.parent_id) for x in chain] == [
+        (third.id, second.id),
+        (second.id, first.id),
+        (first.id, s.id),
+    ]
     assert [x.kind for x in chain] == ["message", "message", "current"]
 
 
@@ -167,8 +184,13 @@ def test_a_cut_inside_a_round_is_refused_naming_the_nearest_valid_points_and_not
     s = store.create_session()
     s.append({"role": "user", "content": "read it"})
     s.append({"role": "assistant", "content": [{"type": "text", "text": "sure"}]})
-    call = s.append({"role": "assistant", "api_message_id": "m1",
-                     "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]})
+    call = s.append(
+        {
+            "role": "assistant",
+            "api_message_id": "m1",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}],
+        }
+    )
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]})
     s.append({"role": "assistant", "content": [{"type": "text", "text": "done"}]})
     sessions = len(store.list())
@@ -256,6 +278,11 @@ def test_after_a_fork_both_sessions_grow_and_compact_apart(store: SessionStore) 
 def _whole(messages: Any) -> list[dict[str, Any]]:
     """The messages cut after the last final assistant text, so no tool_use waits for its result."""
     chunk = list(messages)
-    end = max(i for i, m in enumerate(chunk) if m["role"] == "assistant" and isinstance(m["content"], list)
-              and all(b.get("type") == "text" for b in m["content"]))
-    return chunk[:end + 1]
+    end = max(
+        i
+        for i, m in enumerate(chunk)
+        if m["role"] == "assistant"
+        and isinstance(m["content"], list)
+        and all(b.get("type") == "text" for b in m["content"])
+    )
+    return chunk[: end + 1]

@@ -52,9 +52,12 @@ def test_y_copies_the_command_of_the_sessions_source(store_url: str, transcripts
         codex = store.get(import_file(store, transcripts_dir / CODEX).session_id)
         fork = claude.fork()
         native = store.create_session(title="here")
-        ids = {"claude": (claude.id, claude.metadata["source_session_id"], claude.cwd),
-               "codex": (codex.id, codex.metadata["source_session_id"], codex.cwd), "fork": fork.id,
-               "native": native.id}
+        ids = {
+            "claude": (claude.id, claude.metadata["source_session_id"], claude.cwd),
+            "codex": (codex.id, codex.metadata["source_session_id"], codex.cwd),
+            "fork": fork.id,
+            "native": native.id,
+        }
         shown_db = store.display_url
     assert copied(store_url, ids["claude"][0]) == f"cd {ids['claude'][2]} && claude --resume {ids['claude'][1]}"
     assert copied(store_url, ids["codex"][0]) == f"cd {ids['codex'][2]} && codex resume {ids['codex'][1]}"
@@ -96,5 +99,5 @@ def test_f_forks_before_a_boundary_and_at_a_message(store_url: str, transcripts_
     with SessionStore.open(store_url) as store:
         undo, at = (store.get(i) for i in opened)
         assert [e.uuid for e in undo.active_entries()] == before
-        assert [e.uuid for e in at.active_entries()] == [e.uuid for e in active[:active.index(target) + 1]]
+        assert [e.uuid for e in at.active_entries()] == [e.uuid for e in active[: active.index(target) + 1]]
         assert (lineage(store.db, undo.id).boundary_index, lineage(store.db, at.id).message_uuid) == (1, target.uuid)

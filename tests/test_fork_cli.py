@@ -42,8 +42,11 @@ def comparable(view: dict[str, Any]) -> tuple[Any, ...]:
 
 def parent_outputs(capsys: pytest.CaptureFixture[str], db: str, sid: str, boundaries: int) -> list[str]:
     """Everything the CLI shows of the parent: view, history, each view before, the whole transcript."""
-    out = [ok(capsys, "view", sid, "--json", "--db", db), ok(capsys, "history", sid, "--json", "--full", "--db", db),
-           ok(capsys, "export", sid, "-f", "jsonl", "--db", db)]
+    out = [
+        ok(capsys, "view", sid, "--json", "--db", db),
+        ok(capsys, "history", sid, "--json", "--full", "--db", db),
+        ok(capsys, "export", sid, "-f", "jsonl", "--db", db),
+    ]
     out += [ok(capsys, "history", sid, "-b", str(k), "--json", "--db", db) for k in range(1, boundaries + 1)]
     return out
 
@@ -67,15 +70,19 @@ def test_fork_before_each_boundary_and_at_a_message_from_the_cli(
         expected = json.loads(ok(capsys, "history", pid, "-b", str(k), "--json", "--db", store_url))
         assert comparable(fork_view) == comparable(expected)
         assert "forked from " + pid + f" before boundary {k}" in ok(capsys, "history", fid, "--db", store_url)
-    cut = next(i for i in range(len(expected_at) - 1, 0, -1) if expected_at[i].role == "user"
-               and isinstance(expected_at[i].content, str))
+    cut = next(
+        i
+        for i in range(len(expected_at) - 1, 0, -1)
+        if expected_at[i].role == "user" and isinstance(expected_at[i].content, str)
+    )
     target = expected_at[cut]
-    made = json.loads(ok(capsys, "fork", pid, "--at", target.uuid[:12], "--title", "at a prompt", "--json",
-                         "--db", store_url))
+    made = json.loads(
+        ok(capsys, "fork", pid, "--at", target.uuid[:12], "--title", "at a prompt", "--json", "--db", store_url)
+    )
     assert made["fork"]["kind"] == "message" and made["fork"]["message_uuid"] == target.uuid
     view = json.loads(ok(capsys, "view", made["id"], "--json", "--db", store_url))
-    assert [e["uuid"] for e in view["entries"]] == [e.uuid for e in expected_at[:cut + 1]]
-    assert view["messages"] == json.loads(json.dumps(to_api_messages(expected_at[:cut + 1])))
+    assert [e["uuid"] for e in view["entries"]] == [e.uuid for e in expected_at[: cut + 1]]
+    assert view["messages"] == json.loads(json.dumps(to_api_messages(expected_at[: cut + 1])))
     again = json.loads(ok(capsys, "fork", made["id"], "--at", str(cut), "--json", "--db", store_url))
     assert again["lineage"] == [made["id"], pid, imported]
     listed = {r["id"]: r for r in json.loads(ok(capsys, "sessions", "--json", "--db", store_url))}
@@ -86,8 +93,7 @@ def test_fork_before_each_boundary_and_at_a_message_from_the_cli(
     stats = json.loads(ok(capsys, "stats", forks[0], "--json", "--db", store_url))
     assert (stats["forked_from"], stats["fork_point"]) == (pid, "before boundary 1")
     assert json.loads(ok(capsys, "stats", pid, "--json", "--db", store_url))["forks"] == 2
-    assert f"forked from {pid} before boundary 1" in ok(capsys, "export", forks[0], "-f", "markdown", "--db",
-                                                        store_url)
+    assert f"forked from {pid} before boundary 1" in ok(capsys, "export", forks[0], "-f", "markdown", "--db", store_url)
     assert parent_outputs(capsys, store_url, pid, 1) == before
     assert json.loads(ok(capsys, "doctor", "--json", "--db", store_url))["ok"]
 
@@ -96,8 +102,12 @@ def test_refusals_are_one_line_and_write_nothing(capsys: pytest.CaptureFixture[s
     with SessionStore.open(store_url) as store:
         s = store.create_session(title="t")
         s.append({"role": "user", "content": "go"})
-        call = s.append({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash",
-                                                           "input": {"command": "ls"}}]})
+        call = s.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}],
+            }
+        )
         s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]})
         sid = s.id
     line = refused(capsys, "fork", sid, "--at", call.uuid, "--db", store_url)
@@ -125,8 +135,9 @@ def test_export_install_prints_the_resume_command_and_refuses_a_second_time(
     assert written.is_file()
     assert "exists already" in refused(capsys, *args)
     home = tmp_path / "codex"
-    done = json.loads(ok(capsys, "export", fid, "-f", "codex", "--install", "--codex-home", str(home), "--json",
-                         "--db", store_url))
+    done = json.loads(
+        ok(capsys, "export", fid, "-f", "codex", "--install", "--codex-home", str(home), "--json", "--db", store_url)
+    )
     assert done["command"].endswith(f"codex resume {done['session_id']}") and Path(done["path"]).is_file()
     ok(capsys, "import", "claude-code", str(written), "--db", store_url)
     back = json.loads(ok(capsys, "view", new_id, "--json", "--db", store_url))

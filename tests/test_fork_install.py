@@ -17,11 +17,17 @@ from sessionstore.storage.doctor import check
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 FASTHOOKS = "claude-code/fasthooks/sample_main_transcript.jsonl"
-CODEX = sorted(["codex/localpush/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl",
-                "codex/localpush/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"])
+CODEX = sorted(
+    [
+        "codex/localpush/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl",
+        "codex/localpush/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
+    ]
+)
 #: Codex's rule for a rollout file name (rollout/list.rs parse_timestamp_uuid_from_filename).
-ROLLOUT_NAME = re.compile(r"^rollout-(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})-(\d{2})-"
-                          r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$")
+ROLLOUT_NAME = re.compile(
+    r"^rollout-(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})-(\d{2})-"
+    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$"
+)
 
 
 def same_view(a: Any, b: Any) -> None:
@@ -108,9 +114,15 @@ def test_codex_install_of_a_fork_is_found_by_its_rules_and_reimports_as_the_same
 def test_a_native_session_installs_in_both_tools(store: SessionStore, tmp_path: Path) -> None:
     s = store.create_session(title="native", cwd="/tmp/some project", model="claude-sonnet-4-6")
     s.append({"role": "user", "content": "List the files."})
-    s.append({"role": "assistant", "content": [{"type": "text", "text": "Let me look."},
-                                               {"type": "tool_use", "id": "t1", "name": "Bash",
-                                                "input": {"command": "ls"}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}},
+            ],
+        }
+    )
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py\nb.py"}]})
     s.append({"role": "assistant", "content": [{"type": "text", "text": "Two files."}]})
     cc = install_claude_code(s, claude_config=tmp_path / "claude")
@@ -120,6 +132,8 @@ def test_a_native_session_installs_in_both_tools(store: SessionStore, tmp_path: 
     lines = find_codex_session(tmp_path / "codex", cx.session_id)
     calls = [line["payload"] for line in lines if line["payload"].get("type") == "function_call"]
     assert calls == [{"type": "function_call", "name": "Bash", "arguments": '{"command": "ls"}', "call_id": "t1"}]
-    texts = [[b.get("text") or b.get("content") for b in m["content"]] if isinstance(m["content"], list)
-             else [m["content"]] for m in store.get(import_file(store, cx.path).session_id).active_view()]
+    texts = [
+        [b.get("text") or b.get("content") for b in m["content"]] if isinstance(m["content"], list) else [m["content"]]
+        for m in store.get(import_file(store, cx.path).session_id).active_view()
+    ]
     assert texts == [["List the files."], ["Let me look.", None], ["a.py\nb.py"], ["Two files."]]

@@ -53,7 +53,8 @@ def _works(url: str) -> None:
 
 
 def test_db_upgrade_on_a_fresh_database_creates_pg_trgm_in_its_transaction(
-        capsys: pytest.CaptureFixture[str], fresh_db: str) -> None:
+    capsys: pytest.CaptureFixture[str], fresh_db: str
+) -> None:
     url = _url(fresh_db)
     assert ("pg_trgm",) not in catalogue(PG_URL or "", fresh_db)["extensions"]
     result = run_cli(capsys, "db", "upgrade", "--db", url)
@@ -76,7 +77,8 @@ def test_db_upgrade_on_a_fresh_database_that_has_pg_trgm(capsys: pytest.CaptureF
 
 
 def test_a_role_that_may_not_create_pg_trgm_upgrades_and_is_told_the_command(
-        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     role = create_role(PG_URL or "")
     try:
         with fresh_database(PG_URL or "") as name:
@@ -96,7 +98,8 @@ def test_a_role_that_may_not_create_pg_trgm_upgrades_and_is_told_the_command(
 
 
 def test_a_revision_failing_half_way_leaves_a_fresh_database_empty(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, fresh_db: str) -> None:
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, fresh_db: str
+) -> None:
     use_test_revisions(monkeypatch, "migrations", "tfail_half_way")
     before = catalogue(PG_URL or "", fresh_db)
     result = run_cli(capsys, "db", "upgrade", "--db", _url(fresh_db))
@@ -105,7 +108,8 @@ def test_a_revision_failing_half_way_leaves_a_fresh_database_empty(
 
 
 def test_a_revision_failing_half_way_leaves_a_filled_database_as_it_was(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, fresh_db: str) -> None:
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, fresh_db: str
+) -> None:
     url = _url(fresh_db)
     assert run_cli(capsys, "db", "upgrade", "--db", url).code == 0
     with SessionStore.open(url) as store:

@@ -25,8 +25,11 @@ def _compacted(store: SessionStore, rounds: int = 7) -> tuple[Session, list[list
         s.append_many(_whole_turns(list(conversation(40, seed=r, prefix=f"round {r}: "))))
         before.append([e.seq for e in s.active_entries()])
         if r % 2:
-            pivot = [e for e in s.active_entries() if e.role == "user" and isinstance(e.content, str)
-                     and not e.message.is_compact_summary][0]
+            pivot = [
+                e
+                for e in s.active_entries()
+                if e.role == "user" and isinstance(e.content, str) and not e.message.is_compact_summary
+            ][0]
             compact(s, summarizer=summarizer, from_uuid=pivot.uuid)
         else:
             compact(s, summarizer=summarizer)
@@ -35,15 +38,23 @@ def _compacted(store: SessionStore, rounds: int = 7) -> tuple[Session, list[list
 
 def _whole_turns(chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The chunk cut after its last final assistant text, so every tool_use has its result."""
-    end = max(i for i, m in enumerate(chunk) if m["role"] == "assistant" and isinstance(m["content"], list)
-              and all(b.get("type") == "text" for b in m["content"]))
-    return chunk[:end + 1]
+    end = max(
+        i
+        for i, m in enumerate(chunk)
+        if m["role"] == "assistant"
+        and isinstance(m["content"], list)
+        and all(b.get("type") == "text" for b in m["content"])
+    )
+    return chunk[: end + 1]
 
 
 def _reference_view(s: Session, version: int) -> list[int]:
     """The past view by a scan of every row valid at `version` (no floor)."""
-    rows = s.db.all("SELECT seq FROM view_entries WHERE session_id = :id AND valid_from <= :v "
-                    "AND (valid_to IS NULL OR valid_to > :v) ORDER BY key", {"id": s.id, "v": version})
+    rows = s.db.all(
+        "SELECT seq FROM view_entries WHERE session_id = :id AND valid_from <= :v "
+        "AND (valid_to IS NULL OR valid_to > :v) ORDER BY key",
+        {"id": s.id, "v": version},
+    )
     return [int(r[0]) for r in rows]
 
 
@@ -56,8 +67,10 @@ def test_each_boundary_is_found_by_its_number_and_its_past_view_is_exact(store: 
         assert one == listed[k - 1]
         assert [e.seq for e in hist.view_before(s, k)] == seqs == _reference_view(s, one.replaced_version)
         assert [e.seq for e in hist.view_at(s, one.replaced_version)] == seqs
-    floors = [int(r[0]) for r in s.db.all("SELECT view_floor FROM compactions WHERE session_id = :id "
-                                          "ORDER BY ordinal", {"id": s.id})]
+    floors = [
+        int(r[0])
+        for r in s.db.all("SELECT view_floor FROM compactions WHERE session_id = :id ORDER BY ordinal", {"id": s.id})
+    ]
     assert any(f < b.replaced_version for f, b in zip(floors, listed, strict=True)), "a kept prefix outlives a version"
     with pytest.raises(hist.BoundaryNotFound, match=f"has {len(before)} boundaries; there is no boundary 99"):
         hist.view_before(s, 99)
@@ -82,12 +95,15 @@ def test_pages_of_boundaries_preview_their_summaries(store: SessionStore) -> Non
     assert hist.boundary_count(s) == len(before)
 
 
-@pytest.mark.parametrize("prefix,expected", [
-    ('[{"type":"text","text":"line one\\nline \\"two\\" \\u00e9', 'line one\nline "two" é'),
-    ('[{"type":"text","text":"cut in an escape \\u00', "cut in an escape "),
-    ('"plain string summary, cut', "plain string summary, cut"),
-    ('[{"type":"text","text":"whole"}]', "whole"),
-])
+@pytest.mark.parametrize(
+    "prefix,expected",
+    [
+        ('[{"type":"text","text":"line one\\nline \\"two\\" \\u00e9', 'line one\nline "two" é'),
+        ('[{"type":"text","text":"cut in an escape \\u00', "cut in an escape "),
+        ('"plain string summary, cut', "plain string summary, cut"),
+        ('[{"type":"text","text":"whole"}]', "whole"),
+    ],
+)
 def test_preview_of_a_cut_summary(prefix: str, expected: str) -> None:
     assert hist._preview_of(prefix) == expected
 

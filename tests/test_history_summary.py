@@ -23,8 +23,19 @@ FILLER = "a long line of tool output that makes the view worth compacting\n" * 6
 def _two_compactions(s) -> None:  # type: ignore[no-untyped-def]
     for round_, request in enumerate(["Rename the config loader.", "Now add a --dry-run flag to deploy."]):
         s.append({"role": "user", "content": request})
-        s.append({"role": "assistant", "content": [
-            {"type": "tool_use", "id": f"t{round_}", "name": "Read", "input": {"file_path": f"src/f{round_}.py"}}]})
+        s.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": f"t{round_}",
+                        "name": "Read",
+                        "input": {"file_path": f"src/f{round_}.py"},
+                    }
+                ],
+            }
+        )
         s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{round_}", "content": FILLER}]})
         s.append({"role": "assistant", "content": f"Done with step {round_}."})
         compact(s)
@@ -68,13 +79,17 @@ def test_table_shows_each_summarys_first_informative_line(
 def test_first_informative_line_skips_headings_of_any_summarizer() -> None:
     from sessionstore.storage.history import first_informative_line
 
-    text = "This session is being continued from a previous conversation.\n\n## 1. Primary Request and Intent:\n" \
-           "   - The user wants the cache invalidated on deploy.\n"
+    text = (
+        "This session is being continued from a previous conversation.\n\n## 1. Primary Request and Intent:\n"
+        "   - The user wants the cache invalidated on deploy.\n"
+    )
     assert first_informative_line(text) == "The user wants the cache invalidated on deploy."
     assert first_informative_line("**1. Primary Request and Intent:**\n") == ""
     # Claude Code's own summaries open with an "Analysis:" title and the prompt's lead-in.
-    claude = ("This session is being continued from a previous conversation that ran out of context.\n\n"
-              "Analysis:\nLet me chronologically analyze the conversation:\n\n"
-              "1. **User's initial request**: \"Implement spotter-gqc\"\n")
-    assert first_informative_line(claude) == "1. **User's initial request**: \"Implement spotter-gqc\""
+    claude = (
+        "This session is being continued from a previous conversation that ran out of context.\n\n"
+        "Analysis:\nLet me chronologically analyze the conversation:\n\n"
+        '1. **User\'s initial request**: "Implement spotter-gqc"\n'
+    )
+    assert first_informative_line(claude) == '1. **User\'s initial request**: "Implement spotter-gqc"'
     assert first_informative_line("Summary: the parser now streams.\n") == "Summary: the parser now streams."

@@ -147,8 +147,11 @@ def test_rich_markup_in_stored_values_is_drawn_as_written(hostile: Hostile) -> N
 
     async def steps(pilot: Pilot[None]) -> None:
         session = pilot.app.store.get(hostile.native)
-        seq = next(m.seq for m in session.transcript() if isinstance(m.content, list)
-                   and any(b.get("type") == "tool_use" for b in m.content))
+        seq = next(
+            m.seq
+            for m in session.transcript()
+            if isinstance(m.content, list) and any(b.get("type") == "tool_use" for b in m.content)
+        )
         await pilot.app.push_screen(MessageScreen(session, seq))
         await shots.take(pilot, "message")
 
@@ -161,14 +164,33 @@ def test_the_snapshot_of_a_hostile_message(snap_compare: Any, tmp_path: Path) ->
     """How a message full of escape sequences, markup and HTML looks: its text, controls shown as escapes."""
     url = f"sqlite:///{tmp_path / 'snap.db'}"
     with SessionStore.open(url) as store:
-        s = store.create_session(session_id="5e55101a-7e57-4000-8000-00000000beef", title=HOSTILE, model=MEDIUM,
-                                 cwd="/tmp/" + HOSTILE)
-        s.append({"role": "user", "content": hostile_text("question"), "uuid": MEDIUM + "-q",
-                  "timestamp": "2024-03-05T09:00:00.000Z"})
-        s.append({"role": "assistant", "uuid": MEDIUM + "-a", "timestamp": "2024-03-05T09:00:41.000Z",
-                  "content": [{"type": "text", "text": hostile_text("answer")},
-                              {"type": "tool_use", "id": "toolu_" + MEDIUM, "name": "Bash",
-                               "input": {"command": hostile_text("input")}}]})
+        s = store.create_session(
+            session_id="5e55101a-7e57-4000-8000-00000000beef", title=HOSTILE, model=MEDIUM, cwd="/tmp/" + HOSTILE
+        )
+        s.append(
+            {
+                "role": "user",
+                "content": hostile_text("question"),
+                "uuid": MEDIUM + "-q",
+                "timestamp": "2024-03-05T09:00:00.000Z",
+            }
+        )
+        s.append(
+            {
+                "role": "assistant",
+                "uuid": MEDIUM + "-a",
+                "timestamp": "2024-03-05T09:00:41.000Z",
+                "content": [
+                    {"type": "text", "text": hostile_text("answer")},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_" + MEDIUM,
+                        "name": "Bash",
+                        "input": {"command": hostile_text("input")},
+                    },
+                ],
+            }
+        )
         seq = 2
     app = make_app(url)
 
@@ -187,8 +209,9 @@ def test_the_snapshot_of_a_hostile_message(snap_compare: Any, tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "markdown", "html", "claude-code"])
-def test_browser_export_never_writes_through_a_planted_partial_symlink(hostile: Hostile, tmp_path: Path,
-                                                                       fmt: str) -> None:
+def test_browser_export_never_writes_through_a_planted_partial_symlink(
+    hostile: Hostile, tmp_path: Path, fmt: str
+) -> None:
     """The old export opened `<path>.partial` with open(): a symlink planted there was written through."""
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")

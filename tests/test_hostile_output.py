@@ -60,13 +60,27 @@ def commands(h: Hostile) -> list[list[str]]:
     """Every printing command on the hostile sessions, each also run with --json where it takes it."""
     n, i = h.native, h.imported
     return [
-        ["sessions"], ["search", NEEDLE], ["search", NEEDLE, "--session", n], ["search", "PWNED"],
-        ["view", n], ["view", i], ["stats", n], ["stats", i],
-        ["history", n], ["history", n, "-b", "1"], ["history", n, "-b", "1", "--summary"],
+        ["sessions"],
+        ["search", NEEDLE],
+        ["search", NEEDLE, "--session", n],
+        ["search", "PWNED"],
+        ["view", n],
+        ["view", i],
+        ["stats", n],
+        ["stats", i],
+        ["history", n],
+        ["history", n, "-b", "1"],
+        ["history", n, "-b", "1", "--summary"],
         ["history", n, "-b", "1", "--recompact", "extractive"],
-        ["recall", n], ["recall", n, "-q", NEEDLE], ["recall", n, "--around", MEDIUM + "-1"],
-        ["spill", "list", n], ["prepare", n, "--dry-run"], ["doctor"], ["eval", n, i],
-        ["import", "claude-code", str(h.folder)], ["watch", "--once", str(h.folder)],
+        ["recall", n],
+        ["recall", n, "-q", NEEDLE],
+        ["recall", n, "--around", MEDIUM + "-1"],
+        ["spill", "list", n],
+        ["prepare", n, "--dry-run"],
+        ["doctor"],
+        ["eval", n, i],
+        ["import", "claude-code", str(h.folder)],
+        ["watch", "--once", str(h.folder)],
     ]
 
 
@@ -77,8 +91,9 @@ def _clean(result: Result, what: list[str]) -> None:
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
-def test_no_printing_command_lets_a_stored_control_through(hostile: Hostile, capsys: pytest.CaptureFixture[str],
-                                                           as_json: bool) -> None:
+def test_no_printing_command_lets_a_stored_control_through(
+    hostile: Hostile, capsys: pytest.CaptureFixture[str], as_json: bool
+) -> None:
     for args in commands(hostile):
         full = [*args, "--db", hostile.url] + (["--json"] if as_json else [])
         result = run_cli(capsys, *full)
@@ -98,8 +113,9 @@ def test_the_payloads_are_shown_as_text_not_dropped(hostile: Hostile, capsys: py
     assert "[link=https://evil.example]x[/link]" in shown and "[/]" in shown
 
 
-def test_colour_codes_are_dropped_and_their_text_kept(hostile: Hostile, capsys: pytest.CaptureFixture[str],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_colour_codes_are_dropped_and_their_text_kept(
+    hostile: Hostile, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`...\\x07\x1b[31mred\x1b[0m` in a search snippet prints as `...\\x07red`: the colour code is dropped."""
     from sessionstore.cli import common
 
@@ -125,8 +141,9 @@ def test_json_keeps_every_value_exactly(hostile: Hostile, capsys: pytest.Capture
     assert "\\u009b" in result.out and "\\u202e" in result.out and "\\u007f" in result.out
 
 
-def test_an_error_line_quoting_a_hostile_argument_is_one_clean_line(hostile: Hostile,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_error_line_quoting_a_hostile_argument_is_one_clean_line(
+    hostile: Hostile, capsys: pytest.CaptureFixture[str]
+) -> None:
     result = run_cli(capsys, "view", "\x1b]0;PWN\x07\x9b2J[/]", "--db", hostile.url)
     assert result.code == 2 and result.err.startswith("error: ") and result.err.count("\n") == 1
     _clean(result, ["view"])
@@ -137,8 +154,9 @@ MARKUP = "[/][link=https://evil.example]x[/link][bold]"
 
 
 @pytest.mark.parametrize("field", ["subtype", "tool_use_id", "uuid"])
-def test_rich_markup_in_a_stored_value_is_printed_as_written(store_url: str, capsys: pytest.CaptureFixture[str],
-                                                             monkeypatch: pytest.MonkeyPatch, field: str) -> None:
+def test_rich_markup_in_a_stored_value_is_printed_as_written(
+    store_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, field: str
+) -> None:
     """`[/]` used to end in a MarkupError traceback, `[link=...]` drew a clickable link (item 2)."""
     from sessionstore.cli import common
 
@@ -147,10 +165,12 @@ def test_rich_markup_in_a_stored_value_is_printed_as_written(store_url: str, cap
     with SessionStore.open(store_url) as store:
         s = store.create_session(title=MARKUP)
         s.append({"role": "user", "content": "go", "uuid": "u-" + MARKUP if field == "uuid" else None})
-        s.append({"role": "assistant", "content": [{"type": "tool_use", "id": tool_id, "name": "Bash",
-                                                    "input": {"c": "x"}}]})
-        s.append({"role": "user", "content": [{"type": "tool_result", "content": "y" * 40_000,
-                                               "tool_use_id": tool_id}]})
+        s.append(
+            {"role": "assistant", "content": [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"c": "x"}}]}
+        )
+        s.append(
+            {"role": "user", "content": [{"type": "tool_result", "content": "y" * 40_000, "tool_use_id": tool_id}]}
+        )
         s.append({"role": "system", "content": "note", "subtype": MARKUP if field == "subtype" else None})
         from sessionstore.compaction.pipeline import Pipeline
 

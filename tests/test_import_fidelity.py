@@ -46,8 +46,12 @@ def imported(capsys: pytest.CaptureFixture[str], url: str, source: str, path: Pa
 
 @pytest.mark.parametrize(("source", "name"), [("claude-code", FASTHOOKS), ("codex", CODEX)])
 def test_sessions_and_history_show_the_source_times(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, store_url: str, transcripts_dir: Path,
-    source: str, name: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    store_url: str,
+    transcripts_dir: Path,
+    source: str,
+    name: str,
 ) -> None:
     monkeypatch.setattr(common.console, "_width", 240)  # wide enough that no cell folds
     path = transcripts_dir / name
@@ -102,8 +106,11 @@ def test_the_title_never_comes_from_a_sidechain_or_meta_entry(
     """An older file whose first typed prompt is preceded by sub-agent and meta entries."""
     raw = (transcripts_dir / VIEWER).read_bytes().splitlines(keepends=True)
     entries = [json.loads(line) for line in raw]
-    side = next(i for i, e in enumerate(entries) if e.get("isSidechain") and e.get("type") == "user"
-                and isinstance(e["message"]["content"], str))
+    side = next(
+        i
+        for i, e in enumerate(entries)
+        if e.get("isSidechain") and e.get("type") == "user" and isinstance(e["message"]["content"], str)
+    )
     meta = next(i for i, e in enumerate(entries) if e.get("isMeta"))
     path = tmp_path / "interleaved.jsonl"
     path.write_bytes(raw[side] + raw[meta] + b"".join(line for i, line in enumerate(raw) if i not in (0, side, meta)))

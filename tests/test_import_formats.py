@@ -16,9 +16,11 @@ from sessionstore.interchange.importing import WrongFormat, import_paths
 from sessionstore.interchange.importers import sniff_source
 from tests.support.cli import run_cli, run_cli_process
 
-EXPORT_LINE = ('{"seq":1,"uuid":"u1","parent_uuid":null,"type":"user","subtype":null,"timestamp":"2026-01-01T00:00:00Z",'
-               '"api_message_id":null,"usage":null,"is_meta":false,"is_compact_summary":false,"metadata":{},'
-               '"tokens":1,"message":{"role":"user","content":"hi"}}\n')
+EXPORT_LINE = (
+    '{"seq":1,"uuid":"u1","parent_uuid":null,"type":"user","subtype":null,"timestamp":"2026-01-01T00:00:00Z",'
+    '"api_message_id":null,"usage":null,"is_meta":false,"is_compact_summary":false,"metadata":{},'
+    '"tokens":1,"message":{"role":"user","content":"hi"}}\n'
+)
 
 
 def sessions(url: str) -> list[dict]:  # type: ignore[type-arg]
@@ -39,11 +41,14 @@ def test_the_format_is_read_from_each_file(transcripts_dir: Path, tmp_path: Path
     assert sniff_source(tmp_path / "binary.jsonl") is None
 
 
-@pytest.mark.parametrize("command,folder,right", [
-    ("claude-code", "codex", "codex"),
-    ("codex", "claude-code", "claude-code"),
-    ("jsonl", "claude-code", "claude-code"),
-])
+@pytest.mark.parametrize(
+    "command,folder,right",
+    [
+        ("claude-code", "codex", "codex"),
+        ("codex", "claude-code", "claude-code"),
+        ("jsonl", "claude-code", "claude-code"),
+    ],
+)
 def test_a_file_of_the_other_kind_is_refused_naming_the_command(
     capsys: pytest.CaptureFixture[str], sqlite_url: str, transcripts_dir: Path, command: str, folder: str, right: str
 ) -> None:
@@ -63,11 +68,13 @@ def test_our_export_is_refused_by_the_claude_code_importer(sqlite_url: str, tmp_
         assert st.list() == []
 
 
-@pytest.mark.parametrize("content", [b"", b"\n\n", bytes(range(256)) * 40, b'{"type": "summary", "summary": "x"}\n',
-                                     b"not json at all\n"])
+@pytest.mark.parametrize(
+    "content", [b"", b"\n\n", bytes(range(256)) * 40, b'{"type": "summary", "summary": "x"}\n', b"not json at all\n"]
+)
 @pytest.mark.parametrize("command", ["claude-code", "codex", "jsonl"])
-def test_a_file_without_messages_creates_no_session(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                                    tmp_path: Path, content: bytes, command: str) -> None:
+def test_a_file_without_messages_creates_no_session(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path, content: bytes, command: str
+) -> None:
     path = tmp_path / "junk.jsonl"
     path.write_bytes(content)
     if command != "claude-code" and content.startswith(b'{"type": "summary"'):
@@ -78,8 +85,9 @@ def test_a_file_without_messages_creates_no_session(capsys: pytest.CaptureFixtur
     assert sessions(sqlite_url) == []
 
 
-def test_a_folder_with_one_empty_file_imports_the_rest(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                                       transcripts_dir: Path, tmp_path: Path) -> None:
+def test_a_folder_with_one_empty_file_imports_the_rest(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, transcripts_dir: Path, tmp_path: Path
+) -> None:
     folder = tmp_path / "project"
     folder.mkdir()
     shutil.copy(transcripts_dir / "claude-code" / "spotter" / "tool_heavy.jsonl", folder / "a.jsonl")

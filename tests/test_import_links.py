@@ -93,16 +93,17 @@ def test_an_entry_whose_parent_is_missing_is_linked_to_the_one_before_it(
     assert len(named) == 1, cut["warnings"]
 
 
-def test_doctor_flags_a_boundary_with_an_empty_view_before_it(
-    store: SessionStore, transcripts_dir: Path
-) -> None:
+def test_doctor_flags_a_boundary_with_an_empty_view_before_it(store: SessionStore, transcripts_dir: Path) -> None:
     from sessionstore.interchange.importing import import_file
 
     result = import_file(store, transcripts_dir / FASTHOOKS)
     assert [p for p in check(store).problems if p.code == "empty_view_before_boundary"] == []
     sid = result.session_id
-    store.db.run_write(lambda db: db.execute(
-        "DELETE FROM view_entries WHERE session_id = :id AND valid_to IS NOT NULL", {"id": sid}).close())
+    store.db.run_write(
+        lambda db: db.execute(
+            "DELETE FROM view_entries WHERE session_id = :id AND valid_to IS NOT NULL", {"id": sid}
+        ).close()
+    )
     flagged = [p for p in check(store).problems if p.code == "empty_view_before_boundary"]
     assert len(flagged) == 1 and flagged[0].session_id == sid and "boundary 1" in flagged[0].message
 
@@ -122,9 +123,11 @@ def test_a_codex_compaction_without_replacement_history_carries_the_typed_user_m
     raw[at] = json.dumps(entries[at]).encode() + b"\n"
     path = tmp_path / source.name
     path.write_bytes(b"".join(raw))
-    typed = [f"codex-{i + 1}" for i, e in enumerate(entries[:at])
-             if e["type"] == "response_item" and e["payload"].get("type") == "message"
-             and e["payload"].get("role") == "user"]
+    typed = [
+        f"codex-{i + 1}"
+        for i, e in enumerate(entries[:at])
+        if e["type"] == "response_item" and e["payload"].get("type") == "message" and e["payload"].get("role") == "user"
+    ]
     assert sum(len(json.dumps(entries[int(u.split("-")[1]) - 1]["payload"]["content"])) for u in typed) < 80_000
 
     report = cli_json(capsys, "import", "codex", str(path), "--db", store_url)["files"][0]
@@ -141,5 +144,6 @@ def test_a_codex_compaction_without_replacement_history_carries_the_typed_user_m
     whole = f"sqlite:///{tmp_path / 'whole.db'}"
     original = cli_json(capsys, "import", "codex", str(source), "--db", whole)["files"][0]
     expected = view_before_first_boundary(capsys, whole, original["session"])
-    assert [e["uuid"] for e in before["entries"]] == [e["uuid"] for e in expected["entries"]], \
+    assert [e["uuid"] for e in before["entries"]] == [e["uuid"] for e in expected["entries"]], (
         "what the model saw before the compaction does not depend on how Codex recorded the compaction"
+    )

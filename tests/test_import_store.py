@@ -187,8 +187,9 @@ def test_history_before_the_spotter_compaction(
     raw = entries(path)
     line_of = {e["uuid"]: i for i, e in enumerate(raw) if e.get("uuid")}
     boundary_at, boundary = next((i, e) for i, e in enumerate(raw) if e.get("subtype") == "compact_boundary")
-    first_prompt = next(e for e in raw if e.get("type") == "user" and isinstance(e["message"]["content"], str)
-                        and not e.get("isMeta"))
+    first_prompt = next(
+        e for e in raw if e.get("type") == "user" and isinstance(e["message"]["content"], str) and not e.get("isMeta")
+    )
 
     sid = cli_json(capsys, "import", "claude-code", str(path), "--db", store_url)["files"][0]["session"]
     shown = cli_json(capsys, "history", sid, "--boundary", "1", "--db", store_url)
@@ -357,15 +358,18 @@ def test_a_message_nested_too_deep_is_kept_as_a_side_line(
 ) -> None:
     """A user entry whose tool result nests past the store's limit (and past the fast JSON parser's) stays raw."""
     lines = (transcripts_dir / TOOL_HEAVY).read_bytes().splitlines(keepends=True)
-    number, entry = next((i + 1, json.loads(raw)) for i, raw in enumerate(lines)
-                         if json.loads(raw).get("type") == "user")
+    number, entry = next(
+        (i + 1, json.loads(raw)) for i, raw in enumerate(lines) if json.loads(raw).get("type") == "user"
+    )
     entry["toolUseResult"] = json.loads("[" * 300 + "]" * 300)
     lines[number - 1] = json.dumps(entry).encode() + b"\n"
     path = tmp_path / "deep.jsonl"
     path.write_bytes(b"".join(lines))
     result = import_paths(store, [path], source="claude-code")[0]
-    assert any(w.startswith(f"{path.resolve()}:{number}: kept as a side entry: metadata is nested deeper than 100")
-               for w in result.warnings), result.warnings
+    assert any(
+        w.startswith(f"{path.resolve()}:{number}: kept as a side entry: metadata is nested deeper than 100")
+        for w in result.warnings
+    ), result.warnings
     counts, _ = claude_counts(path)
     assert result.messages_added == sum(counts.values()) - 1
     session = store.get(result.session_id or "")

@@ -410,7 +410,9 @@ def test_complete_last_line_without_newline_imports(tmp_path: Path) -> None:
 
 def test_unknown_entry_type_is_a_side_line_with_a_warning(tmp_path: Path) -> None:
     entries: list[Any] = basic_cc()
-    entries.insert(1, {"type": "brand-new-thing", "uuid": "x1", "parentUuid": "u1", "timestamp": "2026-01-01T00:00:01Z"})
+    entries.insert(
+        1, {"type": "brand-new-thing", "uuid": "x1", "parentUuid": "u1", "timestamp": "2026-01-01T00:00:01Z"}
+    )
     entries[2]["parentUuid"] = "x1"
     path = write_jsonl(tmp_path / "s.jsonl", entries)
     plan = parse_file(path)
@@ -445,7 +447,9 @@ def test_interrupted_tool_use_is_left_out_of_the_view_only(tmp_path: Path) -> No
     entries = basic_cc() + [
         cc_entry("user", "u2", "a1", "run it", "2026-01-01T00:00:03Z"),
         cc_entry("assistant", "a2", "u2", [use], "2026-01-01T00:00:04Z"),
-        cc_entry("user", "u3", "a2", [{"type": "text", "text": "[Request interrupted by user]"}], "2026-01-01T00:00:05Z"),
+        cc_entry(
+            "user", "u3", "a2", [{"type": "text", "text": "[Request interrupted by user]"}], "2026-01-01T00:00:05Z"
+        ),
         cc_entry("assistant", "a3", "u3", [{"type": "text", "text": "stopped"}], "2026-01-01T00:00:06Z"),
     ]
     entries[3]["message"]["id"] = "msg_2"
@@ -487,7 +491,14 @@ def test_latest_leaf_wins_and_dead_branches_stay_lines(tmp_path: Path) -> None:
         cc_entry("assistant", "old-a", "old", [{"type": "text", "text": "x"}], "2026-01-01T00:00:04Z"),
         cc_entry("user", "new", "a1", "second try", "2026-01-01T00:00:05Z"),
         cc_entry("assistant", "new-a", "new", [{"type": "text", "text": "y"}], "2026-01-01T00:00:06Z"),
-        cc_entry("assistant", "err", "new-a", [{"type": "text", "text": "API Error"}], "2026-01-01T00:00:07Z", isApiErrorMessage=True),
+        cc_entry(
+            "assistant",
+            "err",
+            "new-a",
+            [{"type": "text", "text": "API Error"}],
+            "2026-01-01T00:00:07Z",
+            isApiErrorMessage=True,
+        ),
     ]
     plan = parse_file(write_jsonl(tmp_path / "s.jsonl", entries))
     assert plan.active_chain == ["u1", "a1", "new", "new-a"]
@@ -498,8 +509,13 @@ def compaction_entries(summary_parent_is_tail: bool) -> list[dict[str, Any]]:
     """u1 a1 u2 a2 | boundary (keeps u2..a2) summary | u3 a3."""
     segment = {"headUuid": "u2", "anchorUuid": "sum", "tailUuid": "a2"}
     boundary = cc_entry(
-        "system", "b1", None, "Conversation compacted", "2026-01-01T00:01:00Z",
-        subtype="compact_boundary", logicalParentUuid="a2",
+        "system",
+        "b1",
+        None,
+        "Conversation compacted",
+        "2026-01-01T00:01:00Z",
+        subtype="compact_boundary",
+        logicalParentUuid="a2",
         compactMetadata={"trigger": "manual", "preTokens": 1234, "preservedSegment": segment},
     )
     return basic_cc() + [
@@ -527,8 +543,14 @@ def test_preserved_segment_is_relinked_after_the_summary(tmp_path: Path, linked_
 def test_each_boundary_keeps_the_view_it_replaced(tmp_path: Path) -> None:
     def boundary(uuid: str, logical: str, ts: str) -> dict[str, Any]:
         return cc_entry(
-            "system", uuid, None, "Conversation compacted", ts, subtype="compact_boundary",
-            logicalParentUuid=logical, compactMetadata={"trigger": "auto", "preTokens": 100},
+            "system",
+            uuid,
+            None,
+            "Conversation compacted",
+            ts,
+            subtype="compact_boundary",
+            logicalParentUuid=logical,
+            compactMetadata={"trigger": "auto", "preTokens": 100},
         )
 
     def text(value: str) -> list[dict[str, str]]:
@@ -557,7 +579,8 @@ def test_oversized_metadata_values_are_left_out(tmp_path: Path) -> None:
     spaced_over = {f"k{i}": i for i in range(340)}  # compact JSON under the limit, json.dumps' spacing over it
     assert len(json.dumps(spaced_over, separators=(",", ":"))) <= 4096 < len(json.dumps(spaced_over))
     extra = {
-        "s_at_limit": "x" * 4096, "s_over": "x" * 4097,
+        "s_at_limit": "x" * 4096,
+        "s_over": "x" * 4097,
         "outer_string_over": {"file": {"content": "y" * 5000}},
         "deep_string_over": [[["z" * 5000]]],
         "escapes_over": ["\n" * 2100],
@@ -565,9 +588,12 @@ def test_oversized_metadata_values_are_left_out(tmp_path: Path) -> None:
         "spaced_under": {f"k{i}": i for i in range(330)},
         "number": 12345,
     }
-    expected = [k for k, v in extra.items()
-                if len(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list))
-                       else "") > 4096]
+    expected = [
+        k
+        for k, v in extra.items()
+        if len(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else "")
+        > 4096
+    ]
     assert expected == ["s_over", "outer_string_over", "deep_string_over", "escapes_over", "spaced_over"]
     entry = cc_entry("user", "u1", None, "hello", "2026-01-01T00:00:01Z", **extra)
     plan = parse_file(write_jsonl(tmp_path / "s.jsonl", [entry]))
@@ -598,7 +624,10 @@ def test_attachment_entries_are_user_messages(tmp_path: Path) -> None:
         "timestamp": "2026-01-01T00:00:03Z",
         "attachment": {"type": "file", "content": "contents of notes.md"},
     }
-    entries: list[Any] = basic_cc() + [attachment, cc_entry("assistant", "a2", "att", [{"type": "text", "text": "read"}], "2026-01-01T00:00:04Z")]
+    entries: list[Any] = basic_cc() + [
+        attachment,
+        cc_entry("assistant", "a2", "att", [{"type": "text", "text": "read"}], "2026-01-01T00:00:04Z"),
+    ]
     plan = parse_file(write_jsonl(tmp_path / "s.jsonl", entries))
     message = messages_by_uuid(plan)["att"]
     assert (message["role"], message["type"], message["content"]) == ("user", "attachment", "contents of notes.md")
@@ -624,10 +653,18 @@ def codex_line(kind: str, payload: dict[str, Any], ts: str = "2026-01-01T00:00:0
 def codex_basic() -> list[Any]:
     return [
         codex_line("session_meta", {"id": "sess-1", "cwd": "/w"}),
-        codex_line("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list files"}]}),
-        codex_line("response_item", {"type": "function_call", "name": "shell", "arguments": '{"cmd": "ls"}', "call_id": "c1"}),
+        codex_line(
+            "response_item",
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list files"}]},
+        ),
+        codex_line(
+            "response_item", {"type": "function_call", "name": "shell", "arguments": '{"cmd": "ls"}', "call_id": "c1"}
+        ),
         codex_line("response_item", {"type": "function_call_output", "call_id": "c1", "output": "a b"}),
-        codex_line("response_item", {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a and b"}]}),
+        codex_line(
+            "response_item",
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a and b"}]},
+        ),
     ]
 
 
@@ -639,7 +676,17 @@ def test_codex_bad_lines(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "rollout-x.jsonl", entries, tail=b'{"timestamp": "2026')
     plan = parse_file(path)
     kinds = [(line.line_no, line.kind) for line in plan.lines]
-    assert kinds == [(1, "side"), (2, "message"), (3, "bad"), (4, "side"), (5, "bad"), (6, "message"), (7, "message"), (8, "message"), (9, "bad")]
+    assert kinds == [
+        (1, "side"),
+        (2, "message"),
+        (3, "bad"),
+        (4, "side"),
+        (5, "bad"),
+        (6, "message"),
+        (7, "message"),
+        (8, "message"),
+        (9, "bad"),
+    ]
     assert plan.lines[3].warning == f"{path}:4: unknown rollout line type 'future_line', kept as a side line"
     assert "invalid UTF-8" in (plan.lines[4].warning or "") and "truncated" in (plan.lines[8].warning or "")
     assert b"".join(line.raw for line in plan.lines) == path.read_bytes()
@@ -648,10 +695,17 @@ def test_codex_bad_lines(tmp_path: Path) -> None:
 
 def test_codex_unanswered_call_left_out_unless_pending(tmp_path: Path) -> None:
     entries = codex_basic() + [
-        codex_line("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "again"}]}),
+        codex_line(
+            "response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "again"}]}
+        ),
         codex_line("response_item", {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c2"}),
-        codex_line("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "stop"}]}),
-        codex_line("response_item", {"type": "local_shell_call", "call_id": "c3", "action": {"type": "exec", "command": ["ls"]}}),
+        codex_line(
+            "response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "stop"}]}
+        ),
+        codex_line(
+            "response_item",
+            {"type": "local_shell_call", "call_id": "c3", "action": {"type": "exec", "command": ["ls"]}},
+        ),
     ]
     plan = parse_file(write_jsonl(tmp_path / "rollout-y.jsonl", entries))
     assert "codex-7" not in plan.active_chain and plan.active_chain[-1] == "codex-9"
@@ -662,7 +716,9 @@ def test_codex_unanswered_call_left_out_unless_pending(tmp_path: Path) -> None:
 def test_codex_local_compaction_with_summary_message(tmp_path: Path) -> None:
     entries = codex_basic() + [
         codex_line("compacted", {"message": "We listed files a and b."}),
-        codex_line("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "thanks"}]}),
+        codex_line(
+            "response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "thanks"}]}
+        ),
     ]
     plan = parse_file(write_jsonl(tmp_path / "rollout-z.jsonl", entries))
     (boundary,) = plan.boundaries
@@ -720,10 +776,20 @@ def test_streaming_import_memory_stays_bounded(tmp_path: Path) -> None:
             use_id = f"toolu_{i}"
             for entry in (
                 cc_entry("user", f"u{i}", parent, f"step {i}", f"2026-01-01T00:{i:02d}:00Z"),
-                cc_entry("assistant", f"a{i}", f"u{i}", [{"type": "tool_use", "id": use_id, "name": "Read", "input": {}}], f"2026-01-01T00:{i:02d}:01Z"),
                 cc_entry(
-                    "user", f"r{i}", f"a{i}", [{"type": "tool_result", "tool_use_id": use_id, "content": big_output}],
-                    f"2026-01-01T00:{i:02d}:02Z", toolUseResult={"stdout": big_output},
+                    "assistant",
+                    f"a{i}",
+                    f"u{i}",
+                    [{"type": "tool_use", "id": use_id, "name": "Read", "input": {}}],
+                    f"2026-01-01T00:{i:02d}:01Z",
+                ),
+                cc_entry(
+                    "user",
+                    f"r{i}",
+                    f"a{i}",
+                    [{"type": "tool_result", "tool_use_id": use_id, "content": big_output}],
+                    f"2026-01-01T00:{i:02d}:02Z",
+                    toolUseResult={"stdout": big_output},
                 ),
             ):
                 out.write(json.dumps(entry).encode() + b"\n")

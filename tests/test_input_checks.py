@@ -21,8 +21,9 @@ def sid(sqlite_url: str) -> str:
         return st.create_session(title="checks").id
 
 
-def test_a_bad_message_is_named_by_its_line_counted_from_1(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                                           sid: str, tmp_path: Path) -> None:
+def test_a_bad_message_is_named_by_its_line_counted_from_1(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, sid: str, tmp_path: Path
+) -> None:
     path = tmp_path / "three.jsonl"
     path.write_text('{"role":"user","content":"a"}\n{"role":"assistant","content":"b"}\n{"role":"usr","content":"c"}\n')
     result = run_cli(capsys, "append", sid, str(path), "--db", sqlite_url)
@@ -35,20 +36,29 @@ def test_blocks_are_counted_from_1(sqlite_url: str, sid: str) -> None:
         with pytest.raises(InvalidMessage, match=r"^content block 2 has unknown type 'video'"):
             st.get(sid).append({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "video"}]})
         with pytest.raises(InvalidMessage, match=r"^content block 3 must be an object"):
-            st.get(sid).append({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}, 7]})
+            st.get(sid).append(
+                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}, 7]}
+            )
 
 
 def test_an_orphan_result_in_a_batch_is_named_from_1(sqlite_url: str, sid: str) -> None:
     with SessionStore.open(sqlite_url) as st:
         with pytest.raises(InvalidMessage, match=r"^message 2 \("):
-            st.get(sid).append_many([{"role": "user", "content": "a"}, {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "nope", "content": "x"}]}])
+            st.get(sid).append_many(
+                [
+                    {"role": "user", "content": "a"},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope", "content": "x"}]},
+                ]
+            )
 
 
-def test_append_accepts_a_utf8_bom(capsys: pytest.CaptureFixture[str], sqlite_url: str, sid: str,
-                                   tmp_path: Path) -> None:
-    for name, text in [("one.json", '{"role":"user","content":"é"}'),
-                       ("lines.jsonl", '{"role":"assistant","content":"a"}\n{"role":"user","content":"b"}\n')]:
+def test_append_accepts_a_utf8_bom(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, sid: str, tmp_path: Path
+) -> None:
+    for name, text in [
+        ("one.json", '{"role":"user","content":"é"}'),
+        ("lines.jsonl", '{"role":"assistant","content":"a"}\n{"role":"user","content":"b"}\n'),
+    ]:
         path = tmp_path / name
         path.write_bytes(BOM + text.encode())
         result = run_cli(capsys, "append", sid, str(path), "--db", sqlite_url)
@@ -71,8 +81,9 @@ def test_import_accepts_a_utf8_bom(sqlite_url: str, transcripts_dir: Path, tmp_p
         assert len(st.get(bommed.session_id or "").active_view()) > 1
 
 
-def test_a_garbage_timestamp_is_refused_at_the_door(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                                     sid: str, tmp_path: Path) -> None:
+def test_a_garbage_timestamp_is_refused_at_the_door(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, sid: str, tmp_path: Path
+) -> None:
     with SessionStore.open(sqlite_url) as st:
         with pytest.raises(InvalidMessage, match="timestamp"):
             st.get(sid).append({"role": "user", "content": "x", "timestamp": "garbage"})
@@ -87,10 +98,22 @@ def test_a_garbage_timestamp_is_refused_at_the_door(capsys: pytest.CaptureFixtur
 
 def test_an_imported_garbage_timestamp_is_dropped_with_a_warning(sqlite_url: str, tmp_path: Path) -> None:
     lines = [
-        {"type": "user", "uuid": "a", "parentUuid": None, "sessionId": "s1", "timestamp": "garbage",
-         "message": {"role": "user", "content": "hello"}},
-        {"type": "assistant", "uuid": "b", "parentUuid": "a", "sessionId": "s1", "timestamp": "2026-01-01T00:00:00Z",
-         "message": {"role": "assistant", "id": "m1", "content": [{"type": "text", "text": "hi"}]}},
+        {
+            "type": "user",
+            "uuid": "a",
+            "parentUuid": None,
+            "sessionId": "s1",
+            "timestamp": "garbage",
+            "message": {"role": "user", "content": "hello"},
+        },
+        {
+            "type": "assistant",
+            "uuid": "b",
+            "parentUuid": "a",
+            "sessionId": "s1",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "message": {"role": "assistant", "id": "m1", "content": [{"type": "text", "text": "hi"}]},
+        },
     ]
     path = tmp_path / "cc.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -110,15 +133,30 @@ def test_the_stats_title_is_one_line(sqlite_url: str, sid: str) -> None:
 
 
 @pytest.mark.parametrize("usage", [{"input_tokens": -5, "output_tokens": 3}, {"input_tokens": 10**20}])
-def test_an_imported_absurd_usage_is_dropped_and_the_message_kept(sqlite_url: str, tmp_path: Path,
-                                                                   usage: dict) -> None:
+def test_an_imported_absurd_usage_is_dropped_and_the_message_kept(sqlite_url: str, tmp_path: Path, usage: dict) -> None:
     """Counts no API reports used to turn the whole message into a side entry; only the figures go."""
     lines = [
-        {"type": "user", "uuid": "a", "parentUuid": None, "sessionId": "s1", "timestamp": "2026-01-01T00:00:00Z",
-         "message": {"role": "user", "content": "hello"}},
-        {"type": "assistant", "uuid": "b", "parentUuid": "a", "sessionId": "s1", "timestamp": "2026-01-01T00:00:01Z",
-         "message": {"role": "assistant", "id": "m1", "content": [{"type": "text", "text": "hi there"}],
-                     "usage": usage}},
+        {
+            "type": "user",
+            "uuid": "a",
+            "parentUuid": None,
+            "sessionId": "s1",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "message": {"role": "user", "content": "hello"},
+        },
+        {
+            "type": "assistant",
+            "uuid": "b",
+            "parentUuid": "a",
+            "sessionId": "s1",
+            "timestamp": "2026-01-01T00:00:01Z",
+            "message": {
+                "role": "assistant",
+                "id": "m1",
+                "content": [{"type": "text", "text": "hi there"}],
+                "usage": usage,
+            },
+        },
     ]
     path = tmp_path / "cc.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))

@@ -47,16 +47,18 @@ def one_line_error(result: Result, *words: str) -> None:
         assert word in result.err, result.err
 
 
-def test_too_many_search_terms_are_refused(store: SessionStore, compacted: str,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_too_many_search_terms_are_refused(
+    store: SessionStore, compacted: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SearchQueryError, match="1,001 words or phrases"):
         store.search(TOO_MANY)
     one_line_error(run_cli(capsys, "search", TOO_MANY, "--db", store.url), f"at most {MAX_TERMS}")
     assert run_cli(capsys, "search", " ".join(WORDS[:MAX_TERMS]), "--db", store.url).code == 0
 
 
-def test_a_recall_query_past_the_pattern_limit_is_refused(store: SessionStore, compacted: str,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_recall_query_past_the_pattern_limit_is_refused(
+    store: SessionStore, compacted: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     session = store.get(compacted)
     with pytest.raises(RecallError, match="too long"):
         recall(session, query=TOO_LONG)
@@ -76,12 +78,15 @@ async def test_over_mcp_each_limit_is_a_tool_error(store: SessionStore, compacte
         assert recalled.is_error and "too long" in recalled.content[0].text
 
 
-@pytest.mark.parametrize("args", [
-    ["new", "--title", "\udcff\udcfe title"],
-    ["search", "caf\udce9"],
-    ["view", "\udcff"],
-    ["recall", "x", "--query", "\udcc3("],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["new", "--title", "\udcff\udcfe title"],
+        ["search", "caf\udce9"],
+        ["view", "\udcff"],
+        ["recall", "x", "--query", "\udcc3("],
+    ],
+)
 def test_arguments_that_are_not_utf8_are_refused(sqlite_url: str, args: list[str]) -> None:
     """Python hands undecodable argv bytes over as lone surrogates; they used to end in UnicodeEncodeError."""
     run_cli_process("new", "--db", sqlite_url)

@@ -73,15 +73,20 @@ def _check_view(session: Session, pins: list[str]) -> None:
     """The view is a valid request holding every pinned text verbatim in one user message."""
     view = session.active_view()
     assert_valid(view)
-    users = [m["content"] if isinstance(m["content"], str) else
-             "\n".join(b.get("text", "") for b in m["content"] if b.get("type") == "text")
-             for m in view if m["role"] == "user"]
+    users = [
+        m["content"]
+        if isinstance(m["content"], str)
+        else "\n".join(b.get("text", "") for b in m["content"] if b.get("type") == "text")
+        for m in view
+        if m["role"] == "user"
+    ]
     for text in pins:
         assert any(text in u for u in users), f"pinned text missing from the view: {text!r}"
 
 
-def _run(session: Session, span: list[dict[str, Any]], step: Callable[[Session, int, list[Any]], Any],
-         pins: list[str]) -> tuple[dict[str, list[str]], str]:
+def _run(
+    session: Session, span: list[dict[str, Any]], step: Callable[[Session, int, list[Any]], Any], pins: list[str]
+) -> tuple[dict[str, list[str]], str]:
     """Replay the span REPLAYS times with `step` compacting after each; (uuids holding each path, last summary)."""
     holders: dict[str, list[str]] = {}
     text = ""
@@ -109,8 +114,11 @@ def _check_condensed(session: Session, holders: dict[str, list[str]], summary: s
     assert "paths" in ranges, "hundreds of replays condense files: the summary names a reference for them"
     first, last = ranges["paths"]
     replay_of = {p: int(re.search(r"/r(\d+)/", p).group(1)) for p in holders}  # type: ignore[union-attr]
-    sampled = [p for p in holders if p not in summary
-               and (replay_of[p] % (_replays(session) // SAMPLED) == 0 or replay_of[p] < 2)]
+    sampled = [
+        p
+        for p in holders
+        if p not in summary and (replay_of[p] % (_replays(session) // SAMPLED) == 0 or replay_of[p] < 2)
+    ]
     assert len(sampled) >= SAMPLED
     for path in sampled:
         found = recall(session, f"{first}..{last}", query=path, max_tokens=100_000)
@@ -148,7 +156,8 @@ def _check_export(session: Session, appended: list[tuple[str, Any]], tmp_path: P
 
 @pytest.mark.slow
 def test_300_full_compactions_of_a_real_span_stay_within_budget_with_pins_and_recall(
-        store: SessionStore, span: list[dict[str, Any]], tmp_path: Path) -> None:
+    store: SessionStore, span: list[dict[str, Any]], tmp_path: Path
+) -> None:
     session = store.create_session(cwd=ROOT, context_window=WINDOW)
     session.append({"role": "user", "content": RULE}, pinned=True)
     session.append({"role": "assistant", "content": "Understood."})
@@ -162,7 +171,8 @@ def test_300_full_compactions_of_a_real_span_stay_within_budget_with_pins_and_re
 
 @pytest.mark.slow
 def test_300_alternating_partial_compactions_stay_within_budget_with_pins_and_recall(
-        store: SessionStore, span: list[dict[str, Any]], tmp_path: Path) -> None:
+    store: SessionStore, span: list[dict[str, Any]], tmp_path: Path
+) -> None:
     session = store.create_session(cwd=ROOT, context_window=WINDOW)
     session.append({"role": "user", "content": RULE}, pinned=True)
     session.append({"role": "assistant", "content": "Understood."})
@@ -193,10 +203,20 @@ def tool_heavy_batch(start: int, count: int, *, part: int) -> list[dict[str, Any
     while len(batch) < count - 1:
         use_id = f"toolu_g{i}"
         path = f"/srv/app/pkg{i // 100}/module_{i}.py"
-        batch.append({"role": "assistant", "content": [{"type": "tool_use", "id": use_id, "name": "Read",
-                                                        "input": {"file_path": path}}]})
-        batch.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": use_id,
-                                                   "content": f"def f{i}():\n    return {i}\n"}]})
+        batch.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": use_id, "name": "Read", "input": {"file_path": path}}],
+            }
+        )
+        batch.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": use_id, "content": f"def f{i}():\n    return {i}\n"}
+                ],
+            }
+        )
         i += 1
     batch.append({"role": "assistant", "content": f"Read {i - start} files of part {part}."})
     return batch
@@ -213,7 +233,7 @@ def test_a_100k_message_tool_heavy_session_compacted_every_5000_stays_within_bud
         messages = tool_heavy_batch(files, EVERY, part=part)
         files += (len(messages) - 2) // 2
         for chunk in range(0, len(messages), 1_000):
-            session.append_many(messages[chunk:chunk + 1_000])
+            session.append_many(messages[chunk : chunk + 1_000])
         outcome = compact(session)
         summary, pins = _summary_text(session, outcome.summary_uuid)
         assert estimate_text(summary) <= budget, f"compaction {part + 1}"

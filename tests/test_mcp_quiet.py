@@ -25,8 +25,12 @@ def anyio_backend() -> str:
 async def test_a_tool_error_prints_nothing_on_stderr(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'mcp.db'}"
     SessionStore.open(url).close()
-    params = StdioServerParameters(command=sys.executable, args=["-m", "sessionstore", "mcp", "--db", url],
-                                   env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")}, cwd=str(ROOT))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "sessionstore", "mcp", "--db", url],
+        env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")},
+        cwd=str(ROOT),
+    )
     log = tmp_path / "stderr.txt"
     with open(log, "w") as err, anyio.fail_after(60):
         async with stdio_client(params, errlog=err) as (read, write):

@@ -102,8 +102,10 @@ async def test_a_client_session_over_stdio_changes_no_table_but_the_search_index
         session_id = _filled(store)
     before = _state(store_url)
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "sessionstore", "mcp", "--db", store_url],
-        env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")}, cwd=str(ROOT),
+        command=sys.executable,
+        args=["-m", "sessionstore", "mcp", "--db", store_url],
+        env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")},
+        cwd=str(ROOT),
     )
     with anyio.fail_after(120):
         async with Client(params) as client:

@@ -75,8 +75,9 @@ async def test_every_tool_answers_bounded_pages_with_cursors(store: SessionStore
 
         seqs, cursor = [], None
         while True:
-            page = await _call(client, "view_before", session=session.id, boundary=1, limit=7,
-                               **({"cursor": cursor} if cursor else {}))
+            page = await _call(
+                client, "view_before", session=session.id, boundary=1, limit=7, **({"cursor": cursor} if cursor else {})
+            )
             assert len(page["entries"]) <= 7
             seqs += [e["seq"] for e in page["entries"]]
             cursor = page["next_cursor"]
@@ -98,7 +99,7 @@ async def test_misses_and_foreign_cursors_are_tool_errors_the_model_can_read(sto
     async with Client(build_server(store)) as client:
         missing = await client.call_tool("history", {"session": "no-such-session"})
         assert missing.is_error and "no session" in missing.content[0].text
-        foreign = (await _call(client, "list_sessions", limit=1))
+        foreign = await _call(client, "list_sessions", limit=1)
         assert foreign["next_cursor"] is None
         bad = await client.call_tool("view_before", {"session": session.id, "boundary": 1, "cursor": "bm9wZQ"})
         assert bad.is_error and "not a cursor of view_before" in bad.content[0].text
@@ -106,8 +107,14 @@ async def test_misses_and_foreign_cursors_are_tool_errors_the_model_can_read(sto
         assert nope.is_error and "there is no boundary 9" in nope.content[0].text
         spill = await client.call_tool("spill_cat", {"session": session.id, "tool_use_id": "b0"})
         assert spill.is_error and "was not spilled" in spill.content[0].text
-        for tool, value in (("view_before", 10**30), ("recall", "abc"), ("history", -3), ("list_sessions", 1.5),
-                            ("search", True), ("spill_cat", None)):
+        for tool, value in (
+            ("view_before", 10**30),
+            ("recall", "abc"),
+            ("history", -3),
+            ("list_sessions", 1.5),
+            ("search", True),
+            ("spill_cat", None),
+        ):
             forged = encode_cursor(tool, value)
             args: dict[str, Any] = {"cursor": forged}
             if tool in ("view_before", "recall", "history", "spill_cat"):
@@ -135,8 +142,9 @@ async def test_spill_cat_returns_the_original_in_chunks(store: SessionStore) -> 
     async with Client(build_server(store), raise_exceptions=True) as client:
         text, cursor, chunks = "", None, 0
         while True:
-            chunk = await _call(client, "spill_cat", session=session.id, tool_use_id="big1",
-                                **({"cursor": cursor} if cursor else {}))
+            chunk = await _call(
+                client, "spill_cat", session=session.id, tool_use_id="big1", **({"cursor": cursor} if cursor else {})
+            )
             text += chunk["text"]
             chunks += 1
             cursor = chunk["next_cursor"]
@@ -151,8 +159,10 @@ async def test_the_cli_serves_over_stdio_to_the_sdk_client(tmp_path: Path) -> No
     with SessionStore.open(url) as store:
         session = _session(store, rounds=6)
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "sessionstore", "mcp", "--db", url],
-        env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")}, cwd=str(ROOT),
+        command=sys.executable,
+        args=["-m", "sessionstore", "mcp", "--db", url],
+        env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")},
+        cwd=str(ROOT),
     )
     with anyio.fail_after(60):
         async with Client(params) as client:
@@ -171,8 +181,14 @@ async def test_search_finds_compacted_messages_pages_and_leads_to_recall(store: 
     async with Client(build_server(store), raise_exceptions=True) as client:
         hits, cursor, pages = [], None, 0
         while True:
-            page = await _call(client, "search", query="release branch", session=session.id[:8], limit=1,
-                               **({"cursor": cursor} if cursor else {}))
+            page = await _call(
+                client,
+                "search",
+                query="release branch",
+                session=session.id[:8],
+                limit=1,
+                **({"cursor": cursor} if cursor else {}),
+            )
             assert len(page["hits"]) <= 1
             hits += page["hits"]
             pages += 1
@@ -183,12 +199,12 @@ async def test_search_finds_compacted_messages_pages_and_leads_to_recall(store: 
         compacted = next(h for h in hits if h["boundary"] == 1)
         active = next(h for h in hits if h["boundary"] is None)
         assert active["recall"] is None and "«release» «branch»" in compacted["snippet"]
-        assert compacted["recall"] == (f"recall(session={session.id!r}, boundary=1, "
-                                       f"around_uuid={compacted['uuid']!r})")
+        assert compacted["recall"] == (f"recall(session={session.id!r}, boundary=1, around_uuid={compacted['uuid']!r})")
         only = await _call(client, "search", query="release branch", place="compacted")
         assert [h["seq"] for h in only["hits"]] == [19]
-        context = await _call(client, "recall", session=session.id, boundary=1, around_uuid=compacted["uuid"],
-                              max_tokens=300)
+        context = await _call(
+            client, "recall", session=session.id, boundary=1, around_uuid=compacted["uuid"], max_tokens=300
+        )
         assert SECRET in context["text"]
         bad = await client.call_tool("search", {"query": "x", "cursor": "bm9wZQ"})
         assert bad.is_error
@@ -218,8 +234,9 @@ class _Forgetful:
 
     name = "forgetful"
 
-    def summarize(self, entries: Any, *, custom_instructions: str | None = None,
-                  truncated: bool = False) -> SummaryResult:
+    def summarize(
+        self, entries: Any, *, custom_instructions: str | None = None, truncated: bool = False
+    ) -> SummaryResult:
         return SummaryResult(text="Work went on.", raw="Work went on.")
 
 
@@ -229,8 +246,12 @@ async def test_history_lists_a_bounded_number_of_missing_facts(store: SessionSto
     session = store.create_session(title="gate", cwd="/w")
     for i in range(60):
         session.append({"role": "user", "content": f"instruction {i}: keep file f{i}.py tidy"})
-        session.append({"role": "assistant", "content": [tool_use(f"e{i}", "Edit", file_path=f"/w/f{i}.py",
-                                                                  old_string="a", new_string="b")]})
+        session.append(
+            {
+                "role": "assistant",
+                "content": [tool_use(f"e{i}", "Edit", file_path=f"/w/f{i}.py", old_string="a", new_string="b")],
+            }
+        )
         session.append({"role": "user", "content": [tool_result(f"e{i}", f"error: f{i}.py is locked", is_error=True)]})
     compact(session, summarizer=_Forgetful())
     async with Client(build_server(store), raise_exceptions=True) as client:

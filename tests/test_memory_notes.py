@@ -180,17 +180,11 @@ def test_update_fills_each_section_from_its_source() -> None:
     notes = update_notes(empty_notes(), entries)
     assert not is_empty_template(notes)
     assert body(notes, "Session Title") == "Add retries to the HTTP client."
-    assert (
-        body(notes, "Task specification")
-        == "- Add retries to the HTTP client. Use exponential backoff."
-    )
+    assert body(notes, "Task specification") == "- Add retries to the HTTP client. Use exponential backoff."
     assert body(notes, "Files and Functions") == "- `/src/client.py`: read, edited"
     assert body(notes, "Workflow") == "- `pytest tests/test_client.py` → failed (exit 1)"
     errors = body(notes, "Errors & Corrections")
-    assert (
-        "Bash `pytest tests/test_client.py` → failed (exit 1): E   TimeoutError: read timed out"
-        in errors
-    )
+    assert "Bash `pytest tests/test_client.py` → failed (exit 1): E   TimeoutError: read timed out" in errors
     state = body(notes, "Current State")
     assert state.startswith("Backoff is in; now capping the retry count.")
     assert "- [in_progress] Cap retries" in state and "Add backoff" not in state
@@ -210,9 +204,7 @@ def test_update_is_deterministic_and_incremental() -> None:
     assert update_notes(notes, []) == notes
     c = Convo()
     c.user("Also log each retry.")
-    c.assistant(
-        [tool_use("e2", "Edit", file_path="/src/client.py", old_string="c", new_string="d")], "b1"
-    )
+    c.assistant([tool_use("e2", "Edit", file_path="/src/client.py", old_string="c", new_string="d")], "b1")
     c.assistant([tool_use("w2", "Write", file_path="/src/log.py", content="LOG = []")], "b1")
     c.user([tool_result("e2", "updated"), tool_result("w2", "created")])
     c.assistant([tool_use("b2", "Bash", command="pytest tests/test_client.py")], "b2")
@@ -220,29 +212,19 @@ def test_update_is_deterministic_and_incremental() -> None:
     c.assistant([text("Retries are logged now.")], "b3")
     later = update_notes(notes, c.entries)
     assert body(later, "Session Title") == "Add retries to the HTTP client."
-    assert (
-        body(later, "Files and Functions")
-        == "- `/src/client.py`: read, edited\n- `/src/log.py`: written"
-    )
+    assert body(later, "Files and Functions") == "- `/src/client.py`: read, edited\n- `/src/log.py`: written"
     assert body(later, "Workflow") == "- `pytest tests/test_client.py` → ok"
     assert body(later, "Task specification").endswith("- Also log each retry.")
     assert body(later, "Current State") == "Retries are logged now."
     assert "TimeoutError" in body(later, "Errors & Corrections")
-    assert len(body(later, "Worklog").split("\n")) == len(group_rounds(first_batch())) + len(
-        group_rounds(c.entries)
-    )
+    assert len(body(later, "Worklog").split("\n")) == len(group_rounds(first_batch())) + len(group_rounds(c.entries))
 
 
 def test_update_keeps_hand_written_lines() -> None:
     """Lines a model or a person wrote into a section survive an update."""
-    notes = with_bodies(
-        {"Files and Functions": "Client lives in src/.", "Learnings": "- python3 only"}
-    )
+    notes = with_bodies({"Files and Functions": "Client lives in src/.", "Learnings": "- python3 only"})
     out = update_notes(notes, first_batch())
-    assert (
-        body(out, "Files and Functions")
-        == "Client lives in src/.\n- `/src/client.py`: read, edited"
-    )
+    assert body(out, "Files and Functions") == "Client lives in src/.\n- `/src/client.py`: read, edited"
     assert body(out, "Learnings") == "- python3 only"
 
 
@@ -252,9 +234,7 @@ def test_update_stays_within_budgets_on_a_long_session() -> None:
     for k in range(600):
         c.user(f"request {k}: " + "please do the thing " * 20)
         c.assistant([text(f"doing step {k} " * 30)], f"m{k}")
-        c.assistant(
-            [tool_use(f"u{k}", "Write", file_path=f"/repo/file_{k}.py", content="x")], f"m{k}"
-        )
+        c.assistant([tool_use(f"u{k}", "Write", file_path=f"/repo/file_{k}.py", content="x")], f"m{k}")
         c.user([tool_result(f"u{k}", "boom " * 50, is_error=k % 3 == 0)])
     notes = ""
     for start in range(0, len(c.entries), 400):

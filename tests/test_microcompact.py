@@ -58,7 +58,7 @@ def test_count_trigger_at_12_keeps_the_3_most_recent(store: SessionStore, pipeli
     assert _cleared(s) == ids[:9]
     shown = result_contents(s)
     assert all(shown[t].startswith("contents of") for t in ids[9:] + ["todo1", "todo2"])
-    boundary, = _boundaries(s)
+    (boundary,) = _boundaries(s)
     meta = boundary.message.metadata
     assert meta["trigger"] == "count" and meta["cleared_tool_use_ids"] == ids[:9] and meta["kept"] == 3
     assert meta["tokens_saved"] == mc.details["tokens_saved"] > 0
@@ -81,18 +81,23 @@ def test_count_starts_over_from_the_kept_results(store: SessionStore, pipeline: 
     _rounds(s, ["b8"])
     prepared = pipeline.prepare(s, now=SOON)
     assert prepared.report["microcompact"].details["cleared_tool_use_ids"] == ["a9", "a10", "a11"] + [
-        f"b{i}" for i in range(6)]
+        f"b{i}" for i in range(6)
+    ]
     assert len(_boundaries(s)) == 2
     assert_valid_view(prepared.messages)
 
 
-@pytest.mark.parametrize("idle, fires", [
-    (timedelta(minutes=59, seconds=59), False),
-    (timedelta(minutes=60), False),
-    (timedelta(minutes=60, seconds=1), True),
-])
-def test_time_trigger_after_60_minutes_keeps_5(store: SessionStore, pipeline: Pipeline, idle: timedelta,
-                                              fires: bool) -> None:
+@pytest.mark.parametrize(
+    "idle, fires",
+    [
+        (timedelta(minutes=59, seconds=59), False),
+        (timedelta(minutes=60), False),
+        (timedelta(minutes=60, seconds=1), True),
+    ],
+)
+def test_time_trigger_after_60_minutes_keeps_5(
+    store: SessionStore, pipeline: Pipeline, idle: timedelta, fires: bool
+) -> None:
     s = store.create_session()
     s.append(user("go"))
     _rounds(s, [f"r{i}" for i in range(7)], when=10)
@@ -140,8 +145,7 @@ def test_only_the_main_thread(store: SessionStore, pipeline: Pipeline) -> None:
     assert pipeline.prepare(s, now=SOON).report["microcompact"].acted
 
 
-def test_cleared_content_is_idempotent_across_reopen(store: SessionStore, store_url: str,
-                                                     pipeline: Pipeline) -> None:
+def test_cleared_content_is_idempotent_across_reopen(store: SessionStore, store_url: str, pipeline: Pipeline) -> None:
     s = store.create_session()
     s.append(user("go"))
     _rounds(s, [f"r{i}" for i in range(12)])
@@ -178,12 +182,14 @@ def test_server_mode_returns_context_management(store: SessionStore) -> None:
     _rounds(s, ["t2"], name="Task")
     prepared = Pipeline(store, config=config).prepare(s, now=SOON)
     assert prepared.context_management == {
-        "edits": [{
-            "type": "clear_tool_uses_20250919",
-            "trigger": {"type": "input_tokens", "value": 160_000},
-            "keep": {"type": "tool_uses", "value": 3},
-            "exclude_tools": ["Task", "TodoWrite"],
-        }]
+        "edits": [
+            {
+                "type": "clear_tool_uses_20250919",
+                "trigger": {"type": "input_tokens", "value": 160_000},
+                "keep": {"type": "tool_uses", "value": 3},
+                "exclude_tools": ["Task", "TodoWrite"],
+            }
+        ]
     }
     assert prepared.betas == ["context-management-2025-06-27"]
     assert _cleared(s) == [] and not prepared.report["microcompact"].acted

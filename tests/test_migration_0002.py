@@ -14,7 +14,6 @@ from sessionstore.storage.migrate import SCHEMA_HEAD, current_revision, downgrad
 PAD = "The long explanation goes on with more detail than any summary keeps. " * 12
 
 
-
 def _fill_at_0001(url: str) -> tuple[str, list[tuple[int, str]]]:
     """A database at 0001 holding a compacted session; (id, transcript).
 

@@ -37,9 +37,17 @@ A, B = "0f0e0d0c-0000-4000-8000-00000000000a", "0f0e0d0c-0000-4000-8000-00000000
 BLOB = ("spilled output line\n" * 2000).encode()
 SHA = sha256(BLOB).hexdigest()
 RAW_LINE = b'{"type":"user","message":"\xc3\xa9"}\x00\xff\n'
-ORDER = {"sessions": "id", "messages": "session_id, seq", "view_entries": "session_id, valid_from, key",
-         "compactions": "id", "blobs": "sha256", "replacements": "session_id, tool_use_id",
-         "session_memory": "session_id", "source_lines": "session_id, line_no", "imports": "session_id"}
+ORDER = {
+    "sessions": "id",
+    "messages": "session_id, seq",
+    "view_entries": "session_id, valid_from, key",
+    "compactions": "id",
+    "blobs": "sha256",
+    "replacements": "session_id, tool_use_id",
+    "session_memory": "session_id",
+    "source_lines": "session_id, line_no",
+    "imports": "session_id",
+}
 
 EXTRA_REVISION = '''"""A no-op revision on top of head (test only)."""
 revision = "ffff_test_extra"
@@ -58,10 +66,23 @@ def downgrade() -> None:
 
 
 def _message(seq: int, role: str, content: Any, tokens: int, **extra: Any) -> dict[str, Any]:
-    row = {"session_id": A, "seq": seq, "uuid": f"u-{seq}", "parent_uuid": f"u-{seq - 1}" if seq > 1 else None,
-           "role": role, "type": role, "subtype": None, "timestamp": f"2026-01-0{seq}T00:00:00.000Z",
-           "api_message_id": None, "usage_json": None, "is_meta": False, "is_compact_summary": False,
-           "metadata_json": None, "content_json": json.dumps(content, ensure_ascii=False), "tokens": tokens}
+    row = {
+        "session_id": A,
+        "seq": seq,
+        "uuid": f"u-{seq}",
+        "parent_uuid": f"u-{seq - 1}" if seq > 1 else None,
+        "role": role,
+        "type": role,
+        "subtype": None,
+        "timestamp": f"2026-01-0{seq}T00:00:00.000Z",
+        "api_message_id": None,
+        "usage_json": None,
+        "is_meta": False,
+        "is_compact_summary": False,
+        "metadata_json": None,
+        "content_json": json.dumps(content, ensure_ascii=False),
+        "tokens": tokens,
+    }
     row.update(extra)
     return row
 
@@ -74,46 +95,144 @@ def _rows() -> dict[str, list[dict[str, Any]]]:
         _message(2, "assistant", tool_use, 20, api_message_id="m1", usage_json='{"input_tokens": 900}'),
         _message(3, "user", [{"type": "tool_result", "tool_use_id": "t1", "content": "x = 1"}], 12),
         _message(4, "assistant", [{"type": "text", "text": "fixed"}], 6, api_message_id="m2"),
-        _message(5, "system", "Conversation compacted", 5, subtype="compact_boundary",
-                 metadata_json='{"trigger": "manual"}'),
+        _message(
+            5, "system", "Conversation compacted", 5, subtype="compact_boundary", metadata_json='{"trigger": "manual"}'
+        ),
         _message(6, "user", "Summary: the flaky test was fixed.", 9, is_compact_summary=True),
         _message(7, "user", "next request \u0000 with a NUL", 8),
         {**_message(1, "user", "child", 3), "session_id": B},
         {**_message(2, "assistant", "ok", 3), "session_id": B},
     ]
-    session = {"title": "compacted", "cwd": "/w", "model": "claude-sonnet-4-5", "context_window": 200000,
-               "created_at": 1.5, "updated_at": 2.5, "metadata_json": '{"k": 1}', "compact_failures": 1}
+    session = {
+        "title": "compacted",
+        "cwd": "/w",
+        "model": "claude-sonnet-4-5",
+        "context_window": 200000,
+        "created_at": 1.5,
+        "updated_at": 2.5,
+        "metadata_json": '{"k": 1}',
+        "compact_failures": 1,
+    }
     return {
         "sessions": [
-            {**session, "id": A, "parent_id": None, "last_seq": 7, "base_seq": 6, "view_version": 1,
-             "view_tokens": 22, "explicit_count": 2, "tail_state": '{"r":"user","a":null,"t":[],"d":[]}'},
-            {**session, "id": B, "parent_id": A, "last_seq": 2, "base_seq": 0, "view_version": 0,
-             "view_tokens": 6, "explicit_count": 0, "tail_state": '{"r":"assistant","a":null,"t":[],"d":[]}'},
+            {
+                **session,
+                "id": A,
+                "parent_id": None,
+                "last_seq": 7,
+                "base_seq": 6,
+                "view_version": 1,
+                "view_tokens": 22,
+                "explicit_count": 2,
+                "tail_state": '{"r":"user","a":null,"t":[],"d":[]}',
+            },
+            {
+                **session,
+                "id": B,
+                "parent_id": A,
+                "last_seq": 2,
+                "base_seq": 0,
+                "view_version": 0,
+                "view_tokens": 6,
+                "explicit_count": 0,
+                "tail_state": '{"r":"assistant","a":null,"t":[],"d":[]}',
+            },
         ],
         "messages": messages,
         "view_entries": [
-            *({"session_id": A, "valid_from": 0, "key": seq * 65536, "seq": seq, "valid_to": 1,
-               "content_json": None, "tokens": tokens} for seq, tokens in ((1, 11), (2, 20), (3, 12), (4, 6))),
-            {"session_id": A, "valid_from": 1, "key": 100, "seq": 5, "valid_to": None, "content_json": None,
-             "tokens": 5},
-            {"session_id": A, "valid_from": 1, "key": 200, "seq": 6, "valid_to": None, "content_json": None,
-             "tokens": 9},
+            *(
+                {
+                    "session_id": A,
+                    "valid_from": 0,
+                    "key": seq * 65536,
+                    "seq": seq,
+                    "valid_to": 1,
+                    "content_json": None,
+                    "tokens": tokens,
+                }
+                for seq, tokens in ((1, 11), (2, 20), (3, 12), (4, 6))
+            ),
+            {
+                "session_id": A,
+                "valid_from": 1,
+                "key": 100,
+                "seq": 5,
+                "valid_to": None,
+                "content_json": None,
+                "tokens": 5,
+            },
+            {
+                "session_id": A,
+                "valid_from": 1,
+                "key": 200,
+                "seq": 6,
+                "valid_to": None,
+                "content_json": None,
+                "tokens": 9,
+            },
         ],
-        "compactions": [{"id": 1, "session_id": A, "boundary_seq": 5, "summary_seq": 6, "replaced_version": 0,
-                         "kind": "full", "trigger": "manual", "pre_tokens": 49, "post_tokens": 14,
-                         "messages_summarized": 4, "summarized_seqs_json": "[1,2,3,4]", "head_uuid": "u-4",
-                         "anchor_uuid": "u-6", "tail_uuid": "u-4", "custom_instructions": "keep the API",
-                         "summarizer": "extractive", "created_at": 3.5, "metadata_json": "{}"}],
-        "blobs": [{"sha256": SHA, "size": len(BLOB), "compression": "zlib", "data": zlib.compress(BLOB),
-                   "created_at": 3.0}],
-        "replacements": [{"session_id": A, "tool_use_id": "t1", "kind": "spilled", "replacement": "preview…",
-                          "blob_sha256": SHA, "original_size": len(BLOB), "created_at": 3.0}],
-        "session_memory": [{"session_id": A, "notes": "# notes", "covers_seq": 4, "covers_uuid": "u-4",
-                            "tokens_at_update": 40, "tool_calls_at_update": 1, "updated_at": 3.0}],
-        "source_lines": [{"session_id": A, "line_no": 1, "kind": "message", "entry_type": "user",
-                          "message_seq": 1, "raw": RAW_LINE}],
-        "imports": [{"session_id": A, "source": "claude-code", "source_key": "abc", "path": "/x/abc.jsonl",
-                     "bytes_done": len(RAW_LINE), "lines_done": 1, "prefix_sha256": "0" * 64, "updated_at": 3.0}],
+        "compactions": [
+            {
+                "id": 1,
+                "session_id": A,
+                "boundary_seq": 5,
+                "summary_seq": 6,
+                "replaced_version": 0,
+                "kind": "full",
+                "trigger": "manual",
+                "pre_tokens": 49,
+                "post_tokens": 14,
+                "messages_summarized": 4,
+                "summarized_seqs_json": "[1,2,3,4]",
+                "head_uuid": "u-4",
+                "anchor_uuid": "u-6",
+                "tail_uuid": "u-4",
+                "custom_instructions": "keep the API",
+                "summarizer": "extractive",
+                "created_at": 3.5,
+                "metadata_json": "{}",
+            }
+        ],
+        "blobs": [
+            {"sha256": SHA, "size": len(BLOB), "compression": "zlib", "data": zlib.compress(BLOB), "created_at": 3.0}
+        ],
+        "replacements": [
+            {
+                "session_id": A,
+                "tool_use_id": "t1",
+                "kind": "spilled",
+                "replacement": "preview…",
+                "blob_sha256": SHA,
+                "original_size": len(BLOB),
+                "created_at": 3.0,
+            }
+        ],
+        "session_memory": [
+            {
+                "session_id": A,
+                "notes": "# notes",
+                "covers_seq": 4,
+                "covers_uuid": "u-4",
+                "tokens_at_update": 40,
+                "tool_calls_at_update": 1,
+                "updated_at": 3.0,
+            }
+        ],
+        "source_lines": [
+            {"session_id": A, "line_no": 1, "kind": "message", "entry_type": "user", "message_seq": 1, "raw": RAW_LINE}
+        ],
+        "imports": [
+            {
+                "session_id": A,
+                "source": "claude-code",
+                "source_key": "abc",
+                "path": "/x/abc.jsonl",
+                "bytes_done": len(RAW_LINE),
+                "lines_done": 1,
+                "prefix_sha256": "0" * 64,
+                "updated_at": 3.0,
+            }
+        ],
     }
 
 
@@ -139,13 +258,16 @@ def _snapshot(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
         for table, order in ORDER.items():
             cols = [c["name"] for c in inspect(conn).get_columns(table)]
             rows = conn.execute(text(f"SELECT {', '.join(cols)} FROM {table} ORDER BY {order}")).all()
-            out[table] = [tuple((c, bytes(v) if isinstance(v, memoryview) else v) for c, v in zip(cols, row, strict=True))
-                          for row in rows]
+            out[table] = [
+                tuple((c, bytes(v) if isinstance(v, memoryview) else v) for c, v in zip(cols, row, strict=True))
+                for row in rows
+            ]
     return out
 
 
-def _as_before(after: dict[str, list[tuple[Any, ...]]],
-               before: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
+def _as_before(
+    after: dict[str, list[tuple[Any, ...]]], before: dict[str, list[tuple[Any, ...]]]
+) -> dict[str, list[tuple[Any, ...]]]:
     """`after` limited to the columns `before` had: an upgrade may add columns, never change old ones."""
     out = {}
     for table, rows in after.items():
@@ -259,9 +381,7 @@ def test_no_backup_of_an_empty_or_current_database(sqlite_url: str, newer_head: 
     assert _backups(sqlite_url) == []
 
 
-def test_a_failed_backup_stops_the_upgrade(
-    sqlite_url: str, newer_head: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failed_backup_stops_the_upgrade(sqlite_url: str, newer_head: str, monkeypatch: pytest.MonkeyPatch) -> None:
     before = _build(sqlite_url, newer_head)
 
     class NoBackup:

@@ -13,8 +13,17 @@ from sessionstore.storage.migrate import current_revision, downgrade, ensure_cur
 from sessionstore.storage.models import Base, include_name
 from tests.support.cli import run_cli
 
-TABLES = {"sessions", "messages", "view_entries", "compactions", "replacements", "blobs",
-          "session_memory", "source_lines", "imports"}
+TABLES = {
+    "sessions",
+    "messages",
+    "view_entries",
+    "compactions",
+    "replacements",
+    "blobs",
+    "session_memory",
+    "source_lines",
+    "imports",
+}
 
 
 def _tables(engine) -> set[str]:
@@ -85,4 +94,6 @@ def test_db_commands(capsys: pytest.CaptureFixture[str], sqlite_url: str) -> Non
 def test_schema_head_constant_matches_alembic() -> None:
     from sessionstore.storage.migrate import SCHEMA_HEAD
 
-    assert SCHEMA_HEAD == head_revision(), "update SCHEMA_HEAD in sessionstore/storage/migrate.py with each new revision"
+    assert SCHEMA_HEAD == head_revision(), (
+        "update SCHEMA_HEAD in sessionstore/storage/migrate.py with each new revision"
+    )

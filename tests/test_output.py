@@ -44,8 +44,9 @@ def one_error_line(err: str) -> None:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_an_existing_file_is_replaced_keeping_its_mode(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                                      session_id: str, tmp_path: Path, fmt: str) -> None:
+def test_an_existing_file_is_replaced_keeping_its_mode(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str, tmp_path: Path, fmt: str
+) -> None:
     target = tmp_path / "out.txt"
     target.write_text("old")
     target.chmod(0o600)
@@ -56,8 +57,9 @@ def test_an_existing_file_is_replaced_keeping_its_mode(capsys: pytest.CaptureFix
     assert [p.name for p in tmp_path.iterdir() if p.name != "sessions.db"] == ["out.txt"], "no leftover temp file"
 
 
-def test_a_replaced_file_keeps_its_owner(capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str,
-                                        tmp_path: Path) -> None:
+def test_a_replaced_file_keeps_its_owner(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str, tmp_path: Path
+) -> None:
     if os.geteuid() != 0:
         pytest.skip("giving a file to another user needs root")
     target = tmp_path / "theirs.md"
@@ -69,8 +71,9 @@ def test_a_replaced_file_keeps_its_owner(capsys: pytest.CaptureFixture[str], sql
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_a_new_file_gets_mode_0600(capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str,
-                                   tmp_path: Path, fmt: str) -> None:
+def test_a_new_file_gets_mode_0600(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str, tmp_path: Path, fmt: str
+) -> None:
     """Transcripts hold secrets: a new export is the owner's only, like the database, whatever the umask."""
     old = os.umask(0o022)
     try:
@@ -82,8 +85,9 @@ def test_a_new_file_gets_mode_0600(capsys: pytest.CaptureFixture[str], sqlite_ur
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_a_symlink_stays_and_its_target_is_written(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                                   session_id: str, tmp_path: Path, fmt: str) -> None:
+def test_a_symlink_stays_and_its_target_is_written(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str, tmp_path: Path, fmt: str
+) -> None:
     real = tmp_path / "real" / "out.txt"
     real.parent.mkdir()
     real.write_text("old")
@@ -97,8 +101,9 @@ def test_a_symlink_stays_and_its_target_is_written(capsys: pytest.CaptureFixture
     assert stat.S_IMODE(real.stat().st_mode) == 0o640
 
 
-def test_a_dangling_symlink_creates_its_target(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                               session_id: str, tmp_path: Path) -> None:
+def test_a_dangling_symlink_creates_its_target(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str, tmp_path: Path
+) -> None:
     link = tmp_path / "link.jsonl"
     link.symlink_to(tmp_path / "made.jsonl")
     assert export(capsys, sqlite_url, session_id, "jsonl", str(link)).code == 0
@@ -106,8 +111,9 @@ def test_a_dangling_symlink_creates_its_target(capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_a_fifo_is_streamed_into_not_replaced(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                              session_id: str, tmp_path: Path, fmt: str) -> None:
+def test_a_fifo_is_streamed_into_not_replaced(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str, tmp_path: Path, fmt: str
+) -> None:
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     received: list[bytes] = []
@@ -120,8 +126,9 @@ def test_a_fifo_is_streamed_into_not_replaced(capsys: pytest.CaptureFixture[str]
     assert received and b"hello" in received[0]
 
 
-def test_a_device_is_written_in_place(capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str,
-                                      tmp_path: Path) -> None:
+def test_a_device_is_written_in_place(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str, tmp_path: Path
+) -> None:
     """A character device of our own (a second node of the null device), never the system's /dev/null."""
     node = tmp_path / "null"
     try:
@@ -141,9 +148,24 @@ def test_an_open_descriptor_is_written_through(sqlite_url: str, session_id: str)
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "sessionstore", "export", session_id, "-f", "markdown",
-                           "-o", f"/dev/fd/{write_end}", "--db", sqlite_url],
-                          pass_fds=(write_end,), capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sessionstore",
+            "export",
+            session_id,
+            "-f",
+            "markdown",
+            "-o",
+            f"/dev/fd/{write_end}",
+            "--db",
+            sqlite_url,
+        ],
+        pass_fds=(write_end,),
+        capture_output=True,
+        timeout=120,
+    )
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
         data = pipe.read()
@@ -151,17 +173,26 @@ def test_an_open_descriptor_is_written_through(sqlite_url: str, session_id: str)
     assert b"hello" in data
 
 
-@pytest.mark.parametrize("target,words", [
-    ("adir/", "folder"),
-    ("adir", "folder"),
-    ("missing/dir/out.md", "does not exist"),
-    ("/dev/fd/987", "no such open file descriptor"),
-    ("afile/out.md", "cannot write"),
-    ("", "no output file named"),
-])
-def test_impossible_targets_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                                    session_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    target: str, words: str) -> None:
+@pytest.mark.parametrize(
+    "target,words",
+    [
+        ("adir/", "folder"),
+        ("adir", "folder"),
+        ("missing/dir/out.md", "does not exist"),
+        ("/dev/fd/987", "no such open file descriptor"),
+        ("afile/out.md", "cannot write"),
+        ("", "no output file named"),
+    ],
+)
+def test_impossible_targets_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+    sqlite_url: str,
+    session_id: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    target: str,
+    words: str,
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "adir").mkdir()
     (tmp_path / "afile").write_text("x")
@@ -174,8 +205,13 @@ def test_impossible_targets_are_one_line_and_exit_2(capsys: pytest.CaptureFixtur
     assert sorted(p.name for p in tmp_path.rglob("*")) == before, "nothing written"
 
 
-def test_dash_is_stdout(capsys: pytest.CaptureFixture[str], sqlite_url: str, session_id: str, tmp_path: Path,
-                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dash_is_stdout(
+    capsys: pytest.CaptureFixture[str],
+    sqlite_url: str,
+    session_id: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.chdir(tmp_path)
     result = run_cli_process("export", session_id, "-f", "jsonl", "-o", "-", "--db", sqlite_url)
     assert result.code == 0, result.err
@@ -215,23 +251,31 @@ def test_output_errors_are_typed(tmp_path: Path) -> None:
 
 # ----------------------------------------------------------- spill materialize
 
+
 def _spilled(url: str) -> str:
     with SessionStore.open(url) as st:
         s = st.create_session()
-        st.db.run_write(lambda db: db.execute(
-            "INSERT INTO replacements (session_id, tool_use_id, kind, replacement, blob_sha256, original_size, "
-            "created_at) VALUES (:s, 'toolu_X', 'spilled', 'x', :sha, 4, 0)",
-            {"s": s.id, "sha": put_blob(db, b"data")}).close())
+        st.db.run_write(
+            lambda db: db.execute(
+                "INSERT INTO replacements (session_id, tool_use_id, kind, replacement, blob_sha256, original_size, "
+                "created_at) VALUES (:s, 'toolu_X', 'spilled', 'x', :sha, 4, 0)",
+                {"s": s.id, "sha": put_blob(db, b"data")},
+            ).close()
+        )
         return s.id
 
 
 @pytest.mark.parametrize("kind", ["existing file", "under a file", "unwritable"])
-def test_materialize_onto_an_impossible_folder(capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path,
-                                               kind: str) -> None:
+def test_materialize_onto_an_impossible_folder(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path, kind: str
+) -> None:
     sid = _spilled(sqlite_url)
     (tmp_path / "afile").write_text("x")
-    target = {"existing file": tmp_path / "afile", "under a file": tmp_path / "afile" / "sub",
-              "unwritable": Path("/proc/sessionstore-test")}[kind]
+    target = {
+        "existing file": tmp_path / "afile",
+        "under a file": tmp_path / "afile" / "sub",
+        "unwritable": Path("/proc/sessionstore-test"),
+    }[kind]
     result = run_cli(capsys, "spill", "materialize", sid, "toolu_X", str(target), "--db", sqlite_url)
     assert result.code == 2, result
     one_error_line(result.err)
@@ -239,8 +283,9 @@ def test_materialize_onto_an_impossible_folder(capsys: pytest.CaptureFixture[str
     assert (tmp_path / "afile").read_text() == "x"
 
 
-def test_materialize_still_writes_a_fresh_file(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                               tmp_path: Path) -> None:
+def test_materialize_still_writes_a_fresh_file(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path
+) -> None:
     sid = _spilled(sqlite_url)
     result = run_cli(capsys, "spill", "materialize", sid, "toolu_X", str(tmp_path / "new"), "--db", sqlite_url)
     assert result.code == 0, result.err

@@ -35,9 +35,13 @@ def _work(session: Session, tag: str) -> list[str]:
 def _user_texts(session: Session) -> list[str]:
     view = session.active_view()
     assert_valid(view)
-    return [m["content"] if isinstance(m["content"], str)
-            else "\n".join(b.get("text", "") for b in m["content"] if b.get("type") == "text")
-            for m in view if m["role"] == "user"]
+    return [
+        m["content"]
+        if isinstance(m["content"], str)
+        else "\n".join(b.get("text", "") for b in m["content"] if b.get("type") == "text")
+        for m in view
+        if m["role"] == "user"
+    ]
 
 
 def _carried(session: Session) -> str:
@@ -48,8 +52,7 @@ def _carried(session: Session) -> str:
     return ""
 
 
-def test_pins_survive_full_partial_and_session_memory_compactions_verbatim_and_in_order(
-        store: SessionStore) -> None:
+def test_pins_survive_full_partial_and_session_memory_compactions_verbatim_and_in_order(store: SessionStore) -> None:
     session = store.create_session()
     session.append({"role": "user", "content": RULE}, pinned=True)
     session.append({"role": "assistant", "content": "Understood."})
@@ -73,10 +76,17 @@ def test_pins_survive_full_partial_and_session_memory_compactions_verbatim_and_i
     from sessionstore.storage.memory import save_memory
 
     covered = session.active_entries()[-2]
-    save_memory(session, "# Current State\nreading logs\n", covers_seq=covered.seq, covers_uuid=covered.uuid,
-                tokens=0, tool_calls=0)
-    outcome = compact_with_memory(session, config=store.config.replace(memory_keep_min_tokens=10,
-                                                                       memory_keep_min_text_messages=1))
+    save_memory(
+        session,
+        "# Current State\nreading logs\n",
+        covers_seq=covered.seq,
+        covers_uuid=covered.uuid,
+        tokens=0,
+        tool_calls=0,
+    )
+    outcome = compact_with_memory(
+        session, config=store.config.replace(memory_keep_min_tokens=10, memory_keep_min_text_messages=1)
+    )
     assert outcome is not None and outcome.kind == "session-memory"
     block = _carried(session)
     assert RULE in block and LANGUAGE in block and block.index(RULE) < block.index(LANGUAGE)
@@ -124,7 +134,8 @@ def test_a_pin_over_the_budget_is_refused_and_nothing_is_written(store: SessionS
 
 
 def test_the_cli_pins_lists_and_unpins_and_refuses_over_budget_with_exit_2(
-        store: SessionStore, capsys: pytest.CaptureFixture[str]) -> None:
+    store: SessionStore, capsys: pytest.CaptureFixture[str]
+) -> None:
     session = store.create_session(context_window=20_000)
     rule = session.append({"role": "user", "content": RULE})
     session.append({"role": "assistant", "content": "Understood."})
@@ -144,32 +155,38 @@ def test_the_cli_pins_lists_and_unpins_and_refuses_over_budget_with_exit_2(
     assert session.pins() == []
 
 
-@pytest.mark.parametrize("text", [
-    "Never push to main.",
-    "Please always run the tests before committing.",
-    "From now on, answer in French.",
-    "Answer in French.",
-    "Respond only in English, even when I write in German.",
-    "Thanks. Don't ever commit generated files.",
-    "You must never print secrets to the log.",
-    "Make sure to always use type hints in new code.",
-    "For the rest of this session, keep answers under five lines.",
-    "Important: never touch the migrations folder",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Never push to main.",
+        "Please always run the tests before committing.",
+        "From now on, answer in French.",
+        "Answer in French.",
+        "Respond only in English, even when I write in German.",
+        "Thanks. Don't ever commit generated files.",
+        "You must never print secrets to the log.",
+        "Make sure to always use type hints in new code.",
+        "For the rest of this session, keep answers under five lines.",
+        "Important: never touch the migrations folder",
+    ],
+)
 def test_the_detector_finds_standing_instructions(text: str) -> None:
     assert is_standing_instruction(text)
 
 
-@pytest.mark.parametrize("text", [
-    "Please fix the failing test in importer.py.",
-    "Never mind, run the tests instead.",
-    "Should we always run the linter?",
-    "Can you answer in French?",
-    "Read src/app.py and tell me what it does.",
-    "It never worked on Windows, see the log.",
-    "<command-name>/always</command-name>",
-    "Always " + "x" * 500,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Please fix the failing test in importer.py.",
+        "Never mind, run the tests instead.",
+        "Should we always run the linter?",
+        "Can you answer in French?",
+        "Read src/app.py and tell me what it does.",
+        "It never worked on Windows, see the log.",
+        "<command-name>/always</command-name>",
+        "Always " + "x" * 500,
+    ],
+)
 def test_the_detector_leaves_requests_and_questions_alone(text: str) -> None:
     assert not is_standing_instruction(text)
 
@@ -198,8 +215,9 @@ def test_a_carried_pin_counts_as_held_so_the_gate_adds_no_copy(store: SessionSto
     _work(session, "one")
     with start_fake_api() as api:
         api.script("<summary>1. Primary Request and Intent: reading logs.</summary>")
-        outcome = compact(session, summarizer=AnthropicSummarizer(api_key="sk-ant-test-pins", base_url=api.base_url,
-                                                                  max_retries=0))
+        outcome = compact(
+            session, summarizer=AnthropicSummarizer(api_key="sk-ant-test-pins", base_url=api.base_url, max_retries=0)
+        )
     summary, block = split_pins(str(session.message(outcome.summary_uuid).content))
     assert RULE in block and "Task one: look at the logs." in summary.partition(GATE_HEADING)[2]
     assert RULE not in summary, "the pinned rule is carried once, in the pinned block"

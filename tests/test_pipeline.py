@@ -27,8 +27,10 @@ from tests.support.messages import conversation
 WINDOW = 200_000  # default max output 32,000 -> reserve 20,000 -> effective 180,000
 
 
-@pytest.mark.parametrize("max_output, effective", [(8_000, 192_000), (19_999, 180_001), (20_000, 180_000),
-                                                   (20_001, 180_000), (64_000, 180_000)])
+@pytest.mark.parametrize(
+    "max_output, effective",
+    [(8_000, 192_000), (19_999, 180_001), (20_000, 180_000), (20_001, 180_000), (64_000, 180_000)],
+)
 def test_effective_window_reserves_at_most_20000(max_output: int, effective: int) -> None:
     limits = Thresholds.for_window(WINDOW, Config(max_output_tokens=max_output))
     assert limits.effective_window == effective
@@ -42,16 +44,30 @@ def test_warning_and_threshold_boundaries(store: SessionStore) -> None:
     for total, (warning, above) in cases.items():
         s = store.create_session(context_window=WINDOW)
         # A reply big enough that a summary shrinks the view (a compaction that would grow it is skipped).
-        s.append_many([user("hi"), assistant("hello there, " * 2_000, usage={
-            "input_tokens": total - 1_000, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 600,
-            "output_tokens": 100})])
+        s.append_many(
+            [
+                user("hi"),
+                assistant(
+                    "hello there, " * 2_000,
+                    usage={
+                        "input_tokens": total - 1_000,
+                        "cache_creation_input_tokens": 300,
+                        "cache_read_input_tokens": 600,
+                        "output_tokens": 100,
+                    },
+                ),
+            ]
+        )
         prepared = pipe.prepare(s)
         layer = prepared.report["autocompact"]
         assert layer.tokens_before == total
         assert (prepared.warning, prepared.above_threshold) == (warning, above), total
         details = layer.details
         assert (details["autocompact_threshold"], details["warning_at"], details["effective_window"]) == (
-            167_000, 160_000, 180_000)
+            167_000,
+            160_000,
+            180_000,
+        )
         assert layer.acted == above, "auto-compact fires at the threshold, not below"
         if above:
             assert prepared.tokens < total and details["compaction"]["trigger"] == "auto"
@@ -61,16 +77,25 @@ def test_warning_and_threshold_boundaries(store: SessionStore) -> None:
 
 def test_token_count_is_usage_plus_estimates_after_it(store: SessionStore) -> None:
     s = store.create_session()
-    stored = s.append_many([
-        user("Look at the repo"),
-        {"role": "assistant", "api_message_id": "msg_1", "usage": {"input_tokens": 2_000, "output_tokens": 80},
-         "content": [{"type": "thinking", "thinking": "Read the config first.", "signature": "sig"}]},
-        {"role": "assistant", "api_message_id": "msg_1",
-         "content": [{"type": "tool_use", "id": "t1", "name": "Grep", "input": {"pattern": "TODO"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py:3: TODO"}]},
-        {"role": "system", "subtype": "hook_notice", "content": "Hook ran"},
-        user("and the tests?"),
-    ])
+    stored = s.append_many(
+        [
+            user("Look at the repo"),
+            {
+                "role": "assistant",
+                "api_message_id": "msg_1",
+                "usage": {"input_tokens": 2_000, "output_tokens": 80},
+                "content": [{"type": "thinking", "thinking": "Read the config first.", "signature": "sig"}],
+            },
+            {
+                "role": "assistant",
+                "api_message_id": "msg_1",
+                "content": [{"type": "tool_use", "id": "t1", "name": "Grep", "input": {"pattern": "TODO"}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py:3: TODO"}]},
+            {"role": "system", "subtype": "hook_notice", "content": "Hook ran"},
+            user("and the tests?"),
+        ]
+    )
     prepared = Pipeline(store).prepare(s)
     assert prepared.tokens == 2_080 + stored[3].tokens + stored[5].tokens
     empty = store.create_session()
@@ -154,15 +179,17 @@ def test_dry_run_predicts_the_real_run(store: SessionStore) -> None:
     assert transcript(s) == before
     real = pipe.prepare(s, now=now)
     assert {k: (r.acted, r.items) for k, r in dry.report.items()} == {
-        k: (r.acted, r.items) for k, r in real.report.items()}
+        k: (r.acted, r.items) for k, r in real.report.items()
+    }
     assert dry.report["budget"].acted and dry.report["snip"].acted and dry.report["microcompact"].acted
     assert dry.messages == real.messages == s.active_view()
     assert dry.tokens == real.tokens
     assert_valid_view(real.messages)
 
 
-def test_steady_state_neither_tokenizes_nor_reads_the_transcript(store: SessionStore,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_steady_state_neither_tokenizes_nor_reads_the_transcript(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pipe = Pipeline(store)
     s = store.create_session()
     s.append_many(conversation(300, seed=3))

@@ -20,8 +20,10 @@ def _steps() -> list[list[dict]]:
     messages = list(conversation(420, seed=11))
     prompts = [i for i, m in enumerate(messages) if m["role"] == "user" and isinstance(m["content"], str)]
     cuts = prompts[::3]
-    return [[*messages[a:b], *tool_round(f"big{n}", f"{n}" * 60_000, name="Bash"), user("ok")]
-            for n, (a, b) in enumerate(pairwise(cuts))]
+    return [
+        [*messages[a:b], *tool_round(f"big{n}", f"{n}" * 60_000, name="Bash"), user("ok")]
+        for n, (a, b) in enumerate(pairwise(cuts))
+    ]
 
 
 def _saved(store: SessionStore, session_id: str) -> tuple[int, int]:
@@ -30,8 +32,9 @@ def _saved(store: SessionStore, session_id: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def test_a_restarted_pipeline_decides_what_a_long_lived_one_does(store_url: str,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_restarted_pipeline_decides_what_a_long_lived_one_does(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(persisted, "SAVE_EVERY", 1)
     with SessionStore.open(store_url) as store:
         lived, restarted = store.create_session(), store.create_session()
@@ -48,7 +51,8 @@ def test_a_restarted_pipeline_decides_what_a_long_lived_one_does(store_url: str,
             acted += fresh.acted
             assert fresh.messages == kept.messages == b.active_view()
             assert {k: (r.acted, r.items) for k, r in fresh.report.items()} == {
-                k: (r.acted, r.items) for k, r in kept.report.items()}
+                k: (r.acted, r.items) for k, r in kept.report.items()
+            }
             assert_valid_view(fresh.messages)
             # A rewrite that removed entries leaves no state to carry over: the next call rebuilds and saves it.
             assert not Pipeline(store).prepare(b).acted
@@ -56,8 +60,9 @@ def test_a_restarted_pipeline_decides_what_a_long_lived_one_does(store_url: str,
     assert acted >= 3, "the layers had work to do along the way"
 
 
-def test_the_first_call_after_a_restart_resumes_instead_of_rescanning(store: SessionStore,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_first_call_after_a_restart_resumes_instead_of_rescanning(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     s = store.create_session()
     for step in _steps()[:4]:
         s.append_many(step)

@@ -22,9 +22,13 @@ from tests.support.cli import run_cli
 def _session(url: str, window: int = 40_000, words: int = 3_000) -> str:
     with SessionStore.open(url) as st:
         s = st.create_session(context_window=window)
-        s.append_many([{"role": "user", "content": "summarize this: " + "word " * words},
-                       {"role": "assistant", "content": "Here is the summary."},
-                       {"role": "user", "content": "thanks"}])
+        s.append_many(
+            [
+                {"role": "user", "content": "summarize this: " + "word " * words},
+                {"role": "assistant", "content": "Here is the summary."},
+                {"role": "user", "content": "thanks"},
+            ]
+        )
         return s.id
 
 

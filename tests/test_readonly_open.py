@@ -30,8 +30,17 @@ def _previous_revision() -> str:
 OLD = _previous_revision()
 
 READERS = [
-    ["sessions"], ["sessions", "--json"], ["view", A], ["history", A], ["stats", A], ["search", "hello"],
-    ["recall", A], ["export", A, "--format", "jsonl"], ["spill", "list", A], ["doctor"], ["secrets"],
+    ["sessions"],
+    ["sessions", "--json"],
+    ["view", A],
+    ["history", A],
+    ["stats", A],
+    ["search", "hello"],
+    ["recall", A],
+    ["export", A, "--format", "jsonl"],
+    ["spill", "list", A],
+    ["doctor"],
+    ["secrets"],
 ]
 
 
@@ -58,8 +67,9 @@ def _assert_untouched(url: str, before: tuple[str | None, dict]) -> None:
 
 
 @pytest.mark.parametrize("args", READERS, ids=lambda a: " ".join(a))
-def test_a_reader_refuses_in_one_line_naming_db_upgrade(capsys: pytest.CaptureFixture[str], old_store: str,
-                                                       args: list[str]) -> None:
+def test_a_reader_refuses_in_one_line_naming_db_upgrade(
+    capsys: pytest.CaptureFixture[str], old_store: str, args: list[str]
+) -> None:
     before = _state(old_store)
     assert before[0] == OLD
     result = run_cli(capsys, *args, "--db", old_store)
@@ -97,8 +107,9 @@ def test_a_writer_still_upgrades_with_a_backup(capsys: pytest.CaptureFixture[str
     assert after.code == 0, after.err
 
 
-def test_an_empty_database_still_gets_its_schema_from_a_reader(capsys: pytest.CaptureFixture[str],
-                                                              store_url: str) -> None:
+def test_an_empty_database_still_gets_its_schema_from_a_reader(
+    capsys: pytest.CaptureFixture[str], store_url: str
+) -> None:
     with SessionStore.open(store_url, read_only=True) as store:
         assert store.list() == []
     assert _state(store_url)[0] == head_revision()

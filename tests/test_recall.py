@@ -164,7 +164,9 @@ def test_the_summary_names_the_recall_tool_only_when_the_agent_has_it(store: Ses
     assert "recall" not in json.dumps(without.active_view()[0]["content"])
 
 
-def test_the_cli_recalls_with_json_and_exits_2_on_a_miss(store: SessionStore, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_recalls_with_json_and_exits_2_on_a_miss(
+    store: SessionStore, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tests.support.cli import run_cli
 
     session = _long_session(store, rounds=10)
@@ -193,14 +195,18 @@ def test_the_whole_answer_stays_within_max_tokens_whatever_the_query(store: Sess
     session = _long_session(store, rounds=12)
     long_query = "word " * 4_000
     for budget in (300, 600, 1_000, 4_000):
-        for found in (recall(session, 1, max_tokens=budget), recall(session, 1, query="request", max_tokens=budget),
-                      recall(session, 1, query=long_query, max_tokens=budget)):
+        for found in (
+            recall(session, 1, max_tokens=budget),
+            recall(session, 1, query="request", max_tokens=budget),
+            recall(session, 1, query=long_query, max_tokens=budget),
+        ):
             assert found.tokens <= budget, (budget, found.mode, found.tokens)
     assert len(recall(session, 1, query=long_query, max_tokens=300).text) < 2_000
 
 
-def test_a_cursor_that_recall_never_gave_is_a_typed_error(store: SessionStore,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_cursor_that_recall_never_gave_is_a_typed_error(
+    store: SessionStore, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tests.support.cli import run_cli
 
     session = _long_session(store, rounds=3)

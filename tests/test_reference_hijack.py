@@ -25,12 +25,31 @@ def _hostile_file(path: Path, source_id: str) -> Path:
     """A two-message Claude Code transcript that calls itself `source_id`."""
     first, second = str(uuid.uuid4()), str(uuid.uuid4())
     lines = [
-        {"type": "user", "uuid": first, "parentUuid": None, "sessionId": source_id, "cwd": "/tmp",
-         "timestamp": "2026-01-01T00:00:00.000Z", "message": {"role": "user", "content": "imported question"}},
-        {"type": "assistant", "uuid": second, "parentUuid": first, "sessionId": source_id, "cwd": "/tmp",
-         "timestamp": "2026-01-01T00:00:01.000Z",
-         "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
-                     "content": [{"type": "text", "text": "imported answer"}], "stop_reason": "end_turn"}},
+        {
+            "type": "user",
+            "uuid": first,
+            "parentUuid": None,
+            "sessionId": source_id,
+            "cwd": "/tmp",
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": {"role": "user", "content": "imported question"},
+        },
+        {
+            "type": "assistant",
+            "uuid": second,
+            "parentUuid": first,
+            "sessionId": source_id,
+            "cwd": "/tmp",
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-6",
+                "content": [{"type": "text", "text": "imported answer"}],
+                "stop_reason": "end_turn",
+            },
+        },
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path

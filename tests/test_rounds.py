@@ -117,9 +117,7 @@ def conversations(draw: st.DrawFn) -> list[ViewEntry]:
                 maybe_system()
         if layout in ("together",) and calls:
             convo.assistant([tool_use(c, "Read", file_path=f"/{c}.py") for c in calls], tool_api)
-        if layout in ("separate", "interleaved", "merged") and not (
-            layout == "merged" and tool_api == api
-        ):
+        if layout in ("separate", "interleaved", "merged") and not (layout == "merged" and tool_api == api):
             for call in calls:
                 convo.assistant([tool_use(call, "Grep", pattern="x")], tool_api)
                 maybe_system()
@@ -172,9 +170,7 @@ def test_every_adjusted_split_leaves_valid_requests(entries: list[ViewEntry]) ->
     for proposed in range(len(entries) + 1):
         for direction in ("earlier", "later"):
             index = adjust_split(entries, proposed, direction=direction)
-            between = (
-                range(index, proposed) if direction == "earlier" else range(proposed + 1, index + 1)
-            )
+            between = range(index, proposed) if direction == "earlier" else range(proposed + 1, index + 1)
             assert (index <= proposed) if direction == "earlier" else (index >= proposed)
             assert not any(mask[k] for k in between if k != index)
             kept = to_api_messages(entries[index:])
@@ -202,12 +198,7 @@ def test_rounds_partition_the_view(entries: list[ViewEntry]) -> None:
         assert not ids & seen_ids
         seen_ids |= ids
         uses = {b["id"] for e in group for b in as_blocks(e.content) if b.get("type") == "tool_use"}
-        results = {
-            b["tool_use_id"]
-            for e in group
-            for b in as_blocks(e.content)
-            if b.get("type") == "tool_result"
-        }
+        results = {b["tool_use_id"] for e in group for b in as_blocks(e.content) if b.get("type") == "tool_result"}
         assert results <= uses
         assert not results & uses_so_far
         uses_so_far |= uses
@@ -222,9 +213,7 @@ def test_kept_suffix_start_is_valid(
     n = len(entries)
     floor_index = data.draw(st.integers(0, n))
     start = data.draw(st.integers(floor_index, n))
-    index = kept_suffix_start(
-        entries, min_tokens, min_texts, 10 * min_tokens + 1, floor_index, start
-    )
+    index = kept_suffix_start(entries, min_tokens, min_texts, 10 * min_tokens + 1, floor_index, start)
     assert floor_index <= index <= n
     assert is_valid_split(entries, index)
     assert request_problems(to_api_messages(entries[index:])) == []

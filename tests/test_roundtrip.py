@@ -50,8 +50,9 @@ class LateSummarizer:
         self.url, self.session_id = url, session_id
         self.inner = ExtractiveSummarizer()
 
-    def summarize(self, entries: Sequence[ViewEntry], *, custom_instructions: str | None = None,
-                  truncated: bool = False) -> SummaryResult:
+    def summarize(
+        self, entries: Sequence[ViewEntry], *, custom_instructions: str | None = None, truncated: bool = False
+    ) -> SummaryResult:
         with SessionStore.open(self.url) as other:
             other.get(self.session_id).append({"role": "user", "content": "late: appended while summarizing"})
         return self.inner.summarize(entries, custom_instructions=custom_instructions, truncated=truncated)
@@ -60,7 +61,9 @@ class LateSummarizer:
 def finished(n: int, seed: int, prefix: str) -> list[dict[str, Any]]:
     """About n messages of conversation ending on a finished assistant turn."""
     msgs = list(conversation(n, seed=seed, prefix=prefix))
-    while msgs and not (msgs[-1]["role"] == "assistant" and all(b.get("type") != "tool_use" for b in msgs[-1]["content"])):
+    while msgs and not (
+        msgs[-1]["role"] == "assistant" and all(b.get("type") != "tool_use" for b in msgs[-1]["content"])
+    ):
         msgs.pop()
     return msgs
 
@@ -75,8 +78,11 @@ def extend(session: Session, n: int, seed: int) -> None:
 
 def prompts(session: Session) -> list[ViewEntry]:
     """The plain user prompts of the active view."""
-    return [e for e in session.active_entries()
-            if e.role == "user" and isinstance(e.content, str) and e.type == "user" and not e.message.is_compact_summary]
+    return [
+        e
+        for e in session.active_entries()
+        if e.role == "user" and isinstance(e.content, str) and e.type == "user" and not e.message.is_compact_summary
+    ]
 
 
 def build_session(store: SessionStore, url: str, cwd: Path) -> Session:
@@ -93,13 +99,24 @@ def build_session(store: SessionStore, url: str, cwd: Path) -> Session:
     assert compact(s, up_to_uuid=prompts(s)[-1].uuid).kind == "partial-up_to"
     extend(s, 60, 4)
     entries = s.active_entries()
-    save_memory(s, "# Current State\nround trip\n", covers_seq=entries[-4].seq, covers_uuid=entries[-4].uuid,
-                tokens=0, tool_calls=0)
+    save_memory(
+        s,
+        "# Current State\nround trip\n",
+        covers_seq=entries[-4].seq,
+        covers_uuid=entries[-4].uuid,
+        tokens=0,
+        tool_calls=0,
+    )
     assert compact(s, use_memory=True).kind == "session-memory"
     extend(s, 40, 5)
     s.append({"role": "user", "content": "read the config"})
-    s.append({"role": "assistant", "api_message_id": "live", "content": [
-        {"type": "tool_use", "id": "live-1", "name": "Read", "input": {"file_path": FILES[0]}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "api_message_id": "live",
+            "content": [{"type": "tool_use", "id": "live-1", "name": "Read", "input": {"file_path": FILES[0]}}],
+        }
+    )
     outcome = compact(s)
     assert outcome.kept == 2, "the in-flight turn is kept verbatim"
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "live-1", "content": "x = 1"}]})
@@ -128,11 +145,13 @@ def history(session: Session) -> list[tuple[Any, ...]]:
     out = []
     for b in boundaries(session):
         facts = b.to_dict()
-        out.append((
-            {k: facts[k] for k in BOUNDARY_FIELDS},
-            [e.uuid for e in view_before(session, b.index)],
-            [m.uuid for m in summarized_messages(session, b.index)],
-        ))
+        out.append(
+            (
+                {k: facts[k] for k in BOUNDARY_FIELDS},
+                [e.uuid for e in view_before(session, b.index)],
+                [m.uuid for m in summarized_messages(session, b.index)],
+            )
+        )
     return out
 
 
@@ -157,13 +176,15 @@ def test_a_compacted_session_comes_back_exactly(
         assert check_messages(copy.active_view()) == []
         assert history(copy) == original_history
 
-    again = json.loads(run_cli(capsys, "import", "jsonl", str(tmp_path / "first.jsonl"), "--json",
-                               "--db", other_url).out)
+    again = json.loads(
+        run_cli(capsys, "import", "jsonl", str(tmp_path / "first.jsonl"), "--json", "--db", other_url).out
+    )
     assert again["files"][0]["status"] == "unchanged"
 
 
-def test_every_shared_transcript_round_trips(store: SessionStore, other_url: str, transcripts_dir: Path,
-                                             tmp_path: Path) -> None:
+def test_every_shared_transcript_round_trips(
+    store: SessionStore, other_url: str, transcripts_dir: Path, tmp_path: Path
+) -> None:
     results = import_paths(store, [transcripts_dir / "claude-code"], source="claude-code")
     results += import_paths(store, [transcripts_dir / "codex"], source="codex")
     assert len(results) == len(list(transcripts_dir.rglob("*.jsonl")))
@@ -199,9 +220,11 @@ def test_import_jsonl_names_bad_lines_and_keeps_the_rest(
     robot = json.loads(lines[4])
     robot.update(uuid="robot-1", message={"role": "robot", "content": "beep"})
     foreign = b'{"type":"user","uuid":"cc-1","parentUuid":null,"message":{"role":"user","content":"hi"}}\n'
-    bad = {3: (b'{"seq": 3, "uuid":\n', "malformed JSON"),
-           6: (json.dumps(robot).encode() + b"\n", "role must be one of"),
-           9: (foreign, "not a sessionstore export line")}
+    bad = {
+        3: (b'{"seq": 3, "uuid":\n', "malformed JSON"),
+        6: (json.dumps(robot).encode() + b"\n", "role must be one of"),
+        9: (foreign, "not a sessionstore export line"),
+    }
     out: list[bytes] = []
     for raw in lines:
         if len(out) + 1 in bad:

@@ -13,7 +13,10 @@ from sessionstore.sanitize import is_clean, json_visible, one_line, visible
 def _safe(text: str, *, newlines: bool) -> bool:
     allowed = {"\n", "\t"} if newlines else set()
     return all(
-        ch in allowed or not (ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F or ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+        ch in allowed
+        or not (
+            ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F or ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+        )
         for ch in text
     )
 
@@ -42,9 +45,13 @@ def test_any_text_comes_out_safe(text: str) -> None:
     assert is_clean(visible(text))
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-                    max_leaves=20))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=20,
+    )
+)
 def test_json_visible_keeps_the_value_and_shows_every_control(value: object) -> None:
     """`--json` output: the same document once decoded, and nothing raw a terminal would act on."""
     document = json_visible(json.dumps(value, ensure_ascii=False))

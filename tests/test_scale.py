@@ -44,7 +44,9 @@ def _merge_roles(messages: list[dict]) -> list[dict]:
     for m in out:
         content = m["content"] if m["merged"] else m["orig"]
         if m["role"] == "user" and isinstance(content, list):
-            content = [b for b in content if b["type"] == "tool_result"] + [b for b in content if b["type"] != "tool_result"]
+            content = [b for b in content if b["type"] == "tool_result"] + [
+                b for b in content if b["type"] != "tool_result"
+            ]
         final.append({"role": m["role"], "content": content})
     return final
 
@@ -54,10 +56,11 @@ def test_100k_messages_resume_in_a_new_process(store_url: str) -> None:
     with SessionStore.open(store_url) as st:
         s = st.create_session(title="big")
         for start in range(0, N, 20_000):
-            s.append_many(messages[start:start + 20_000])
+            s.append_many(messages[start : start + 20_000])
         sid = s.id
-    proc = subprocess.run([sys.executable, "-c", CHILD, store_url, sid], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, store_url, sid], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert got["count"] == N

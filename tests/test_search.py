@@ -21,13 +21,14 @@ JAPANESE = "東京都の天気は晴れです。明日は大阪に行きます"
 PAD = "The long explanation goes on with more detail than any summary keeps. " * 12
 
 
-
 def _conversation(store: SessionStore, title: str, cwd: str, words: list[str]) -> Any:
     """A session with one user/assistant pair per word, each message naming the word."""
     s = store.create_session(title=title, cwd=cwd)
     for i, word in enumerate(words):
         s.append({"role": "user", "content": f"question {i} about {word} please"})
-        s.append({"role": "assistant", "content": [{"type": "text", "text": f"answer {i}: {word} is done" + " " + PAD}]})
+        s.append(
+            {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}: {word} is done" + " " + PAD}]}
+        )
     return s
 
 
@@ -50,16 +51,20 @@ def test_imported_compacted_phrase_is_found_with_its_boundary(store: SessionStor
     checked = 0
     for info in store.list(limit=100):
         session = store.get(info["id"])
-        rows = store.db.all("SELECT boundary_seq, summarized_seqs_json FROM compactions WHERE session_id = :id "
-                            "ORDER BY boundary_seq", {"id": session.id})
+        rows = store.db.all(
+            "SELECT boundary_seq, summarized_seqs_json FROM compactions WHERE session_id = :id ORDER BY boundary_seq",
+            {"id": session.id},
+        )
         active = _view_seqs(session)
         for index, (_, seqs_json) in enumerate(rows, 1):
-            earlier = set().union(*(set(json.loads(r[1])) for r in rows[:index - 1])) if index > 1 else set()
+            earlier = set().union(*(set(json.loads(r[1])) for r in rows[: index - 1])) if index > 1 else set()
             for seq in json.loads(seqs_json):
                 if seq in active or seq in earlier:
                     continue
-                content = store.db.one("SELECT content_json FROM messages WHERE session_id = :id AND seq = :s",
-                                       {"id": session.id, "s": seq})[0]
+                content = store.db.one(
+                    "SELECT content_json FROM messages WHERE session_id = :id AND seq = :s",
+                    {"id": session.id, "s": seq},
+                )[0]
                 phrase = _phrase_of(message_text(json.loads(content)))
                 if phrase is None:
                     continue
@@ -77,8 +82,19 @@ def test_imported_compacted_phrase_is_found_with_its_boundary(store: SessionStor
 def test_japanese_substring_and_file_path_are_found(store: SessionStore) -> None:
     s = store.create_session(title="jp", cwd="/w")
     s.append({"role": "user", "content": JAPANESE})
-    s.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/srv/app/src/word_freq/core.py"}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "t1",
+                    "name": "Read",
+                    "input": {"file_path": "/srv/app/src/word_freq/core.py"},
+                }
+            ],
+        }
+    )
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "def main(): ..."}]})
     jp = store.search("大阪に行き")
     assert [(h.seq, h.role) for h in jp] == [(1, "user")]
@@ -92,11 +108,27 @@ def test_japanese_substring_and_file_path_are_found(store: SessionStore) -> None
 def test_what_is_indexed_and_what_is_not(store: SessionStore) -> None:
     s = store.create_session(title="blocks")
     s.append({"role": "user", "content": "start"})
-    s.append({"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "private musing zebracorn", "signature": "sigXYZsecretsig"},
-        {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "grep -rn frobnicate ./lib"}}]})
-    s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
-                                           "content": [{"type": "text", "text": "lib/x.c:12: frobnicate()"}]}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "private musing zebracorn", "signature": "sigXYZsecretsig"},
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "grep -rn frobnicate ./lib"}},
+            ],
+        }
+    )
+    s.append(
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": [{"type": "text", "text": "lib/x.c:12: frobnicate()"}],
+                }
+            ],
+        }
+    )
     assert store.search("zebracorn") == []
     assert store.search("sigXYZsecretsig") == []
     assert {(h.seq, h.role) for h in store.search("frobnicate")} == {(2, "assistant"), (3, "tool")}
@@ -202,8 +234,23 @@ def test_search_during_concurrent_appends_never_errors(store: SessionStore) -> N
     assert len(store.search("marmalade", limit=1000)) == 150
 
 
-@pytest.mark.parametrize("query", ["NEAR(", "foo*", "-bar", "AND", '"unbalanced quote', "a OR b", "x:y",
-                                   "col:value", "(paren", "^caret", "it's", "foo.bar()"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "NEAR(",
+        "foo*",
+        "-bar",
+        "AND",
+        '"unbalanced quote',
+        "a OR b",
+        "x:y",
+        "col:value",
+        "(paren",
+        "^caret",
+        "it's",
+        "foo.bar()",
+    ],
+)
 def test_fts_syntax_is_searched_literally(store: SessionStore, query: str) -> None:
     s = store.create_session(title="syntax")
     literal = query.replace('"', "")
@@ -228,7 +275,9 @@ def test_bad_filters_are_refused(store: SessionStore) -> None:
         store.search("x1y", since="last tuesday")
 
 
-@pytest.mark.parametrize("filters", [{"limit": 10**20}, {"limit": 0}, {"since": "99999999d"}, {"since": "9999999999999999999999w"}])
+@pytest.mark.parametrize(
+    "filters", [{"limit": 10**20}, {"limit": 0}, {"since": "99999999d"}, {"since": "9999999999999999999999w"}]
+)
 def test_out_of_range_filters_are_refused_not_overflowed(store: SessionStore, filters: dict) -> None:
     with pytest.raises(SearchQueryError):
         store.search("x1y", **filters)

@@ -31,12 +31,12 @@ def _compacted(session: Session) -> Session:
     compaction (3) summarizes them. charlie: partial --from (4) summarizes its tail, keeps its head.
     delta stays in the active view."""
     _phase(session, "alpha")
-    compact(session)                                        # boundary 1: alpha
+    compact(session)  # boundary 1: alpha
     bravo = _phase(session, "bravo")
-    compact(session, up_to_uuid=bravo[2])                   # boundary 2: up to bravo's third round
-    compact(session)                                        # boundary 3: bravo's kept rounds
+    compact(session, up_to_uuid=bravo[2])  # boundary 2: up to bravo's third round
+    compact(session)  # boundary 3: bravo's kept rounds
     charlie = _phase(session, "charlie")
-    compact(session, from_uuid=charlie[2])                  # boundary 4: charlie after its third message
+    compact(session, from_uuid=charlie[2])  # boundary 4: charlie after its third message
     _phase(session, "delta")
     return session
 
@@ -64,13 +64,17 @@ def test_each_compacted_hit_names_the_boundary_that_replaced_it(store: SessionSt
         for hit in originals:
             assert hit.boundary == first.get(hit.seq), (phase, hit.seq)
     # bravo: its first rounds went at boundary 2, the rounds that boundary kept went at 3.
-    bravo = sorted((h.seq, h.boundary) for h in store.search("bravomarker", limit=50)
-                   if h.snippet.startswith("«bravomarker» step"))
+    bravo = sorted(
+        (h.seq, h.boundary) for h in store.search("bravomarker", limit=50) if h.snippet.startswith("«bravomarker» step")
+    )
     assert [b for _, b in bravo] == [2, 2, 3, 3]
     # charlie: the head that boundary 4 kept is active, the tail it summarized names it.
-    charlie = sorted((h.seq, h.boundary) for h in store.search("charliemarker", limit=50)
-                     if h.snippet.startswith("«charliemarker» step"))
-    assert [b for _, b in charlie] == [None, None, None, 4]   # `from` keeps the pivot itself
+    charlie = sorted(
+        (h.seq, h.boundary)
+        for h in store.search("charliemarker", limit=50)
+        if h.snippet.startswith("«charliemarker» step")
+    )
+    assert [b for _, b in charlie] == [None, None, None, 4]  # `from` keeps the pivot itself
     # Every compacted hit of any kind (summaries replaced later included) names its first summarizer.
     for hit in store.search("marker", limit=200, in_="compacted"):
         assert hit.boundary == first[hit.seq], (hit.seq, hit.role, hit.snippet[:40])
@@ -79,10 +83,14 @@ def test_each_compacted_hit_names_the_boundary_that_replaced_it(store: SessionSt
 def test_the_best_hit_is_neither_the_shortest_nor_the_newest(store: SessionStore) -> None:
     session = store.create_session(title="ranking")
     prose = " ".join(f"word{i}" for i in range(120))
-    session.append({"role": "user", "content": f"{prose} kubernetes " * 1 + prose})              # older, one mention
-    best = session.append({"role": "assistant", "content": ("kubernetes rollout of the kubernetes cluster: "
-                                                            + "kubernetes " * 25 + prose)})     # many mentions, long
-    shortest = session.append({"role": "user", "content": "kubernetes?"})                        # shortest
+    session.append({"role": "user", "content": f"{prose} kubernetes " * 1 + prose})  # older, one mention
+    best = session.append(
+        {
+            "role": "assistant",
+            "content": ("kubernetes rollout of the kubernetes cluster: " + "kubernetes " * 25 + prose),
+        }
+    )  # many mentions, long
+    shortest = session.append({"role": "user", "content": "kubernetes?"})  # shortest
     session.append({"role": "assistant", "content": f"{prose} then kubernetes once {prose} {prose}"})
     newest = session.append({"role": "user", "content": f"{prose} a final word on kubernetes {prose}"})
     hits = store.search("kubernetes", limit=10)
@@ -98,8 +106,14 @@ def test_the_best_hit_is_neither_the_shortest_nor_the_newest(store: SessionStore
 
 CJK = {
     "zh": ("我们需要修复数据库迁移中的错误，然后重新运行测试。", ["数据库迁移", "错误", "数据 测试"]),
-    "ko": ("데이터베이스 마이그레이션 오류를 수정한 뒤 테스트를 다시 실행해야 합니다.", ["마이그레이션", "오류", "데이터 실행"]),
-    "mixed": ("部署 pipeline 失败了：kubectl rollout 超时，回滚到上一个版本。", ["pipeline 失败", "回滚", "kubectl 超时"]),
+    "ko": (
+        "데이터베이스 마이그레이션 오류를 수정한 뒤 테스트를 다시 실행해야 합니다.",
+        ["마이그레이션", "오류", "데이터 실행"],
+    ),
+    "mixed": (
+        "部署 pipeline 失败了：kubectl rollout 超时，回滚到上一个版本。",
+        ["pipeline 失败", "回滚", "kubectl 超时"],
+    ),
 }
 
 
@@ -109,7 +123,7 @@ def test_chinese_korean_and_mixed_short_and_long_terms(store: SessionStore, lang
     session = store.create_session(title=language)
     session.append({"role": "user", "content": "unrelated english words about nothing in particular"})
     target = session.append({"role": "assistant", "content": text})
-    session.append({"role": "user", "content": "数 데 部 a b c"})   # single characters of the terms, not the terms
+    session.append({"role": "user", "content": "数 데 部 a b c"})  # single characters of the terms, not the terms
     for query in queries:
         hits = store.search(query, limit=5)
         assert [h.seq for h in hits] == [target.seq], (language, query)

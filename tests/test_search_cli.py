@@ -16,7 +16,6 @@ HIT_KEYS = {"session", "title", "cwd", "seq", "uuid", "role", "timestamp", "snip
 PAD = "The long explanation goes on with more detail than any summary keeps. " * 12
 
 
-
 def _filled(url: str) -> str:
     with SessionStore.open(url) as store:
         s = store.create_session(title="cli search", cwd="/home/me/app")
@@ -53,8 +52,12 @@ def test_filters_on_the_command_line(capsys: pytest.CaptureFixture[str], store_u
 
     assert seqs("src/parser.py", "--in", "compacted") == [2, 4, 6, 8]
     assert seqs("parser", "--in", "active", "--role", "user") == [seqs("again")[0]]
-    assert seqs("parser", "--cwd", "/home/me", "--session", sid[:8], "--role", "assistant", "--since", "1d") == \
-        [2, 4, 6, 8]
+    assert seqs("parser", "--cwd", "/home/me", "--session", sid[:8], "--role", "assistant", "--since", "1d") == [
+        2,
+        4,
+        6,
+        8,
+    ]
     assert seqs("parser", "--cwd", "/elsewhere") == []
     assert len(seqs("parser", "--limit", "2")) == 2
 
@@ -78,10 +81,24 @@ def test_fts_syntax_never_reaches_the_user_as_an_engine_error(
     assert json.loads(result.out)["query"] == query
 
 
-@pytest.mark.parametrize("args", [[""], ["   "], ["*"], ["-"], ['""'], ["--", "-"], ["x1", "--role", "robot"],
-                                  ["x1", "--in", "nowhere"], ["x1", "--since", "yesterday"], ["x1", "--limit", "0"],
-                                  ["x1", "--since", "99999999d"], ["x1", "--limit", "99999999999999999999"],
-                                  ["x1", "--session", "nosuchsession"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [""],
+        ["   "],
+        ["*"],
+        ["-"],
+        ['""'],
+        ["--", "-"],
+        ["x1", "--role", "robot"],
+        ["x1", "--in", "nowhere"],
+        ["x1", "--since", "yesterday"],
+        ["x1", "--limit", "0"],
+        ["x1", "--since", "99999999d"],
+        ["x1", "--limit", "99999999999999999999"],
+        ["x1", "--session", "nosuchsession"],
+    ],
+)
 def test_bad_queries_are_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str], sqlite_url: str, args: list[str]
 ) -> None:
@@ -112,16 +129,25 @@ def test_search_in_a_real_process(tmp_path) -> None:
 def _break_index(store: SessionStore, sid: str) -> None:
     """Lose one index row and change another's text, as a bug or a hand edit would."""
     if store.db.is_sqlite:
-        store.db.run_write(lambda db: db.execute(
-            "DELETE FROM search_rows WHERE session_id = :s AND seq = 1", {"s": sid}).close())
-        store.db.run_write(lambda db: db.execute(
-            "UPDATE search_fts SET body = 'tampered' WHERE rowid = (SELECT id FROM search_rows "
-            "WHERE session_id = :s AND seq = 2)", {"s": sid}).close())
+        store.db.run_write(
+            lambda db: db.execute("DELETE FROM search_rows WHERE session_id = :s AND seq = 1", {"s": sid}).close()
+        )
+        store.db.run_write(
+            lambda db: db.execute(
+                "UPDATE search_fts SET body = 'tampered' WHERE rowid = (SELECT id FROM search_rows "
+                "WHERE session_id = :s AND seq = 2)",
+                {"s": sid},
+            ).close()
+        )
     else:
-        store.db.run_write(lambda db: db.execute(
-            "DELETE FROM search_docs WHERE session_id = :s AND seq = 1", {"s": sid}).close())
-        store.db.run_write(lambda db: db.execute(
-            "UPDATE search_docs SET body = 'tampered' WHERE session_id = :s AND seq = 2", {"s": sid}).close())
+        store.db.run_write(
+            lambda db: db.execute("DELETE FROM search_docs WHERE session_id = :s AND seq = 1", {"s": sid}).close()
+        )
+        store.db.run_write(
+            lambda db: db.execute(
+                "UPDATE search_docs SET body = 'tampered' WHERE session_id = :s AND seq = 2", {"s": sid}
+            ).close()
+        )
 
 
 def test_doctor_checks_the_index_and_repair_rebuilds_it(capsys: pytest.CaptureFixture[str], store_url: str) -> None:

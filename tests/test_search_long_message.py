@@ -8,7 +8,7 @@ from sessionstore import SessionStore
 def test_a_word_at_the_end_of_a_long_message_is_found(store: SessionStore) -> None:
     s = store.create_session(title="long")
     words = " ".join(f"filler{i % 997}" for i in range(150_000))
-    text = words[:1_200_000 - len(" zebracorn")] + " zebracorn"
+    text = words[: 1_200_000 - len(" zebracorn")] + " zebracorn"
     assert len(text) == 1_200_000
     s.append({"role": "user", "content": "read the log"})
     s.append({"role": "assistant", "content": text})

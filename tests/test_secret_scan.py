@@ -43,9 +43,7 @@ def _secret_parts(secret: Planted) -> list[str]:
     return [secret.value, *(line for line in secret.value.splitlines() if "-----" not in line)]
 
 
-def test_every_planted_secret_is_found_where_it_was_planted(
-    planted_store: tuple[str, str, dict[str, Planted]]
-) -> None:
+def test_every_planted_secret_is_found_where_it_was_planted(planted_store: tuple[str, str, dict[str, Planted]]) -> None:
     url, sid, placed = planted_store
     with SessionStore.open(url) as store:
         findings = scan_store(store, sid)
@@ -56,8 +54,9 @@ def test_every_planted_secret_is_found_where_it_was_planted(
     assert {f.where for f in findings} >= {"text", "tool input", "tool result"}
 
 
-def test_the_secrets_command_never_prints_a_value(capsys: pytest.CaptureFixture[str],
-                                                  planted_store: tuple[str, str, dict[str, Planted]]) -> None:
+def test_the_secrets_command_never_prints_a_value(
+    capsys: pytest.CaptureFixture[str], planted_store: tuple[str, str, dict[str, Planted]]
+) -> None:
     url, sid, placed = planted_store
     listed = run_cli(capsys, "secrets", "--json", "--db", url)
     table = run_cli(capsys, "secrets", sid[:8], "--db", url)
@@ -79,8 +78,9 @@ def test_export_redact_leaves_no_planted_value_and_says_how_many(
     plain = run_cli(capsys, "export", sid, "-f", fmt, "--db", url)
     result = run_cli(capsys, "export", sid, "-f", fmt, "--redact", "--db", url)
     assert plain.code == 0 and result.code == 0, (plain.err, result.err)
-    assert all(s.value.splitlines()[1 if "\n" in s.value else 0] in plain.out.replace("\\n", "\n")
-               for s in placed.values()), "the plain export carries every planted value"
+    assert all(
+        s.value.splitlines()[1 if "\n" in s.value else 0] in plain.out.replace("\\n", "\n") for s in placed.values()
+    ), "the plain export carries every planted value"
     for secret in placed.values():
         for part in _secret_parts(secret):
             assert part not in result.out, (fmt, secret.kind)
@@ -121,7 +121,7 @@ def test_a_secret_split_across_writes_is_still_redacted() -> None:
     stream = SecretFilter(out, redact=True)
     text = f"before\n{key}\nmiddle {token} end\n"
     for i in range(0, len(text), 7):
-        stream.write(text[i:i + 7])
+        stream.write(text[i : i + 7])
     stream.flush()
     assert out.getvalue() == "before\n[REDACTED:private-key]\nmiddle [REDACTED:anthropic-api-key] end\n"
     assert stream.found == 2
@@ -135,7 +135,7 @@ def test_a_secret_split_across_writes_is_still_redacted() -> None:
 def test_masked_previews_and_the_unencoded_at() -> None:
     text = "git clone https://deploy:p@ssw0rd@x@git.example.com/r.git"
     [secret] = find_secrets(text)
-    assert text[secret.start:secret.end] == "p@ssw0rd@x"
+    assert text[secret.start : secret.end] == "p@ssw0rd@x"
     assert redact(text) == ("git clone https://deploy:[REDACTED:url-password]@git.example.com/r.git", 1)
     for planted in PLANTED:
         shown = mask(planted.value)

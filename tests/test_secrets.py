@@ -39,8 +39,13 @@ def closed_port_url() -> str:
 @pytest.fixture
 def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private HOME/XDG tree, the fake key in the environment, the API on a closed port."""
-    for var, sub in (("HOME", "home"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"),
-                     ("XDG_CACHE_HOME", "cache"), ("XDG_CONFIG_HOME", "config")):
+    for var, sub in (
+        ("HOME", "home"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("XDG_CONFIG_HOME", "config"),
+    ):
         (tmp_path / sub).mkdir()
         monkeypatch.setenv(var, str(tmp_path / sub))
     work = tmp_path / "work"
@@ -91,16 +96,33 @@ def _ran(args: tuple[str, ...], commands: set[str]) -> str:
 
 def _claude_code_file(path: Path) -> None:
     """A two-line Claude Code transcript."""
-    lines = [{"type": "user", "uuid": "cc-1", "parentUuid": None, "sessionId": "cc-secrets", "isSidechain": False,
-              "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "hello"}},
-             {"type": "assistant", "uuid": "cc-2", "parentUuid": "cc-1", "sessionId": "cc-secrets",
-              "isSidechain": False, "timestamp": "2026-01-01T00:00:01Z",
-              "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}}]
+    lines = [
+        {
+            "type": "user",
+            "uuid": "cc-1",
+            "parentUuid": None,
+            "sessionId": "cc-secrets",
+            "isSidechain": False,
+            "timestamp": "2026-01-01T00:00:00Z",
+            "message": {"role": "user", "content": "hello"},
+        },
+        {
+            "type": "assistant",
+            "uuid": "cc-2",
+            "parentUuid": "cc-1",
+            "sessionId": "cc-secrets",
+            "isSidechain": False,
+            "timestamp": "2026-01-01T00:00:01Z",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
+        },
+    ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
 def test_no_command_writes_the_key(
-    sandbox: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
+    sandbox: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Every command of the app runs here (the list is checked against the typer app)."""
@@ -120,26 +142,47 @@ def test_no_command_writes_the_key(
 
     sid = json.loads(run("new", "--title", "secrets", "--json").out)["id"]
     run("append", sid, "in.jsonl")
-    for args in (("view", sid), ("view", sid, "--json"), ("stats", sid, "--json"), ("sessions",),
-                 ("sessions", "--json"), ("compact", sid, "--json"), ("history", sid),
-                 ("export", sid, "-f", "jsonl", "-o", "out.jsonl"), ("export", sid, "-f", "markdown", "-o", "out.md"),
-                 ("export", sid, "-f", "html", "-o", "out.html"), ("doctor", "--json"), ("doctor", "--repair"),
-                 ("db", "current"), ("secrets", sid), ("secrets", "--json"), ("fork", sid, "--json")):
+    for args in (
+        ("view", sid),
+        ("view", sid, "--json"),
+        ("stats", sid, "--json"),
+        ("sessions",),
+        ("sessions", "--json"),
+        ("compact", sid, "--json"),
+        ("history", sid),
+        ("export", sid, "-f", "jsonl", "-o", "out.jsonl"),
+        ("export", sid, "-f", "markdown", "-o", "out.md"),
+        ("export", sid, "-f", "html", "-o", "out.html"),
+        ("doctor", "--json"),
+        ("doctor", "--repair"),
+        ("db", "current"),
+        ("secrets", sid),
+        ("secrets", "--json"),
+        ("fork", sid, "--json"),
+    ):
         run(*args)
     for args in (("prepare", sid, "--json"), ("spill", "list", sid)):
         run(*args, ok=False)
     failed = run("compact", sid, "--summarizer", "anthropic", ok=False)
     assert failed.code == 2 and failed.err.startswith("error: ")
-    big = {"role": "user", "content": "read the log"}, {
-        "role": "assistant", "content": [{"type": "tool_use", "id": "big1", "name": "Read", "input": {}}]}, {
-        "role": "user", "content": [{"type": "tool_result", "tool_use_id": "big1", "content": "log line\n" * 8_000}]}
+    big = (
+        {"role": "user", "content": "read the log"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "big1", "name": "Read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "big1", "content": "log line\n" * 8_000}]},
+    )
     (work / "big.jsonl").write_text("".join(json.dumps(m) + "\n" for m in big))
     spill_sid = json.loads(run("new", "--json").out)["id"]
     run("append", spill_sid, "big.jsonl")
     run("prepare", spill_sid, "--json")
-    for args in (("spill", "cat", spill_sid, "big1"), ("spill", "materialize", spill_sid, "big1", "spilled"),
-                 ("import", "jsonl", "out.jsonl"), ("import", "claude-code", "cc.jsonl"),
-                 ("db", "upgrade"), ("db", "history"), ("chat", "--new")):
+    for args in (
+        ("spill", "cat", spill_sid, "big1"),
+        ("spill", "materialize", spill_sid, "big1", "spilled"),
+        ("import", "jsonl", "out.jsonl"),
+        ("import", "claude-code", "cc.jsonl"),
+        ("db", "upgrade"),
+        ("db", "history"),
+        ("chat", "--new"),
+    ):
         run(*args)
     run("import", "codex", "in.jsonl", ok=False)
     (work / "watched.jsonl").write_bytes((work / "cc.jsonl").read_bytes().replace(b"cc-secrets", b"cc-watched"))
@@ -185,8 +228,10 @@ def test_summarizer_errors_do_not_carry_the_key(sandbox: Path, sqlite_url: str) 
         s = store.create_session()
         s.append_many(list(conversation(8, seed=5)))
         entries = s.active_entries()
-    for summarizer in (AnthropicSummarizer(max_retries=0, timeout=2),
-                       AnthropicSummarizer(api_key=KEY, base_url=closed_port_url(), max_retries=0, timeout=2)):
+    for summarizer in (
+        AnthropicSummarizer(max_retries=0, timeout=2),
+        AnthropicSummarizer(api_key=KEY, base_url=closed_port_url(), max_retries=0, timeout=2),
+    ):
         with pytest.raises(SummarizerError) as info:
             summarizer.summarize(entries)
         text = "".join(traceback.format_exception(info.value))
@@ -219,17 +264,22 @@ def test_the_mcp_server_writes_no_key(sandbox: Path) -> None:
     assert run_cli_process("compact", sid).code == 0
     errfile = sandbox / "mcp-stderr.txt"
     serve = f'exec "{sys.executable}" -m sessionstore mcp 2>"{errfile}"'
-    params = StdioServerParameters(command="sh", args=["-c", serve], env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                   cwd=str(work))
+    params = StdioServerParameters(
+        command="sh", args=["-c", serve], env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(work)
+    )
 
     async def talk() -> list[str]:
         answers = []
         with anyio.fail_after(60):
             async with Client(params) as client:
-                for tool, args in (("list_sessions", {}), ("history", {"session": sid}),
-                                   ("view_before", {"session": sid, "boundary": 1}),
-                                   ("recall", {"session": sid}), ("search", {"query": "the"}),
-                                   ("history", {"session": "no-such-session"})):
+                for tool, args in (
+                    ("list_sessions", {}),
+                    ("history", {"session": sid}),
+                    ("view_before", {"session": sid, "boundary": 1}),
+                    ("recall", {"session": sid}),
+                    ("search", {"query": "the"}),
+                    ("history", {"session": "no-such-session"}),
+                ):
                     result = await client.call_tool(tool, args)
                     answers.append(json.dumps(result.structured_content) + str(result.content))
         return answers

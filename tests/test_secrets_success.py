@@ -30,8 +30,14 @@ PAD = "The long explanation goes on with more detail than any summary keeps. " *
 def sandbox(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     """A private HOME/XDG tree and an environment holding only the two credentials that matter."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "SESSIONSTORE_DB"))}
-    for var, sub in (("HOME", "home"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"),
-                     ("XDG_CACHE_HOME", "cache"), ("XDG_CONFIG_HOME", "config"), ("TMPDIR", "tmp")):
+    for var, sub in (
+        ("HOME", "home"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("XDG_CONFIG_HOME", "config"),
+        ("TMPDIR", "tmp"),
+    ):
         (tmp_path / sub).mkdir()
         env[var] = str(tmp_path / sub)
     env.update(PYTHONPATH=str(ROOT), ANTHROPIC_API_KEY=KEY, ANTHROPIC_AUTH_TOKEN=TOKEN)
@@ -40,13 +46,22 @@ def sandbox(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
 
 
 def _leaks(data: bytes) -> list[str]:
-    return [name for name, value in (("api key", KEY), ("auth token", TOKEN))
-            if value.encode() in data or value[-24:].encode() in data]
+    return [
+        name
+        for name, value in (("api key", KEY), ("auth token", TOKEN))
+        if value.encode() in data or value[-24:].encode() in data
+    ]
 
 
 def _run(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "sessionstore", *args], input=stdin.encode(), cwd=ROOT, env=env,
-                          capture_output=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "sessionstore", *args],
+        input=stdin.encode(),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=180,
+    )
 
 
 def _database_rows(url: str) -> bytes:
@@ -63,14 +78,23 @@ def _database_rows(url: str) -> bytes:
 
 
 def test_a_successful_chat_turn_and_anthropic_compaction_write_no_credential(
-        sandbox: tuple[Path, dict[str, str]], store_url: str) -> None:
+    sandbox: tuple[Path, dict[str, str]], store_url: str
+) -> None:
     root, env = sandbox
     outputs: list[tuple[str, bytes]] = []
     with start_fake_api() as api:
         env["ANTHROPIC_BASE_URL"] = api.base_url
         api.script("First answer. " + PAD * 10, "Second answer. " + PAD * 10)
-        chat = _run(env, "chat", "--new", "--workdir", str(root / "work"), "--db", store_url,
-                    stdin="first question\nsecond question\n")
+        chat = _run(
+            env,
+            "chat",
+            "--new",
+            "--workdir",
+            str(root / "work"),
+            "--db",
+            store_url,
+            stdin="first question\nsecond question\n",
+        )
         assert chat.returncode == 0, chat.stderr.decode()
         assert b"First answer." in chat.stdout and b"Second answer." in chat.stdout
         outputs += [("chat stdout", chat.stdout), ("chat stderr", chat.stderr)]

@@ -12,12 +12,15 @@ from sessionstore import SessionStore, SessionStoreError
 from tests.support.cli import run_cli
 
 
-@pytest.mark.parametrize("fields,words", [
-    ({"model": "m" * 201}, "model"),
-    ({"session_id": "s" * 37}, "session_id"),
-    ({"parent_id": "p" * 37}, "parent_id"),
-    ({"context_window": 2**31}, "context_window"),
-])
+@pytest.mark.parametrize(
+    "fields,words",
+    [
+        ({"model": "m" * 201}, "model"),
+        ({"session_id": "s" * 37}, "session_id"),
+        ({"parent_id": "p" * 37}, "parent_id"),
+        ({"context_window": 2**31}, "context_window"),
+    ],
+)
 def test_too_long_or_too_large_is_refused(store: SessionStore, fields: dict, words: str) -> None:
     with pytest.raises(SessionStoreError, match=words):
         store.create_session(**fields)

@@ -18,10 +18,19 @@ def built(store: SessionStore) -> tuple[str, dict[str, int]]:
     """A session whose big tool result is spilled and whose early messages a compaction summarized."""
     s = store.create_session(title="show")
     s.append({"role": "user", "content": "look at the log"})
-    s.append({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read",
-                                                 "input": {"file_path": "/tmp/log"}}], "usage": USAGE})
-    s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
-                                           "content": "line of the log\n" * 20_000}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/tmp/log"}}],
+            "usage": USAGE,
+        }
+    )
+    s.append(
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "line of the log\n" * 20_000}],
+        }
+    )
     s.append({"role": "assistant", "content": "the log says the disk is full"})
     Pipeline(store).prepare(s)
     for i in range(6):
@@ -50,8 +59,9 @@ def test_show_names_envelope_usage_spills_and_boundaries(
     assert text.code == 0 and "spill" in text.out and "t1" in text.out and "line of the log" in text.out
 
 
-def test_show_a_boundary_and_its_summary(capsys: pytest.CaptureFixture[str], store: SessionStore,
-                                         store_url: str) -> None:
+def test_show_a_boundary_and_its_summary(
+    capsys: pytest.CaptureFixture[str], store: SessionStore, store_url: str
+) -> None:
     sid, _ = built(store)
     boundary = store.get(sid).active_entries()[0]
     doc = json.loads(run_cli(capsys, "show", sid, boundary.uuid, "--json", "--db", store_url).out)

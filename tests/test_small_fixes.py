@@ -27,7 +27,9 @@ def test_recall_around_takes_the_short_uuid_view_prints(
     assert by_seq.code == 0 and f"uuid={target.uuid}" in by_seq.out
 
 
-def test_chat_with_neither_session_nor_new_says_what_to_give(capsys: pytest.CaptureFixture[str], sqlite_url: str) -> None:
+def test_chat_with_neither_session_nor_new_says_what_to_give(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str
+) -> None:
     result = run_cli(capsys, "chat", "--db", sqlite_url)
     assert result.code == 2 and "not both" not in result.err and "--new" in result.err
 
@@ -40,21 +42,24 @@ def test_sessions_limit_zero_does_not_say_there_are_none(
     assert result.code == 0 and "no sessions here yet" not in result.err and "--limit" in result.err
 
 
-def test_search_json_total_is_exact_or_null(capsys: pytest.CaptureFixture[str], store: SessionStore,
-                                             store_url: str) -> None:
+def test_search_json_total_is_exact_or_null(
+    capsys: pytest.CaptureFixture[str], store: SessionStore, store_url: str
+) -> None:
     import json
 
     s = store.create_session(title="many")
-    s.append_many([{"role": "user" if i % 2 == 0 else "assistant", "content": f"kiwifruit number {i}"}
-                   for i in range(12)])
+    s.append_many(
+        [{"role": "user" if i % 2 == 0 else "assistant", "content": f"kiwifruit number {i}"} for i in range(12)]
+    )
     page = json.loads(run_cli(capsys, "search", "kiwifruit", "--limit", "5", "--json", "--db", store_url).out)
     assert len(page["hits"]) == 5 and page["total"] is None and page["more"] is True
     whole = json.loads(run_cli(capsys, "search", "kiwifruit", "--limit", "50", "--json", "--db", store_url).out)
     assert len(whole["hits"]) == 12 and whole["total"] == 12 and whole["more"] is False
 
 
-def test_history_refuses_options_it_would_ignore(capsys: pytest.CaptureFixture[str], store: SessionStore,
-                                                 store_url: str) -> None:
+def test_history_refuses_options_it_would_ignore(
+    capsys: pytest.CaptureFixture[str], store: SessionStore, store_url: str
+) -> None:
     from sessionstore.compaction.engine import compact
 
     s = store.create_session(title="history")
@@ -77,10 +82,18 @@ def test_stats_counts_a_spill_a_compaction_removed_from_the_view_as_gone(
 
     s = store.create_session(title="spills")
     s.append({"role": "user", "content": "look at the log"})
-    s.append({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read",
-                                                 "input": {"file_path": "/tmp/log"}}]})
-    s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
-                                           "content": "line of the log\n" * 20_000}]})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/tmp/log"}}],
+        }
+    )
+    s.append(
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "line of the log\n" * 20_000}],
+        }
+    )
     s.append({"role": "assistant", "content": "the disk is full"})
     Pipeline(store).prepare(s)
     before = json.loads(run_cli(capsys, "stats", s.id, "--json", "--db", store_url).out)
@@ -103,10 +116,17 @@ def test_the_latest_typed_message_is_never_the_compact_summary(store: SessionSto
     assert typed_user_text(s, latest=True) == typed[-1].strip()
 
 
-DOC = {"type": "document", "title": "release notes",
-       "source": {"type": "text", "media_type": "text/plain", "data": "the quasarwidget flag is gone in 2.0"}}
-SERVER_CALL = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
-               "input": {"query": "nebulafish changelog"}}
+DOC = {
+    "type": "document",
+    "title": "release notes",
+    "source": {"type": "text", "media_type": "text/plain", "data": "the quasarwidget flag is gone in 2.0"},
+}
+SERVER_CALL = {
+    "type": "server_tool_use",
+    "id": "srvtoolu_1",
+    "name": "web_search",
+    "input": {"query": "nebulafish changelog"},
+}
 
 
 def test_documents_and_server_tool_calls_are_shown_and_searched(store: SessionStore) -> None:

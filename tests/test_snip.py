@@ -35,16 +35,27 @@ def test_bare_acknowledgements(text: str) -> None:
     assert is_acknowledgement(text)
 
 
-@pytest.mark.parametrize("text", ["ok?", "ok, but why does it fail?", "thanks, now run the tests", "yes",
-                                  "ok do it", "no"])
+@pytest.mark.parametrize(
+    "text", ["ok?", "ok, but why does it fail?", "thanks, now run the tests", "yes", "ok do it", "no"]
+)
 def test_not_acknowledgements(text: str) -> None:
     assert not is_acknowledgement(text)
 
 
-@pytest.mark.parametrize("content, trivial", [
-    ("", True), ("   \n", True), ("OK", True), ("Done.", True), ("(no output)", True), (None, True),
-    ([{"type": "text", "text": "Success"}], True), ("3 files changed", False), ("error: nope", False),
-])
+@pytest.mark.parametrize(
+    "content, trivial",
+    [
+        ("", True),
+        ("   \n", True),
+        ("OK", True),
+        ("Done.", True),
+        ("(no output)", True),
+        (None, True),
+        ([{"type": "text", "text": "Success"}], True),
+        ("3 files changed", False),
+        ("error: nope", False),
+    ],
+)
 def test_trivial_outputs(content, trivial: bool) -> None:
     assert is_trivial_output({"type": "tool_result", "tool_use_id": "t", "content": content}) is trivial
     assert not is_trivial_output({"type": "tool_result", "tool_use_id": "t", "content": content, "is_error": True})
@@ -54,10 +65,15 @@ def test_ack_between_assistant_and_user_is_removed_and_tokens_reach_the_count(
     store: SessionStore, pipeline: Pipeline
 ) -> None:
     s = store.create_session()
-    stored = s.append_many([
-        user("Fix the failing test"), assistant("Fixed it."), user("ok"), user("Now update the docs"),
-        assistant("Updated.", usage={"input_tokens": 5_000, "output_tokens": 100}),
-    ])
+    stored = s.append_many(
+        [
+            user("Fix the failing test"),
+            assistant("Fixed it."),
+            user("ok"),
+            user("Now update the docs"),
+            assistant("Updated.", usage={"input_tokens": 5_000, "output_tokens": 100}),
+        ]
+    )
     ack = stored[2]
     before = transcript(s)
     prepared = pipeline.prepare(s)
@@ -66,7 +82,7 @@ def test_ack_between_assistant_and_user_is_removed_and_tokens_reach_the_count(
     assert snip.details["rules"] == {"ack": 1}
     assert snip.details["tokens_freed"] == ack.tokens
     assert ack.uuid not in _view_uuids(s)
-    marker, = _markers(s)
+    (marker,) = _markers(s)
     assert snip.tokens_before - snip.tokens_after == ack.tokens - marker.tokens
     assert marker.message.metadata["removed_uuids"] == [ack.uuid]
     assert marker.message.metadata["tokens_freed"] == ack.tokens
@@ -81,14 +97,18 @@ def test_ack_between_assistant_and_user_is_removed_and_tokens_reach_the_count(
     assert again.tokens == prepared.tokens
 
 
-@pytest.mark.parametrize("messages", [
-    [user("ok")],
-    [user("ok"), assistant("Hello! What can I do?")],
-    [user("Run it"), assistant("Shall I also deploy?"), user("ok"), assistant("Deploying.")],
-    [user("Run it"), assistant("Done."), user("thanks")],
-    [user("Run it"), assistant("Done."), user("ok, but why did it fail before?"), user("and the docs?")],
-    [user("Run it"), assistant("Done."), user("thanks, now run the linter"), user("please")],
-], ids=["only-message", "first-then-assistant", "between-assistants", "last", "question", "more-content"])
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [user("ok")],
+        [user("ok"), assistant("Hello! What can I do?")],
+        [user("Run it"), assistant("Shall I also deploy?"), user("ok"), assistant("Deploying.")],
+        [user("Run it"), assistant("Done."), user("thanks")],
+        [user("Run it"), assistant("Done."), user("ok, but why did it fail before?"), user("and the docs?")],
+        [user("Run it"), assistant("Done."), user("thanks, now run the linter"), user("please")],
+    ],
+    ids=["only-message", "first-then-assistant", "between-assistants", "last", "question", "more-content"],
+)
 def test_ack_rule_does_not_fire(store: SessionStore, pipeline: Pipeline, messages: list) -> None:
     s = store.create_session()
     s.append_many(messages)
@@ -124,11 +144,13 @@ def _build_rounds(s, trivial_round: list, *, last: bool = False) -> list:
     middle = s.append_many(trivial_round)
     if last:
         return middle
-    s.append_many([
-        *tool_round("t_read", "def main():\n    return 1\n", name="Read"),
-        assistant("The build directory is ready."),
-        user("Now run the tests"),
-    ])
+    s.append_many(
+        [
+            *tool_round("t_read", "def main():\n    return 1\n", name="Read"),
+            assistant("The build directory is ready."),
+            user("Now run the tests"),
+        ]
+    )
     return head + middle
 
 
@@ -146,18 +168,43 @@ def test_trivial_round_is_removed_whole(store: SessionStore, pipeline: Pipeline)
     assert_transcript_kept(s, before)
 
 
-@pytest.mark.parametrize("round_messages", [
-    tool_round("t1", "", name="Bash", tool_input={"command": "false"}, is_error=True),
-    tool_round("t1", "Created 3 files", name="Bash", tool_input={"command": "make"}),
-    tool_round("t1", "File written successfully", name="Write",
-               tool_input={"file_path": "a.py", "content": "x = 1\n" * 100}),
-    [{"role": "assistant", "content": [{"type": "text", "text": "Creating the folder."},
-                                       {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "mkdir b"}}]},
-     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": ""}]}],
-    [{"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "mkdir b"}}]},
-     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": ""},
-                                  {"type": "text", "text": "also, use tabs"}]}],
-], ids=["error", "informative-output", "large-input", "assistant-text", "user-text"])
+@pytest.mark.parametrize(
+    "round_messages",
+    [
+        tool_round("t1", "", name="Bash", tool_input={"command": "false"}, is_error=True),
+        tool_round("t1", "Created 3 files", name="Bash", tool_input={"command": "make"}),
+        tool_round(
+            "t1",
+            "File written successfully",
+            name="Write",
+            tool_input={"file_path": "a.py", "content": "x = 1\n" * 100},
+        ),
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Creating the folder."},
+                    {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "mkdir b"}},
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": ""}]},
+        ],
+        [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "mkdir b"}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": ""},
+                    {"type": "text", "text": "also, use tabs"},
+                ],
+            },
+        ],
+    ],
+    ids=["error", "informative-output", "large-input", "assistant-text", "user-text"],
+)
 def test_trivial_round_rule_does_not_fire(store: SessionStore, pipeline: Pipeline, round_messages: list) -> None:
     s = store.create_session()
     _build_rounds(s, round_messages)
@@ -178,10 +225,21 @@ def test_repeated_notices_keep_the_first(store: SessionStore, pipeline: Pipeline
     s = store.create_session()
     notice = {"role": "system", "subtype": "hook_notice", "content": "Hook lint: passed"}
     reminder = {"role": "user", "is_meta": True, "content": "<system-reminder>The todo list is empty</system-reminder>"}
-    stored = s.append_many([
-        user("q1"), notice, assistant("a1"), reminder, user("q2"), assistant("a2"), dict(notice),
-        dict(reminder), user("q3"), assistant("a3"), {"role": "system", "subtype": "hook_notice", "content": "other"},
-    ])
+    stored = s.append_many(
+        [
+            user("q1"),
+            notice,
+            assistant("a1"),
+            reminder,
+            user("q2"),
+            assistant("a2"),
+            dict(notice),
+            dict(reminder),
+            user("q3"),
+            assistant("a3"),
+            {"role": "system", "subtype": "hook_notice", "content": "other"},
+        ]
+    )
     prepared = pipeline.prepare(s)
     assert prepared.report["snip"].details["rules"] == {"notice": 2}
     view = _view_uuids(s)

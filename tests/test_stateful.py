@@ -56,27 +56,45 @@ class SessionMachine(RuleBasedStateMachine):
         self._append({"role": "user", "content": text}, via_reader=True)
         self._append({"role": "assistant", "content": f"ok: {text[:20]}"}, via_reader=True)
 
-    @rule(n=st.integers(min_value=1, max_value=3), size=st.integers(min_value=0, max_value=3000),
-          streamed=st.booleans())
+    @rule(
+        n=st.integers(min_value=1, max_value=3), size=st.integers(min_value=0, max_value=3000), streamed=st.booleans()
+    )
     @precondition(lambda self: not self.pending)
     def assistant_calls_tools(self, n: int, size: int, streamed: bool) -> None:
         self._append({"role": "user", "content": "please look"})
         api = f"msg-{uuid.uuid4().hex[:8]}"
         ids = [f"tu-{uuid.uuid4().hex[:10]}" for _ in range(n)]
         if streamed:
-            self._append({"role": "assistant", "api_message_id": api,
-                          "content": [{"type": "thinking", "thinking": "plan", "signature": "s"}]})
-        self._append({"role": "assistant", "api_message_id": api,
-                      "content": [{"type": "tool_use", "id": i, "name": "Read", "input": {"file_path": f"{i}.py"}}
-                                  for i in ids]})
+            self._append(
+                {
+                    "role": "assistant",
+                    "api_message_id": api,
+                    "content": [{"type": "thinking", "thinking": "plan", "signature": "s"}],
+                }
+            )
+        self._append(
+            {
+                "role": "assistant",
+                "api_message_id": api,
+                "content": [
+                    {"type": "tool_use", "id": i, "name": "Read", "input": {"file_path": f"{i}.py"}} for i in ids
+                ],
+            }
+        )
         self.pending = ids
         self.result_size = size
 
     @rule()
     @precondition(lambda self: bool(self.pending))
     def tools_answer(self) -> None:
-        self._append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": i, "content": "y" * self.result_size} for i in self.pending]})
+        self._append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": i, "content": "y" * self.result_size} for i in self.pending
+                ],
+            }
+        )
         self.pending = []
         self._append({"role": "assistant", "content": "done"})
 
@@ -84,8 +102,11 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.pending)
     def compact_now(self, kind: str, pick: int) -> None:
         entries = self.session.active_entries()
-        prompts = [e for e in entries if e.role == "user" and isinstance(e.content, str)
-                   and not e.message.is_compact_summary and e.type == "user"]
+        prompts = [
+            e
+            for e in entries
+            if e.role == "user" and isinstance(e.content, str) and not e.message.is_compact_summary and e.type == "user"
+        ]
         kwargs: dict[str, Any] = {}
         if kind in ("from", "up_to"):
             if not prompts:
@@ -96,8 +117,14 @@ class SessionMachine(RuleBasedStateMachine):
             if len(entries) < 3:
                 return
             covered = entries[-(1 + pick % (len(entries) - 1))]
-            save_memory(self.session, "# Current State\nnotes\n", covers_seq=covered.seq,
-                        covers_uuid=covered.uuid, tokens=0, tool_calls=0)
+            save_memory(
+                self.session,
+                "# Current State\nnotes\n",
+                covers_seq=covered.seq,
+                covers_uuid=covered.uuid,
+                tokens=0,
+                tool_calls=0,
+            )
             kwargs = {"use_memory": True}
         before = [e.seq for e in entries]
         try:
@@ -183,8 +210,12 @@ def test_invariants_hold_under_random_operations(engine: str, tmp_path: Path) ->
             super().__init__()
 
     runner = Machine.TestCase
-    runner.settings = settings(max_examples=25 if engine == "sqlite" else 10, stateful_step_count=25,
-                               deadline=None, suppress_health_check=list(HealthCheck))
+    runner.settings = settings(
+        max_examples=25 if engine == "sqlite" else 10,
+        stateful_step_count=25,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
     try:
         runner().runTest()
     finally:

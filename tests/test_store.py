@@ -41,10 +41,20 @@ def test_unknown_session_is_a_typed_error(store: SessionStore) -> None:
 def test_active_view_merges_and_orders_tool_results_first(store: SessionStore) -> None:
     s = store.create_session()
     s.append({"role": "user", "content": "look at a.py"})
-    s.append({"role": "assistant", "api_message_id": "m1",
-              "content": [{"type": "thinking", "thinking": "read it", "signature": "x"}]})
-    s.append({"role": "assistant", "api_message_id": "m1",
-              "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a.py"}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "api_message_id": "m1",
+            "content": [{"type": "thinking", "thinking": "read it", "signature": "x"}],
+        }
+    )
+    s.append(
+        {
+            "role": "assistant",
+            "api_message_id": "m1",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a.py"}}],
+        }
+    )
     s.append({"role": "system", "subtype": "notice", "content": "hook ran"})
     s.append({"role": "user", "content": [{"type": "text", "text": "also check b.py"}]})
     s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x = 1"}]})
@@ -98,28 +108,52 @@ def test_sdk_message_objects_are_accepted(store: SessionStore) -> None:
     s = store.create_session()
     s.append({"role": "user", "content": "hi"})
     reply = at.Message(
-        id="msg_123", type="message", role="assistant", model="claude-sonnet-4-5",
-        content=[at.TextBlock(type="text", text="hello"),
-                 at.ToolUseBlock(type="tool_use", id="tu1", name="Read", input={"file_path": "x"})],
-        stop_reason="tool_use", stop_sequence=None,
+        id="msg_123",
+        type="message",
+        role="assistant",
+        model="claude-sonnet-4-5",
+        content=[
+            at.TextBlock(type="text", text="hello"),
+            at.ToolUseBlock(type="tool_use", id="tu1", name="Read", input={"file_path": "x"}),
+        ],
+        stop_reason="tool_use",
+        stop_sequence=None,
         usage=at.Usage(input_tokens=10, output_tokens=5),
     )
     stored = s.append(reply)
     assert stored.api_message_id == "msg_123"
     assert stored.usage is not None and stored.usage["input_tokens"] == 10
     assert stored.metadata["stop_reason"] == "tool_use"
-    assert s.active_view()[-1]["content"][1] == {"type": "tool_use", "id": "tu1", "name": "Read",
-                                                 "input": {"file_path": "x"}}
+    assert s.active_view()[-1]["content"][1] == {
+        "type": "tool_use",
+        "id": "tu1",
+        "name": "Read",
+        "input": {"file_path": "x"},
+    }
 
 
 def test_usage_and_envelope_are_stored(store: SessionStore) -> None:
     s = store.create_session()
-    s.append({"role": "user", "content": "q", "uuid": "u-1", "timestamp": "2026-01-01T00:00:00Z",
-              "is_meta": True, "metadata": {"cwd": "/x"}})
-    s.append({"role": "assistant", "content": "a", "parent_uuid": "u-1",
-              "usage": {"input_tokens": 7, "output_tokens": 3}})
+    s.append(
+        {
+            "role": "user",
+            "content": "q",
+            "uuid": "u-1",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "is_meta": True,
+            "metadata": {"cwd": "/x"},
+        }
+    )
+    s.append(
+        {"role": "assistant", "content": "a", "parent_uuid": "u-1", "usage": {"input_tokens": 7, "output_tokens": 3}}
+    )
     first, second = list(s.transcript())
-    assert (first.uuid, first.timestamp, first.is_meta, first.metadata) == ("u-1", "2026-01-01T00:00:00Z", True, {"cwd": "/x"})
+    assert (first.uuid, first.timestamp, first.is_meta, first.metadata) == (
+        "u-1",
+        "2026-01-01T00:00:00Z",
+        True,
+        {"cwd": "/x"},
+    )
     assert second.parent_uuid == "u-1" and second.usage == {"input_tokens": 7, "output_tokens": 3}
     assert second.timestamp and second.uuid
 
@@ -132,7 +166,9 @@ def test_unicode_and_odd_strings_round_trip(store: SessionStore) -> None:
     assert store.get(s.id).title == "ünïcode ✓"
 
 
-def test_sqlite_file_is_private_and_default_location_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sqlite_file_is_private_and_default_location_follows_xdg(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("SESSIONSTORE_DB_URL", raising=False)
     with SessionStore.open() as st:

@@ -42,19 +42,24 @@ def _paths(n: int, prefix: str = "src") -> tuple[str, ...]:
 
 def test_facts_over_the_budget_keep_the_newest_verbatim_and_condense_the_rest() -> None:
     paths = _paths(500)
-    facts = Facts(paths=paths, user_messages=("Please keep the API stable.",),
-                  seqs={"paths": tuple(range(1, 501)), "user_messages": (7,)})
-    held = hold_to_budget("1. Primary Request and Intent:\nrefactor the modules", facts, max_tokens=800,
-                          era_of=lambda seq: seq // 100 + 1)
+    facts = Facts(
+        paths=paths,
+        user_messages=("Please keep the API stable.",),
+        seqs={"paths": tuple(range(1, 501)), "user_messages": (7,)},
+    )
+    held = hold_to_budget(
+        "1. Primary Request and Intent:\nrefactor the modules", facts, max_tokens=800, era_of=lambda seq: seq // 100 + 1
+    )
     assert estimate_text(held.text) <= 800
     assert paths[-1] in held.text and paths[0] not in held.text
     assert "Please keep the API stable." in held.text
     listed = [p for p in paths if p in held.text]
-    assert listed == list(paths[-len(listed):]), "the newest are the ones listed"
+    assert listed == list(paths[-len(listed) :]), "the newest are the ones listed"
     condensed = held.report.condensed["paths"]
     assert condensed == [p for p in paths if p not in listed]
-    assert f"- {len(condensed)} earlier files touched (recall -b 1..{len(condensed) // 100 + 1} --query PATH)" \
-        in held.text
+    assert (
+        f"- {len(condensed)} earlier files touched (recall -b 1..{len(condensed) // 100 + 1} --query PATH)" in held.text
+    )
     assert held.facts.paths == tuple(listed)
     assert held.facts.condensed["paths"] == Condensed(len(condensed), 1, len(condensed))
     assert held.report.to_dict()["condensed"]["paths"] == len(condensed)
@@ -69,8 +74,7 @@ def test_a_summary_within_budget_holding_every_fact_is_returned_unchanged() -> N
 
 
 def test_carried_condensed_groups_are_still_referenced_and_merged() -> None:
-    facts = Facts(paths=(f"{CWD}/new.py",), seqs={"paths": (900,)},
-                  condensed={"paths": Condensed(412, 10, 800)})
+    facts = Facts(paths=(f"{CWD}/new.py",), seqs={"paths": (900,)}, condensed={"paths": Condensed(412, 10, 800)})
     held = hold_to_budget("summary", facts, max_tokens=1_000, era_of=lambda seq: seq // 20 + 1)
     assert f"{CWD}/new.py" in held.text
     assert "- 412 earlier files touched (recall -b 1..41 --query PATH)" in held.text
@@ -81,8 +85,10 @@ def test_carried_condensed_groups_are_still_referenced_and_merged() -> None:
 def test_a_huge_body_is_cut_to_the_budget_section_by_section(budget: int) -> None:
     headings = [f"{i}. {name}:" for i, name in enumerate(SUMMARY_SECTIONS, 1)]
     sizes = [5, 300, 40, 120, 3, 200, 2, 60, 1]
-    body = "\n\n".join(h + "\n" + "\n".join(f"- line {i}.{j} " + "word " * 20 for j in range(n))
-                       for i, (h, n) in enumerate(zip(headings, sizes, strict=True)))
+    body = "\n\n".join(
+        h + "\n" + "\n".join(f"- line {i}.{j} " + "word " * 20 for j in range(n))
+        for i, (h, n) in enumerate(zip(headings, sizes, strict=True))
+    )
     cut = fit_body(body, budget)
     assert estimate_text(cut) <= budget
     assert all(h in cut for h in headings), "every heading survives"
@@ -129,8 +135,10 @@ def test_every_path_is_verbatim_or_counted_by_a_reference_that_recall_resolves(s
         summary = _summary(session, outcome.summary_uuid)
         assert estimate_text(summary) <= 1_000
     verbatim = [p for p in everything if p in summary]
-    (count, first, last), = [(int(m.group(1)), int(m.group(2)), int(m.group(3))) for m in
-                             re.finditer(r"- (\d+) earlier files touched \(recall -b (\d+)\.\.(\d+)", summary)]
+    ((count, first, last),) = [
+        (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        for m in re.finditer(r"- (\d+) earlier files touched \(recall -b (\d+)\.\.(\d+)", summary)
+    ]
     assert verbatim and count == len(everything) - len(verbatim)
     for path in everything[:3] + everything[60:62]:
         found = recall(session, f"{first}..{last}", query=path)
@@ -145,8 +153,11 @@ def test_a_model_summary_over_the_budget_is_cut_and_keeps_its_facts(store: Sessi
     session = store.create_session(cwd=CWD, context_window=20_000)
     session.append({"role": "user", "content": "Read the files, then tell me what they do."})
     paths = _rounds(session, 30, "m")
-    api.script("<summary>1. Primary Request and Intent:\n" + "\n".join(f"- detail {i} " + "blah " * 30
-                                                                     for i in range(400)) + "</summary>")
+    api.script(
+        "<summary>1. Primary Request and Intent:\n"
+        + "\n".join(f"- detail {i} " + "blah " * 30 for i in range(400))
+        + "</summary>"
+    )
     summarizer = AnthropicSummarizer(api_key="sk-ant-test-budget", base_url=api.base_url, max_retries=0)
     outcome = compact(session, summarizer=summarizer)
     summary = _summary(session, outcome.summary_uuid)
@@ -167,16 +178,23 @@ def test_session_memory_compaction_is_held_to_the_budget(store: SessionStore) ->
         session.append({"role": "user", "content": f"later message {i} " + "words " * 30})
         session.append({"role": "assistant", "content": f"reply {i}"})
     covered = session.active_entries()[-6]
-    save_memory(session, "# Current State\n" + "note " * 3_000, covers_seq=covered.seq, covers_uuid=covered.uuid,
-                tokens=0, tool_calls=0)
+    save_memory(
+        session,
+        "# Current State\n" + "note " * 3_000,
+        covers_seq=covered.seq,
+        covers_uuid=covered.uuid,
+        tokens=0,
+        tool_calls=0,
+    )
     config = store.config.replace(memory_keep_min_tokens=100, memory_keep_min_text_messages=2)
     outcome = compact_with_memory(session, config=config)
     assert outcome is not None
     assert estimate_text(_summary(session, outcome.summary_uuid)) <= 1_000
 
 
-def test_range_recall_reads_original_messages_and_refuses_bad_ranges(store: SessionStore, tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_range_recall_reads_original_messages_and_refuses_bad_ranges(
+    store: SessionStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from sessionstore.agent.loop import Agent, ToolError
     from sessionstore.compaction.pipeline import Pipeline
 
@@ -207,8 +225,11 @@ def test_range_recall_reads_original_messages_and_refuses_bad_ranges(store: Sess
 
 def test_the_budgets_are_settings_with_window_shares_as_defaults() -> None:
     assert Config().summary_budget(200_000) == 20_000 and Config().pins_budget(200_000) == 10_000
-    env = {"SESSIONSTORE_SUMMARY_MAX_TOKENS": "1234", "SESSIONSTORE_PINS_MAX_TOKENS": "99",
-           "SESSIONSTORE_AUTO_PIN_INSTRUCTIONS": "1"}
+    env = {
+        "SESSIONSTORE_SUMMARY_MAX_TOKENS": "1234",
+        "SESSIONSTORE_PINS_MAX_TOKENS": "99",
+        "SESSIONSTORE_AUTO_PIN_INSTRUCTIONS": "1",
+    }
     config = Config.from_env(env)
     assert config.summary_budget(200_000) == 1234 and config.pins_budget(200_000) == 99
     assert config.auto_pin_instructions is True and Config().auto_pin_instructions is False
@@ -218,9 +239,9 @@ def test_references_name_boundary_ranges() -> None:
     assert references_in("- 3 earlier files touched (recall -b 2..7 --query PATH)") == [(2, 7)]
 
 
-def test_eval_gated_keeps_every_fact_on_the_shared_sessions(store: SessionStore, transcripts_dir: Path,
-                                                           capsys: pytest.CaptureFixture[str],
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eval_gated_keeps_every_fact_on_the_shared_sessions(
+    store: SessionStore, transcripts_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Under a 300-token budget the gated summaries shrink and still lose no fact: all verbatim or referenced."""
     import_paths(store, [transcripts_dir / "claude-code"], source="claude-code")
     import_paths(store, [transcripts_dir / "codex"], source="codex")

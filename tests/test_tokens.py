@@ -137,8 +137,18 @@ def test_transcripts_per_message_sanity(transcript_contents: list[tuple[str, Any
 
 _STDLIB = Path(json.__file__).resolve().parents[1]
 _CODE_MODULES = ["textwrap.py", "shlex.py", "dataclasses.py", "argparse.py", "json/decoder.py", "functools.py"]
-_PROSE_MODULES = ["argparse.py", "functools.py", "subprocess.py", "dataclasses.py", "logging/__init__.py",
-                  "pathlib.py", "collections/__init__.py", "textwrap.py", "shutil.py", "tempfile.py"]
+_PROSE_MODULES = [
+    "argparse.py",
+    "functools.py",
+    "subprocess.py",
+    "dataclasses.py",
+    "logging/__init__.py",
+    "pathlib.py",
+    "collections/__init__.py",
+    "textwrap.py",
+    "shutil.py",
+    "tempfile.py",
+]
 _USER_PROMPTS = [
     "The tests in test_store.py fail after the migration change, can you look?",
     "Please add a --json flag to the stats command and document it in the README.",
@@ -182,18 +192,20 @@ def _records(rng: random.Random, titles: list[str]) -> list[dict[str, Any]]:
     out = []
     for _ in range(rng.randint(2, 12)):
         number = rng.randint(1, 9999)
-        out.append({
-            "id": rng.getrandbits(40),
-            "number": number,
-            "title": rng.choice(titles)[:80],
-            "state": rng.choice(["open", "closed"]),
-            "labels": rng.sample(["bug", "enhancement", "docs", "storage", "cli", "perf"], rng.randint(0, 3)),
-            "created_at": f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z",
-            "comments": rng.randint(0, 40),
-            "draft": rng.random() < 0.2,
-            "score": round(rng.random() * 100, 2),
-            "url": f"https://example.org/acme/sessionstore/issues/{number}",
-        })
+        out.append(
+            {
+                "id": rng.getrandbits(40),
+                "number": number,
+                "title": rng.choice(titles)[:80],
+                "state": rng.choice(["open", "closed"]),
+                "labels": rng.sample(["bug", "enhancement", "docs", "storage", "cli", "perf"], rng.randint(0, 3)),
+                "created_at": f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z",
+                "comments": rng.randint(0, 40),
+                "draft": rng.random() < 0.2,
+                "score": round(rng.random() * 100, 2),
+                "url": f"https://example.org/acme/sessionstore/issues/{number}",
+            }
+        )
     return out
 
 
@@ -229,7 +241,10 @@ class _Views:
                 old = "\n".join(lines[: len(lines) // 2])
                 new = old.replace("    ", "        ", 3) + "\n    # keep the old behaviour for callers\n"
                 call = {"name": "Edit", "input": {"file_path": path, "old_string": old, "new_string": new}}
-                result = f"The file {path} has been updated. Here's the result of running `cat -n` on a snippet:\n" + _read_output(lines[:12])
+                result = (
+                    f"The file {path} has been updated. Here's the result of running `cat -n` on a snippet:\n"
+                    + _read_output(lines[:12])
+                )
             out.append([{"type": "text", "text": "Let me look at that file."}, {"type": "tool_use", "id": tid, **call}])
             out.append([{"type": "tool_result", "tool_use_id": tid, "content": result}])
         return out
@@ -247,14 +262,22 @@ class _Views:
 
     def mixed(self) -> list[Any]:
         parts = self.prose(10) + self.code(10) + self.json_heavy(10)
-        parts.append([
-            {"type": "thinking", "thinking": self.rng.choice(self.docs), "signature": "EsQCCkYICxgCKkCiHauF2Q62eGbS"},
-            {"type": "text", "text": self.rng.choice(self.docs)},
-        ])
-        parts.append([
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
-            {"type": "text", "text": "Here is a screenshot of the failing page."},
-        ])
+        parts.append(
+            [
+                {
+                    "type": "thinking",
+                    "thinking": self.rng.choice(self.docs),
+                    "signature": "EsQCCkYICxgCKkCiHauF2Q62eGbS",
+                },
+                {"type": "text", "text": self.rng.choice(self.docs)},
+            ]
+        )
+        parts.append(
+            [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+                {"type": "text", "text": "Here is a screenshot of the failing page."},
+            ]
+        )
         return parts
 
 
@@ -282,7 +305,9 @@ def test_render_conventions() -> None:
         {"type": "thinking", "thinking": "I should list files.", "signature": "abc"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
     ]
-    assert render_for_count(content) == 'Looking.\nBash {"command": "ls -la", "note": "é"}\ntotal 0\nI should list files.'
+    assert (
+        render_for_count(content) == 'Looking.\nBash {"command": "ls -la", "note": "é"}\ntotal 0\nI should list files.'
+    )
     assert render_for_count("plain") == "plain"
     assert render_for_count([]) == ""
 
@@ -311,7 +336,11 @@ def test_thinking_signature_counts_only_when_text_stripped() -> None:
 
 
 def test_unknown_block_is_length_based() -> None:
-    block = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"url": "https://e.org", "title": "x" * 200}]}
+    block = {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": [{"url": "https://e.org", "title": "x" * 200}],
+    }
     expected = MESSAGE_TOKENS + len(json.dumps(block, ensure_ascii=False)) / tokens.UNKNOWN_CHARS_PER_TOKEN
     assert estimate_content([block]) == int(expected + 0.5)
     assert json.dumps(block, ensure_ascii=False) in render_for_count([block])
@@ -337,17 +366,20 @@ def test_estimate_text_basics() -> None:
     assert estimate_text("日本語のテキスト 🎉") > 0
 
 
-@pytest.mark.parametrize("text, cost", [
-    ("plain words only here", 4.36),
-    ("no digits but\nlines\n  indented\n    more", 11.02),
-    ("digits 123 and 4567 in one line", 10.043333333333333),
-    # CJK and emoji weigh enough here for the guard: tiktoken's exact count.
-    ("Mixed 12\n  34 camelCaseWord \u00e9 \u4e2d\u6587 \U0001f600", 14.0),
-    # A blank-free short text is a blob (an id, a hash): tiktoken's exact count.
-    ("7", 1.0),
-    ("\n\n  \n", 2.5999999999999996),
-    ("", 0.0),
-])
+@pytest.mark.parametrize(
+    "text, cost",
+    [
+        ("plain words only here", 4.36),
+        ("no digits but\nlines\n  indented\n    more", 11.02),
+        ("digits 123 and 4567 in one line", 10.043333333333333),
+        # CJK and emoji weigh enough here for the guard: tiktoken's exact count.
+        ("Mixed 12\n  34 camelCaseWord \u00e9 \u4e2d\u6587 \U0001f600", 14.0),
+        # A blank-free short text is a blob (an id, a hash): tiktoken's exact count.
+        ("7", 1.0),
+        ("\n\n  \n", 2.5999999999999996),
+        ("", 0.0),
+    ],
+)
 def test_text_cost_is_stable(text: str, cost: float) -> None:
     """The write-path estimate is stored with every message: the same text always gives the same float."""
     assert tokens._text_cost(text) == cost

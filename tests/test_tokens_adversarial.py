@@ -204,12 +204,16 @@ def test_ordinary_text_stays_on_the_fast_path(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(tokens, "_exact_chunked", counting)
     for doc in PROSE:
         estimate_text(doc)
-    estimate_content([{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/a/b.py", "limit": 200}}])
+    estimate_content(
+        [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/a/b.py", "limit": 200}}]
+    )
     assert calls == []
     chunks = [CODE[start : start + 2000] for start in range(0, len(CODE) - 2000, 2000)]
     for chunk in chunks:
         estimate_text(chunk)
-    runs = {len(m.group()) for chunk in chunks for m in re.finditer(r"[%s]{12,}" % re.escape(string.punctuation), chunk)}
+    runs = {
+        len(m.group()) for chunk in chunks for m in re.finditer(r"[%s]{12,}" % re.escape(string.punctuation), chunk)
+    }
     assert set(calls) <= runs, "only the long punctuation runs (`-----` rules) are tokenized, never a whole chunk"
     calls.clear()
     estimate_text("=" * 100)
@@ -220,4 +224,3 @@ def test_guard_without_bpe_file_keeps_the_estimate(monkeypatch: pytest.MonkeyPat
     """No tiktoken file: guarded text falls back to the calibrated estimate instead of failing."""
     monkeypatch.setattr(tokens, "exact_available", lambda: False)
     assert estimate_text("=" * 20_000) == 10_000
-

@@ -14,24 +14,45 @@ from sessionstore.usage import session_usage, usage_report
 from tests.support.cli import run_cli
 
 
-def _usage(input_tokens: int = 0, output: int = 0, write_5m: int = 0, write_1h: int = 0,
-           read: int = 0) -> dict[str, Any]:
-    return {"input_tokens": input_tokens, "output_tokens": output,
-            "cache_creation_input_tokens": write_5m + write_1h, "cache_read_input_tokens": read,
-            "cache_creation": {"ephemeral_5m_input_tokens": write_5m, "ephemeral_1h_input_tokens": write_1h}}
+def _usage(
+    input_tokens: int = 0, output: int = 0, write_5m: int = 0, write_1h: int = 0, read: int = 0
+) -> dict[str, Any]:
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output,
+        "cache_creation_input_tokens": write_5m + write_1h,
+        "cache_read_input_tokens": read,
+        "cache_creation": {"ephemeral_5m_input_tokens": write_5m, "ephemeral_1h_input_tokens": write_1h},
+    }
 
 
-def _session(store: SessionStore, model: str | None = "claude-sonnet-4-5-20250929", cwd: str | None = None,
-             parent_id: str | None = None) -> Any:
+def _session(
+    store: SessionStore,
+    model: str | None = "claude-sonnet-4-5-20250929",
+    cwd: str | None = None,
+    parent_id: str | None = None,
+) -> Any:
     session = store.create_session(title="t", model=model, cwd=cwd, parent_id=parent_id)
     session.append({"role": "user", "content": "go", "timestamp": "2026-11-02T09:00:00Z"})
     return session
 
 
-def _reply(session: Any, usage: dict[str, Any], *, api_id: str | None = "msg_1", model: str | None = None,
-           timestamp: str = "2026-11-02T10:00:00Z", text: str = "done") -> None:
-    message: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": text}], "usage": usage,
-                               "timestamp": timestamp, "api_message_id": api_id}
+def _reply(
+    session: Any,
+    usage: dict[str, Any],
+    *,
+    api_id: str | None = "msg_1",
+    model: str | None = None,
+    timestamp: str = "2026-11-02T10:00:00Z",
+    text: str = "done",
+) -> None:
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "usage": usage,
+        "timestamp": timestamp,
+        "api_message_id": api_id,
+    }
     if model:
         message["metadata"] = {"model": model}
     session.append(message)
@@ -47,8 +68,13 @@ def test_a_known_models_cost_is_the_rates_times_the_tokens(store: SessionStore) 
     # claude-sonnet-4-5: $3 input, $15 output, $3.75 5m write, $6 1h write, $0.30 read per million
     by_hand = (1_000 * 3 + 500 * 15 + 2_000 * 3.75 + 3_000 * 6 + 10_000 * 0.30) / 1_000_000
     assert usage.cost_usd == pytest.approx(by_hand, rel=1e-12) == pytest.approx(0.039)
-    assert (usage.input_tokens, usage.output_tokens, usage.cache_write_5m, usage.cache_write_1h,
-            usage.cache_read) == (1_000, 500, 2_000, 3_000, 10_000)
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_write_5m, usage.cache_write_1h, usage.cache_read) == (
+        1_000,
+        500,
+        2_000,
+        3_000,
+        10_000,
+    )
     assert usage.cache_hit_rate == pytest.approx(10_000 / 16_000)
 
 
@@ -60,8 +86,9 @@ def test_cache_writes_without_the_lifetime_split_are_5_minute_writes(store: Sess
     assert usage.cost_usd == pytest.approx((100_000 * 3.75 + 10 * 3) / 1_000_000)
 
 
-def test_an_unknown_model_has_an_unknown_cost_never_zero(store: SessionStore,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_model_has_an_unknown_cost_never_zero(
+    store: SessionStore, capsys: pytest.CaptureFixture[str]
+) -> None:
     known = _session(store)
     _reply(known, _usage(100_000))
     unknown = _session(store, model="acme-coder-9")
@@ -79,18 +106,37 @@ def test_an_unknown_model_has_an_unknown_cost_never_zero(store: SessionStore,
     assert {r["model"]: r["cost_usd"] for r in rows} == {"acme-coder-9": None, "claude-sonnet-4-5-20250929": 0.3}
 
 
-def test_a_user_price_file_adds_and_replaces_models(store: SessionStore, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_user_price_file_adds_and_replaces_models(
+    store: SessionStore, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     s = _session(store, model="acme-coder-9")
     _reply(s, _usage(2_000_000, 1_000_000))
     other = _session(store)
     _reply(other, _usage(1_000_000))
     prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps({"date": "2026-12-01", "models": {
-        "acme-coder-9": {"input": 0.5, "output": 2, "cache_write_5m": 0.5, "cache_write_1h": 0.5, "cache_read": 0.05},
-        "claude-sonnet-4-5": {"input": 1, "output": 5, "cache_write_5m": 1, "cache_write_1h": 1, "cache_read": 0.1},
-    }}))
+    prices.write_text(
+        json.dumps(
+            {
+                "date": "2026-12-01",
+                "models": {
+                    "acme-coder-9": {
+                        "input": 0.5,
+                        "output": 2,
+                        "cache_write_5m": 0.5,
+                        "cache_write_1h": 0.5,
+                        "cache_read": 0.05,
+                    },
+                    "claude-sonnet-4-5": {
+                        "input": 1,
+                        "output": 5,
+                        "cache_write_5m": 1,
+                        "cache_write_1h": 1,
+                        "cache_read": 0.1,
+                    },
+                },
+            }
+        )
+    )
     table = load_prices(prices)
     costs = session_usage(store, [s.id, other.id], prices=table)
     assert costs[s.id].cost_usd == pytest.approx(2 * 0.5 + 1 * 2)
@@ -132,8 +178,12 @@ def test_a_long_context_threshold_must_be_one_the_store_records(tmp_path: Path) 
 
 def test_model_ids_are_matched_without_dates_and_prefixes() -> None:
     table = load_prices()
-    for name in ("claude-sonnet-4-20250514", "anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5[1m]",
-                 "claude-sonnet-4@20250514"):
+    for name in (
+        "claude-sonnet-4-20250514",
+        "anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "claude-sonnet-4-5[1m]",
+        "claude-sonnet-4@20250514",
+    ):
         assert table.lookup(name) is not None, name
     assert table.lookup("claude-sonnet-4-7") is None, "a version the table does not name is unknown, not a neighbour"
     assert table.lookup("gpt-5.3-codex") is not None
@@ -197,7 +247,8 @@ def test_deleting_a_session_deletes_its_usage(store: SessionStore) -> None:
 
 
 def test_sessions_show_each_sessions_cost_from_100_columns_and_stats_its_usage(
-        store: SessionStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    store: SessionStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sessionstore.cli.common import console
 
     priced = _session(store)
@@ -256,7 +307,8 @@ def test_the_html_export_header_shows_the_sessions_usage_and_cost(store: Session
     _reply(s, _usage(1_000, 500, 2_000, 3_000, 10_000))
     assert _usage_line(store, s.id) == (
         "API usage: 1 responses · input 1,000 · cache write 5,000 (5m 2,000, 1h 3,000) · cache read 10,000 · "
-        "output 500 · cache hit 62% · cost $0.04 (prices of 2026-12-02)")
+        "output 500 · cache hit 62% · cost $0.04 (prices of 2026-12-02)"
+    )
     hostile = _session(store, model=None)
     _reply(hostile, _usage(10), model="<script>alert(1)</script>")
     line = _usage_line(store, hostile.id) or ""

@@ -73,12 +73,17 @@ def codex_responses(path: Path) -> list[tuple[str, dict[str, int]]]:
             continue
         previous_total = total
         cached = last.get("cached_input_tokens", 0)
-        out.append((_day(entry["timestamp"]), {
-            "input_tokens": last["input_tokens"] - cached,
-            "cache_write_tokens": 0,
-            "cache_read_tokens": cached,
-            "output_tokens": last["output_tokens"],
-        }))
+        out.append(
+            (
+                _day(entry["timestamp"]),
+                {
+                    "input_tokens": last["input_tokens"] - cached,
+                    "cache_write_tokens": 0,
+                    "cache_read_tokens": cached,
+                    "output_tokens": last["output_tokens"],
+                },
+            )
+        )
     return out
 
 

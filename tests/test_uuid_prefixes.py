@@ -58,8 +58,14 @@ def test_compact_accepts_the_uuid_prefix_view_shows(capsys: pytest.CaptureFixtur
 def test_an_ambiguous_prefix_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], sqlite_url: str) -> None:
     with SessionStore.open(sqlite_url) as st:
         s = st.create_session()
-        s.append_many([{"role": "user", "content": "a", "uuid": "abc-1"}, {"role": "assistant", "content": "b", "uuid": "abc-2"},
-                       {"role": "user", "content": "c", "uuid": "abd-3"}, {"role": "assistant", "content": "d", "uuid": "abd-4"}])
+        s.append_many(
+            [
+                {"role": "user", "content": "a", "uuid": "abc-1"},
+                {"role": "assistant", "content": "b", "uuid": "abc-2"},
+                {"role": "user", "content": "c", "uuid": "abd-3"},
+                {"role": "assistant", "content": "d", "uuid": "abd-4"},
+            ]
+        )
         version = s.refresh_state().view_version
     result = run_cli(capsys, "compact", s.id, "--from", "ab", "--db", sqlite_url)
     assert result.code == 2 and result.err.startswith("error: --from 'ab' is the start of 4 messages")

@@ -20,8 +20,11 @@ from sessionstore import (
 )
 from tests.support.cli import run_cli
 
-TOOL_USE = {"role": "assistant", "api_message_id": "m1",
-            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}
+TOOL_USE = {
+    "role": "assistant",
+    "api_message_id": "m1",
+    "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}],
+}
 
 # (name, message, error class, words the message must contain)
 BAD: list[tuple[str, Any, type[Exception], str]] = [
@@ -30,18 +33,34 @@ BAD: list[tuple[str, Any, type[Exception], str]] = [
     ("content dict", {"role": "user", "content": {"type": "text", "text": "x"}}, InvalidContent, "content"),
     ("block without type", {"role": "user", "content": [{"text": "x"}]}, UnknownBlockType, "type"),
     ("unknown block type", {"role": "user", "content": [{"type": "video", "url": "x"}]}, UnknownBlockType, "video"),
-    ("orphan tool_result", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope", "content": "x"}]},
-     OrphanToolResult, "nope"),
+    (
+        "orphan tool_result",
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope", "content": "x"}]},
+        OrphanToolResult,
+        "nope",
+    ),
     ("duplicate uuid", {"role": "user", "content": "again", "uuid": "fixed-uuid"}, DuplicateUuid, "fixed-uuid"),
     ("not an object", ["role", "user"], InvalidMessage, "dict"),
     ("unknown field", {"role": "user", "content": "x", "contents": "y"}, InvalidMessage, "contents"),
     # usage figures the pipeline sums before each call: beyond a 64-bit column, negative or infinite ones broke prepare
-    ("usage too large", {"role": "assistant", "content": "a", "usage": {"input_tokens": 10**20}}, InvalidMessage,
-     "usage.input_tokens"),
-    ("usage negative", {"role": "assistant", "content": "a", "usage": {"output_tokens": -5}}, InvalidMessage,
-     "usage.output_tokens"),
-    ("usage infinite", {"role": "assistant", "content": "a", "usage": {"cache_read_input_tokens": float("inf")}},
-     InvalidMessage, "usage.cache_read_input_tokens"),
+    (
+        "usage too large",
+        {"role": "assistant", "content": "a", "usage": {"input_tokens": 10**20}},
+        InvalidMessage,
+        "usage.input_tokens",
+    ),
+    (
+        "usage negative",
+        {"role": "assistant", "content": "a", "usage": {"output_tokens": -5}},
+        InvalidMessage,
+        "usage.output_tokens",
+    ),
+    (
+        "usage infinite",
+        {"role": "assistant", "content": "a", "usage": {"cache_read_input_tokens": float("inf")}},
+        InvalidMessage,
+        "usage.cache_read_input_tokens",
+    ),
 ]
 
 
@@ -59,7 +78,9 @@ def _snapshot(s) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("name,message,error,words", BAD, ids=[b[0] for b in BAD])
-def test_api_rejects_and_writes_nothing(store: SessionStore, name: str, message: Any, error: type[Exception], words: str) -> None:
+def test_api_rejects_and_writes_nothing(
+    store: SessionStore, name: str, message: Any, error: type[Exception], words: str
+) -> None:
     s = _seed(store)
     before = _snapshot(s)
     with pytest.raises(error) as info:
@@ -72,8 +93,12 @@ def test_a_bad_message_in_a_batch_rejects_the_whole_batch(store: SessionStore) -
     s = _seed(store)
     before = _snapshot(s)
     with pytest.raises(OrphanToolResult, match="message 2 "):
-        s.append_many([{"role": "assistant", "content": "ok"},
-                       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}])
+        s.append_many(
+            [
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]},
+            ]
+        )
     assert _snapshot(s) == before
 
 
@@ -87,11 +112,23 @@ def test_tool_result_answering_an_older_turn_is_rejected(store: SessionStore) ->
 def test_pending_tool_use_is_fine_but_a_new_turn_over_it_is_not(store: SessionStore) -> None:
     s = store.create_session()
     s.append({"role": "user", "content": "go"})
-    s.append({"role": "assistant", "api_message_id": "m9",
-              "content": [{"type": "thinking", "thinking": "plan", "signature": "s"}]})
-    s.append({"role": "assistant", "api_message_id": "m9",
-              "content": [{"type": "tool_use", "id": "a", "name": "Read", "input": {}},
-                          {"type": "tool_use", "id": "b", "name": "Read", "input": {}}]})
+    s.append(
+        {
+            "role": "assistant",
+            "api_message_id": "m9",
+            "content": [{"type": "thinking", "thinking": "plan", "signature": "s"}],
+        }
+    )
+    s.append(
+        {
+            "role": "assistant",
+            "api_message_id": "m9",
+            "content": [
+                {"type": "tool_use", "id": "a", "name": "Read", "input": {}},
+                {"type": "tool_use", "id": "b", "name": "Read", "input": {}},
+            ],
+        }
+    )
     assert s.active_view()[-1]["role"] == "assistant"
     with pytest.raises(PendingToolUse, match="a, b"):
         s.append({"role": "assistant", "api_message_id": "m10", "content": "moving on"})
@@ -118,7 +155,13 @@ def test_duplicate_uuid_inside_one_batch(store: SessionStore) -> None:
 
 @pytest.mark.parametrize("name,message,error,words", BAD, ids=[b[0] for b in BAD])
 def test_cli_rejects_with_exit_2_and_writes_nothing(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, sqlite_url: str, name: str, message: Any, error: type, words: str
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    sqlite_url: str,
+    name: str,
+    message: Any,
+    error: type,
+    words: str,
 ) -> None:
     with SessionStore.open(sqlite_url) as st:
         s = _seed(st)
@@ -133,14 +176,19 @@ def test_cli_rejects_with_exit_2_and_writes_nothing(
         assert _snapshot(st.get(s.id)) == before
 
 
-@pytest.mark.parametrize("payload,words", [
-    (b"{not json", "invalid JSON"),
-    (b"", "no message"),
-    (b"\xff\xfe{}", "UTF-8"),
-    (b'"just a string"', "expected a JSON object"),
-    (b'{"role":"user","content":"a"}\n{"role":', ":2: invalid JSON"),
-])
-def test_cli_bad_files(capsys: pytest.CaptureFixture[str], tmp_path: Path, sqlite_url: str, payload: bytes, words: str) -> None:
+@pytest.mark.parametrize(
+    "payload,words",
+    [
+        (b"{not json", "invalid JSON"),
+        (b"", "no message"),
+        (b"\xff\xfe{}", "UTF-8"),
+        (b'"just a string"', "expected a JSON object"),
+        (b'{"role":"user","content":"a"}\n{"role":', ":2: invalid JSON"),
+    ],
+)
+def test_cli_bad_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, sqlite_url: str, payload: bytes, words: str
+) -> None:
     with SessionStore.open(sqlite_url) as st:
         sid = st.create_session().id
     path = tmp_path / "in.jsonl"
@@ -202,8 +250,16 @@ def test_a_read_at_a_mistyped_path_leaves_no_database(capsys: pytest.CaptureFixt
     commands that record (new, import, watch) create it."""
     missing = tmp_path / "typo.db"
     url = f"sqlite:///{missing}"
-    for argv in (["sessions"], ["view", "abc"], ["history", "abc"], ["search", "hello"], ["doctor"],
-                 ["export", "abc", "-f", "markdown"], ["stats", "abc"], ["mcp"]):
+    for argv in (
+        ["sessions"],
+        ["view", "abc"],
+        ["history", "abc"],
+        ["search", "hello"],
+        ["doctor"],
+        ["export", "abc", "-f", "markdown"],
+        ["stats", "abc"],
+        ["mcp"],
+    ):
         result = run_cli(capsys, *argv, "--db", url)
         assert result.code == 2 and f"no database at {missing}" in result.err, (argv, result)
         assert len(result.err.strip().splitlines()) == 1
@@ -212,8 +268,9 @@ def test_a_read_at_a_mistyped_path_leaves_no_database(capsys: pytest.CaptureFixt
     assert missing.exists() and run_cli(capsys, "sessions", "--db", url).code == 0
 
 
-def test_appending_an_empty_list_is_refused(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                            tmp_path: Path) -> None:
+def test_appending_an_empty_list_is_refused(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path
+) -> None:
     """`echo '[]' | sessionstore append S -` said "appended 0 message(s)" and exited 0."""
     with SessionStore.open(sqlite_url) as st:
         sid = st.create_session().id
@@ -223,8 +280,9 @@ def test_appending_an_empty_list_is_refused(capsys: pytest.CaptureFixture[str], 
     assert result.code == 2 and "nothing to append" in result.err and str(empty) in result.err
 
 
-def test_appending_our_own_export_points_to_import(capsys: pytest.CaptureFixture[str], sqlite_url: str,
-                                                   tmp_path: Path) -> None:
+def test_appending_our_own_export_points_to_import(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path
+) -> None:
     """A jsonl export fed to `append` was refused as "unknown message field(s): message, seq, tokens"."""
     with SessionStore.open(sqlite_url) as st:
         source = st.create_session()

@@ -23,10 +23,8 @@ TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12
 
 BLOCK = st.one_of(
     st.builds(lambda t: {"type": "text", "text": t}, TEXT),
-    st.builds(lambda i, t: {"type": "tool_result", "tool_use_id": f"t{i}", "content": t},
-              st.integers(0, 9), TEXT),
-    st.builds(lambda i: {"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"path": "a"}},
-              st.integers(0, 9)),
+    st.builds(lambda i, t: {"type": "tool_result", "tool_use_id": f"t{i}", "content": t}, st.integers(0, 9), TEXT),
+    st.builds(lambda i: {"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"path": "a"}}, st.integers(0, 9)),
     st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "s"}, TEXT),
     st.just({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}),
 )
@@ -64,8 +62,8 @@ def test_messages_from_entries_do_not_share_blocks_with_the_cache() -> None:
 
 
 def test_stored_json_decodes_like_json_loads_and_rejects_the_same() -> None:
-    for text in ['[1,2]', '"x"', '{"a":[{}]}', ' [1]', '[1] ', '1.5', 'null', '"\\u00e9"']:
+    for text in ["[1,2]", '"x"', '{"a":[{}]}', " [1]", "[1] ", "1.5", "null", '"\\u00e9"']:
         assert loads_stored(text) == json.loads(text)
-    for bad in ['', '[1', '[1]x', 'nope']:
+    for bad in ["", "[1", "[1]x", "nope"]:
         with pytest.raises(json.JSONDecodeError):
             loads_stored(bad)

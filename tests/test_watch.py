@@ -87,7 +87,10 @@ class WatchProcess:
         env = dict(os.environ, SESSIONSTORE_WATCH_SETTLE_SECONDS=SETTLE, PYTHONPATH=str(REPO))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "sessionstore", "watch", *map(str, roots), "--json", "--db", url],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=REPO,
         )
         self.events: list[dict[str, Any]] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -127,8 +130,10 @@ def watchers() -> Iterator[list[WatchProcess]]:
 
 
 def writer(source: Path, target: Path, seed: int, max_pause: float = 0.15) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "tests.support.slowwriter", str(source), str(target), str(seed),
-                             str(max_pause)], cwd=REPO)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.support.slowwriter", str(source), str(target), str(seed), str(max_pause)],
+        cwd=REPO,
+    )
 
 
 # ------------------------------------------------------------ in-process: whole lines, truncation, deletion
@@ -241,8 +246,9 @@ def test_once_catches_up_on_every_file_and_prints_a_summary(
     assert stdin.code == 2 and "not stdin" in stdin.err and "import claude-code -" in stdin.err
 
 
-def test_once_names_a_file_that_is_no_transcript(capsys: pytest.CaptureFixture[str], store_url: str,
-                                                 tmp_path: Path) -> None:
+def test_once_names_a_file_that_is_no_transcript(
+    capsys: pytest.CaptureFixture[str], store_url: str, tmp_path: Path
+) -> None:
     """A `.jsonl` of something else was passed over without a word ("1 file(s) checked, 0 changed")."""
     root = tmp_path / "projects"
     root.mkdir()
@@ -259,8 +265,9 @@ def test_once_names_a_file_that_is_no_transcript(capsys: pytest.CaptureFixture[s
     assert text.code == 0 and "skipped" in text.out and "data.jsonl" in text.out
 
 
-def test_once_says_what_a_fresh_codex_file_holds_back(capsys: pytest.CaptureFixture[str], store_url: str,
-                                                      transcripts_dir: Path, tmp_path: Path) -> None:
+def test_once_says_what_a_fresh_codex_file_holds_back(
+    capsys: pytest.CaptureFixture[str], store_url: str, transcripts_dir: Path, tmp_path: Path
+) -> None:
     """A response written seconds ago waits for its usage line; --once said nothing of it (22 of 23 messages)."""
     rollout = transcripts_dir / ROLLOUT
     root = tmp_path / "sessions"
@@ -290,8 +297,9 @@ def _about_the_calls(warnings: list[str]) -> list[str]:
     return [w for w in warnings if any(uuid in w for uuid in CALLS)]
 
 
-def _watch_the_cut(store: SessionStore, transcripts_dir: Path, tmp_path: Path
-                   ) -> tuple[list[bytes], Path, Watcher, list[WatchEvent], WatchEvent]:
+def _watch_the_cut(
+    store: SessionStore, transcripts_dir: Path, tmp_path: Path
+) -> tuple[list[bytes], Path, Watcher, list[WatchEvent], WatchEvent]:
     """SPOTTER's lines, the file cut at CUT, its watcher (long settle time) and the first import's event."""
     lines = (transcripts_dir / SPOTTER).read_bytes().splitlines(keepends=True)
     path = tmp_path / "spotter.jsonl"
@@ -309,7 +317,7 @@ def test_a_call_waiting_for_its_result_while_the_file_is_written_is_not_warned_a
     """Live capture saw tool calls before their results and warned "interrupted" (14 times on this file)."""
     lines, path, watcher, events, first = _watch_the_cut(store, transcripts_dir, tmp_path)
     with open(path, "ab") as f:
-        f.write(b"".join(lines[CUT:CUT + 60]))
+        f.write(b"".join(lines[CUT : CUT + 60]))
     assert watcher.sync(path) is not None
     settled = time.time() - 7200
     os.utime(path, (settled, settled))
@@ -391,8 +399,9 @@ def test_sigkilled_watchers_lose_and_duplicate_nothing(
     assert claude_export(store_url, claude_target) == claude_source.read_bytes()
     with SessionStore.open(sqlite_url) as fresh:
         once = import_file(fresh, codex_target)
-    assert transcript_and_view(store_url, session_of(store_url, codex_target)) == \
-        transcript_and_view(sqlite_url, once.session_id or "")
+    assert transcript_and_view(store_url, session_of(store_url, codex_target)) == transcript_and_view(
+        sqlite_url, once.session_id or ""
+    )
     assert kills >= 3
 
 
@@ -404,8 +413,12 @@ def store_snapshot(store: SessionStore, session_id: str) -> tuple[Any, ...]:
     out = io.StringIO()
     export_jsonl(session, out)
     found = boundaries(session)
-    return (out.getvalue(), session.active_view(), [b.to_dict() for b in found],
-            [[e.seq for e in view_before(session, b.index)] for b in found])
+    return (
+        out.getvalue(),
+        session.active_view(),
+        [b.to_dict() for b in found],
+        [[e.seq for e in view_before(session, b.index)] for b in found],
+    )
 
 
 @pytest.mark.parametrize("name", [FASTHOOKS, ROLLOUT, ROLLOUT_COMPACTED])

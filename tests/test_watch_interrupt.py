@@ -20,8 +20,13 @@ def test_ctrl_c_says_what_was_kept(tmp_path: Path) -> None:
     folder.mkdir()
     env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
     env.pop("SESSIONSTORE_DB_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "sessionstore", "watch", str(folder), "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessionstore", "watch", str(folder), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()

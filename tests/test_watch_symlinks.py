@@ -28,12 +28,31 @@ def _transcript(path: Path, text: str) -> Path:
     """A one-exchange Claude Code transcript saying `text`."""
     sid, first, second = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
     lines = [
-        {"type": "user", "uuid": first, "parentUuid": None, "sessionId": sid, "cwd": "/tmp",
-         "timestamp": "2026-01-01T00:00:00.000Z", "message": {"role": "user", "content": text}},
-        {"type": "assistant", "uuid": second, "parentUuid": first, "sessionId": sid, "cwd": "/tmp",
-         "timestamp": "2026-01-01T00:00:01.000Z",
-         "message": {"id": f"msg_{sid[:8]}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
-                     "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}},
+        {
+            "type": "user",
+            "uuid": first,
+            "parentUuid": None,
+            "sessionId": sid,
+            "cwd": "/tmp",
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": {"role": "user", "content": text},
+        },
+        {
+            "type": "assistant",
+            "uuid": second,
+            "parentUuid": first,
+            "sessionId": sid,
+            "cwd": "/tmp",
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": {
+                "id": f"msg_{sid[:8]}",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-6",
+                "content": [{"type": "text", "text": "ok"}],
+                "stop_reason": "end_turn",
+            },
+        },
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -62,8 +81,7 @@ def test_inside_root_resolves_links_and_dots(planted: dict[str, Path]) -> None:
     assert not inside_root(root / "p" / ".." / ".." / "elsewhere" / "private.jsonl", root)
 
 
-def test_a_watcher_skips_a_link_out_of_its_root_and_says_so_once(store: SessionStore,
-                                                                  planted: dict[str, Path]) -> None:
+def test_a_watcher_skips_a_link_out_of_its_root_and_says_so_once(store: SessionStore, planted: dict[str, Path]) -> None:
     events: list[WatchEvent] = []
     watcher = Watcher(store, [planted["root"]], events.append)
     watcher.sync_all()
@@ -84,7 +102,9 @@ def test_follow_symlinks_takes_the_outside_file(store: SessionStore, planted: di
 
 
 def test_a_live_watcher_skips_a_link_planted_after_it_started(
-    store_url: str, tmp_path: Path, watchers: list[Any]  # noqa: F811
+    store_url: str,
+    tmp_path: Path,
+    watchers: list[Any],  # noqa: F811
 ) -> None:
     root = tmp_path / "live"
     root.mkdir()
@@ -102,16 +122,18 @@ def test_a_live_watcher_skips_a_link_planted_after_it_started(
         assert store.search(OUTSIDE_TEXT) == []
 
 
-def test_import_of_a_folder_skips_the_link_with_one_warning(capsys: pytest.CaptureFixture[str], store_url: str,
-                                                            planted: dict[str, Path]) -> None:
+def test_import_of_a_folder_skips_the_link_with_one_warning(
+    capsys: pytest.CaptureFixture[str], store_url: str, planted: dict[str, Path]
+) -> None:
     result = run_cli(capsys, "import", "claude-code", str(planted["root"]), "--json", "--db", store_url)
     assert result.code == 0, result.err
     notes = [line for line in result.err.splitlines() if "escape.jsonl" in line]
     assert len(notes) == 1 and "--follow-symlinks" in notes[0], result.err
     with SessionStore.open(store_url) as store:
         assert _paths(store) == {str(planted["inside"].resolve())}
-    again = run_cli(capsys, "import", "claude-code", str(planted["root"]), "--follow-symlinks", "--json",
-                    "--db", store_url)
+    again = run_cli(
+        capsys, "import", "claude-code", str(planted["root"]), "--follow-symlinks", "--json", "--db", store_url
+    )
     assert again.code == 0, again.err
     with SessionStore.open(store_url) as store:
         assert str(planted["outside"].resolve()) in _paths(store)

@@ -28,15 +28,26 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The `sessionstore` executable of a fresh venv holding only the built wheel and its dependencies."""
     root = tmp_path_factory.mktemp("wheel")
     dist = root / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(dist)],
-                   check=True, cwd=root, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(dist)],
+        check=True,
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     wheel = next(dist.glob("sessionstore-*.whl"))
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
-                          cwd=root, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0 and "No matching distribution" in done.stderr + done.stdout:
-        pytest.skip(f"the package index is unreachable, so the wheel's dependencies cannot install: {done.stderr[-300:]}")
+        pytest.skip(
+            f"the package index is unreachable, so the wheel's dependencies cannot install: {done.stderr[-300:]}"
+        )
     assert done.returncode == 0, done.stderr
     return venv / "bin" / "sessionstore"
 
@@ -54,13 +65,20 @@ def test_wheel_ships_every_package_under_the_project_name() -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", tmp],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", tmp],
+            check=True,
+            capture_output=True,
+        )
         names = zipfile.ZipFile(next(Path(tmp).glob("*.whl"))).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"sessionstore"}
-    for folder, installed_as in [("sessionstore", "sessionstore"), ("compaction", "sessionstore/compaction"),
-                                 ("cli", "sessionstore/cli"), ("migrations", "sessionstore/migrations")]:
+    for folder, installed_as in [
+        ("sessionstore", "sessionstore"),
+        ("compaction", "sessionstore/compaction"),
+        ("cli", "sessionstore/cli"),
+        ("migrations", "sessionstore/migrations"),
+    ]:
         for path in (REPO / folder).rglob("*.py"):
             rel = path.relative_to(REPO / folder).as_posix()
             if folder == "sessionstore" and rel.split("/")[0] in {"compaction", "cli", "migrations"}:
@@ -120,8 +138,14 @@ def test_installed_wheel_starts_the_browser(installed: Path, tmp_path: Path) -> 
     )
     python = installed.parent / "python"
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "SESSIONSTORE_DB_URL", "VIRTUAL_ENV"}}
-    done = subprocess.run([str(python), "-c", script, f"sqlite:///{tmp_path / 'b.db'}"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(python), "-c", script, f"sqlite:///{tmp_path / 'b.db'}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "SessionsScreen"
 
@@ -153,16 +177,30 @@ def test_installed_wheel_serves_mcp_and_watches_live(installed: Path, tmp_path: 
     sid = new.stdout.strip()
     assert run(installed, "append", sid, str(FIXTURE), "--db", db, cwd=tmp_path).returncode == 0
     source = tmp_path / "exported.jsonl"
-    assert run(installed, "export", sid, "-f", "claude-code", "-o", str(source), "--db", db, cwd=tmp_path).returncode == 0
-    served = subprocess.run([str(installed.parent / "python"), "-c", MCP_CLIENT, str(installed), db], cwd=tmp_path,
-                            env=_clean_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert (
+        run(installed, "export", sid, "-f", "claude-code", "-o", str(source), "--db", db, cwd=tmp_path).returncode == 0
+    )
+    served = subprocess.run(
+        [str(installed.parent / "python"), "-c", MCP_CLIENT, str(installed), db],
+        cwd=tmp_path,
+        env=_clean_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert served.returncode == 0, served.stderr[-2000:]
     assert [s["title"] for s in json.loads(served.stdout)["sessions"]] == ["served"]
 
     watched = tmp_path / "projects"
     watched.mkdir()
-    watch = subprocess.Popen([str(installed), "watch", str(watched), "--db", db], cwd=tmp_path,
-                             env=_clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watch = subprocess.Popen(
+        [str(installed), "watch", str(watched), "--db", db],
+        cwd=tmp_path,
+        env=_clean_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(1)
         (watched / "live.jsonl").write_bytes(source.read_bytes())
@@ -180,8 +218,11 @@ def test_installed_wheel_serves_mcp_and_watches_live(installed: Path, tmp_path: 
             if found[0]["messages"] == served_row["messages"]:
                 break
             time.sleep(0.5)
-            found = [s for s in json.loads(run(installed, "sessions", "--json", "--db", db, cwd=tmp_path).stdout)
-                     if s.get("title") != "served"]
+            found = [
+                s
+                for s in json.loads(run(installed, "sessions", "--json", "--db", db, cwd=tmp_path).stdout)
+                if s.get("title") != "served"
+            ]
         assert found[0]["messages"] == served_row["messages"], (found, served_row)
     finally:
         watch.send_signal(signal.SIGINT)

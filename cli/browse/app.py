@@ -85,7 +85,9 @@ class BrowseApp(App[None]):
             self.pop_screen()
         if not isinstance(self.screen, SessionsScreen):
             self.switch_screen(SessionsScreen())
-        self.call_after_refresh(lambda: self.screen.action_search() if isinstance(self.screen, SessionsScreen) else None)
+        self.call_after_refresh(
+            lambda: self.screen.action_search() if isinstance(self.screen, SessionsScreen) else None
+        )
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-dark" if self.theme == "textual-light" else "textual-light"
@@ -135,8 +137,9 @@ class BrowseApp(App[None]):
         except Exception as exc:  # shown to the person, never raised into the UI
             self.call_from_thread(self.notify, one_line(f"export failed: {exc}"), severity="error", markup=False)
             return
-        self.call_from_thread(self.notify, one_line(f"wrote {count:,} messages to {path}"), title="exported",
-                              markup=False)
+        self.call_from_thread(
+            self.notify, one_line(f"wrote {count:,} messages to {path}"), title="exported", markup=False
+        )
 
     @work(thread=True, exclusive=True, group="search")
     def search(self, query: str) -> None:

@@ -47,8 +47,9 @@ class BoundaryScreen(Screen[None]):
         self.total = total if total is not None else paging.boundary_total(session.db, session.id)
         self.index = index
         self.seq = seq
-        self.position = (paging.past_position(session, self.boundary.replaced_version, seq, self.floor)
-                         if seq is not None else None)
+        self.position = (
+            paging.past_position(session, self.boundary.replaced_version, seq, self.floor) if seq is not None else None
+        )
         self.ready = False
         self.active = "before"
         self.kept_count: int | None = None
@@ -56,9 +57,12 @@ class BoundaryScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         b = self.boundary
         yield Static(self._info(), id="boundary-info")
-        self.before_list = ViewList(PastView(self.session, b.replaced_version, self.floor),
-                                    marked=paging.summarized_seqs(self.session.db, b.id), id="before-list",
-                                    empty="(the view was empty)")
+        self.before_list = ViewList(
+            PastView(self.session, b.replaced_version, self.floor),
+            marked=paging.summarized_seqs(self.session.db, b.id),
+            id="before-list",
+            empty="(the view was empty)",
+        )
         yield Static(self._tabs("before"), id="boundary-tabs")
         with ContentSwitcher(initial="before-list", id="boundary-panes"):
             yield self.before_list
@@ -67,8 +71,11 @@ class BoundaryScreen(Screen[None]):
     def _tabs(self, active: str) -> Text:
         """The tab bar: three names, the active one highlighted (panes other than the first load when shown)."""
         kept = f" ({self.kept_count:,})" if self.kept_count is not None else ""
-        names = (("before", f"1 View before ✂{self.index} ({self.before_list.total:,})"), ("summary", "2 Summary"),
-                 ("kept", f"3 Preserved{kept}"))
+        names = (
+            ("before", f"1 View before ✂{self.index} ({self.before_list.total:,})"),
+            ("summary", "2 Summary"),
+            ("kept", f"3 Preserved{kept}"),
+        )
         text = Text(no_wrap=True, overflow="ellipsis")
         for name, label in names:
             text.append(f" {label} ", "reverse bold" if name == active else "dim")
@@ -88,8 +95,12 @@ class BoundaryScreen(Screen[None]):
         b = self.boundary
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f" boundary {b.index} of {self.total}", "bold")
-        text.append(one_line(f" · {b.kind} · {b.trigger} · {b.pre_tokens:,} → {b.post_tokens:,} tokens · "
-                             f"{b.messages_summarized:,} messages summarized · {when(b.timestamp, b.created_at)}"))
+        text.append(
+            one_line(
+                f" · {b.kind} · {b.trigger} · {b.pre_tokens:,} → {b.post_tokens:,} tokens · "
+                f"{b.messages_summarized:,} messages summarized · {when(b.timestamp, b.created_at)}"
+            )
+        )
         if b.summarizer:
             text.append(one_line(f" · {b.summarizer}"))
         return text
@@ -130,10 +141,14 @@ class BoundaryScreen(Screen[None]):
 
     def _pane(self, name: str) -> VerticalScroll | ViewList:
         if name == "summary":
-            return VerticalScroll(Static(Text(visible(self.boundary.summary or "(no summary recorded)")),
-                                         id="summary-text"),
-                                  id="summary-scroll")
-        kept = ViewList(self._kept(), id="kept-list",
-                        empty="(nothing kept verbatim: every message before the boundary was summarized)")
+            return VerticalScroll(
+                Static(Text(visible(self.boundary.summary or "(no summary recorded)")), id="summary-text"),
+                id="summary-scroll",
+            )
+        kept = ViewList(
+            self._kept(),
+            id="kept-list",
+            empty="(nothing kept verbatim: every message before the boundary was summarized)",
+        )
         self.kept_count = kept.total
         return kept

@@ -25,8 +25,11 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box"):
-            yield Label(one_line(f"Export session {self.session_id[:8]}: pick a format, then the file"),
-                        id="export-title", markup=False)
+            yield Label(
+                one_line(f"Export session {self.session_id[:8]}: pick a format, then the file"),
+                id="export-title",
+                markup=False,
+            )
             yield OptionList(*FORMATS, id="export-formats")
             yield Input(str(default_path(self.session_id, self.fmt)), id="export-path")
 

@@ -29,8 +29,13 @@ from .keybar import KeyBar
 #: Characters of one block drawn on screen; the rest is named, not drawn.
 BLOCK_CHARS = 100_000
 #: Short names of the usage fields, so the usage line fits 80 columns.
-USAGE_NAMES = {"input_tokens": "in", "output_tokens": "out", "cache_creation_input_tokens": "cache write",
-               "cache_read_input_tokens": "cache read", "service_tier": "tier"}
+USAGE_NAMES = {
+    "input_tokens": "in",
+    "output_tokens": "out",
+    "cache_creation_input_tokens": "cache write",
+    "cache_read_input_tokens": "cache read",
+    "service_tier": "tier",
+}
 #: Bytes of a spilled original loaded into the viewer.
 ORIGINAL_BYTES = 2_000_000
 
@@ -95,9 +100,16 @@ class MessageScreen(Screen[None]):
             text.append(" · the view shows a replacement", "italic")
         text.append(f"\n uuid {one_line(m.uuid)}")
         if m.usage:
-            text.append("\n usage: " + one_line(" · ".join(f"{USAGE_NAMES.get(k, k)} {v:,}" if isinstance(v, int)
-                                                  else f"{USAGE_NAMES.get(k, k)} {v}"
-                                                           for k, v in m.usage.items() if not isinstance(v, dict))))
+            text.append(
+                "\n usage: "
+                + one_line(
+                    " · ".join(
+                        f"{USAGE_NAMES.get(k, k)} {v:,}" if isinstance(v, int) else f"{USAGE_NAMES.get(k, k)} {v}"
+                        for k, v in m.usage.items()
+                        if not isinstance(v, dict)
+                    )
+                )
+            )
         return text
 
     def _blocks(self) -> list[Widget]:
@@ -135,9 +147,11 @@ class MessageScreen(Screen[None]):
         decision = spilled.get(tool_use_id)
         if decision is not None:
             others = " (n/p there for the other spilled results)" if len(spilled) > 1 else ""
-            note = (f"spilled: the view shows this preview; o opens the original{others} "
-                    f"({decision.original_size or 0:,} bytes, sessionstore spill cat {self.session.id[:8]} "
-                    f"{tool_use_id})")
+            note = (
+                f"spilled: the view shows this preview; o opens the original{others} "
+                f"({decision.original_size or 0:,} bytes, sessionstore spill cat {self.session.id[:8]} "
+                f"{tool_use_id})"
+            )
             widgets.append(Static(Text(one_line(note), "italic"), classes="block-note"))
         widgets.append(Static(Text(visible(clipped(result_text(block.get("content"))))), classes="block code"))
         return widgets
@@ -175,16 +189,19 @@ class OriginalScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(self._info(), id="original-info")
-        yield TextArea(self._text(), read_only=True,
-                       show_line_numbers=True, id="original-text")
+        yield TextArea(self._text(), read_only=True, show_line_numbers=True, id="original-text")
         yield KeyBar()
 
     def _info(self) -> Text:
         size = len(self.data)
         note = "" if size <= ORIGINAL_BYTES else f" · first {ORIGINAL_BYTES:,} bytes shown"
         which = f" ({self.index + 1} of {len(self.ids)}; n/p for the others)" if len(self.ids) > 1 else ""
-        return Text(one_line(f" original of {self.tool_use_id}{which} · {size:,} bytes{note}"), "bold",
-                    no_wrap=True, overflow="ellipsis")
+        return Text(
+            one_line(f" original of {self.tool_use_id}{which} · {size:,} bytes{note}"),
+            "bold",
+            no_wrap=True,
+            overflow="ellipsis",
+        )
 
     def on_mount(self) -> None:
         self.query_one(TextArea).focus()

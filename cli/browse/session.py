@@ -63,8 +63,10 @@ class SessionScreen(Screen[None]):
         table: DataTable[Any] = DataTable(cursor_type="row", id="boundaries")
         table.display = bool(self.found)
         yield table
-        yield Static(Text(f" active view · {paging.active_count(self.session):,} entries · "
-                          "≈ replaced content · Enter opens"), id="view-title")
+        yield Static(
+            Text(f" active view · {paging.active_count(self.session):,} entries · ≈ replaced content · Enter opens"),
+            id="view-title",
+        )
         yield ViewList(ActiveView(self.session), id="messages", empty="(the view is empty)")
         yield KeyBar()
 
@@ -72,8 +74,12 @@ class SessionScreen(Screen[None]):
         r = self.row
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f" {ellipsize(r.title or '(untitled)', 60)}", "bold")
-        text.append(one_line(f" · {r.id[:8]} · {short_model(r.model) or 'no model'} · {r.source} · "
-                             f"{r.messages:,} msgs · {r.view_tokens:,} tokens · {len(self.found)} ✂"))
+        text.append(
+            one_line(
+                f" · {r.id[:8]} · {short_model(r.model) or 'no model'} · {r.source} · "
+                f"{r.messages:,} msgs · {r.view_tokens:,} tokens · {len(self.found)} ✂"
+            )
+        )
         lineage = lineage_of(self.session.store, self.session.id)
         if lineage:
             text.append(one_line(f" · {lineage}"), "italic")
@@ -82,14 +88,25 @@ class SessionScreen(Screen[None]):
     def on_mount(self) -> None:
         table = self.query_one("#boundaries", DataTable)
         table.styles.height = min(len(self.found), BOUNDARY_ROWS) + 1
-        for label, width in (("#", 3), ("kind", 14), ("trigger", 8), ("tokens before → after", 22),
-                             ("replaced", 8), ("time", 11)):
+        for label, width in (
+            ("#", 3),
+            ("kind", 14),
+            ("trigger", 8),
+            ("tokens before → after", 22),
+            ("replaced", 8),
+            ("time", 11),
+        ):
             table.add_column(label, width=width)
         for b in self.found:
-            table.add_row(Text(str(b.index), justify="right"), Text(one_line(b.kind)), Text(one_line(b.trigger)),
-                          Text(f"{b.pre_tokens:,} → {b.post_tokens:,}"),
-                          Text(f"{b.messages_summarized:,}", justify="right"), Text(when(b.timestamp, b.created_at)),
-                          key=str(b.index))
+            table.add_row(
+                Text(str(b.index), justify="right"),
+                Text(one_line(b.kind)),
+                Text(one_line(b.trigger)),
+                Text(f"{b.pre_tokens:,} → {b.post_tokens:,}"),
+                Text(f"{b.messages_summarized:,}", justify="right"),
+                Text(when(b.timestamp, b.created_at)),
+                key=str(b.index),
+            )
         messages = self.query_one("#messages", ViewList)
         messages.focus()
         if self.seq is not None:

@@ -120,9 +120,14 @@ class SessionsScreen(Screen[None]):
         if self.app.size.width >= WIDE:
             cells.append(Text(short_path(row.cwd, 22)))
         source = {"claude-code": "claude", "native": "native"}.get(row.source, row.source)
-        cells += [Text(ellipsize(short_model(row.model), 10)), Text(f"{row.messages:,}", justify="right"),
-                  Text(f"{row.view_tokens:,}", justify="right"), Text(str(row.boundaries or ""), justify="right"),
-                  Text(short_time(row.updated_at)), Text(one_line(source[:6]))]
+        cells += [
+            Text(ellipsize(short_model(row.model), 10)),
+            Text(f"{row.messages:,}", justify="right"),
+            Text(f"{row.view_tokens:,}", justify="right"),
+            Text(str(row.boundaries or ""), justify="right"),
+            Text(short_time(row.updated_at)),
+            Text(one_line(source[:6])),
+        ]
         return cells
 
     def on_resize(self) -> None:
@@ -159,8 +164,13 @@ class SessionsScreen(Screen[None]):
     def _preview(self, row: SessionRow | None) -> None:
         pane = self.query_one("#preview", Static)
         if row is None:
-            pane.update(Text("No sessions match." if self.query_one("#filter", Input).value else
-                             "No sessions yet: import some with `sessionstore import claude-code PATH`."))
+            pane.update(
+                Text(
+                    "No sessions match."
+                    if self.query_one("#filter", Input).value
+                    else "No sessions yet: import some with `sessionstore import claude-code PATH`."
+                )
+            )
             return
         session = self.app.store.get(row.id)
         first = paging.typed_user_text(session, latest=False)
@@ -168,9 +178,14 @@ class SessionsScreen(Screen[None]):
         recent = paging.recent_boundaries(self.app.store.db, row.id)
         text = Text(no_wrap=False)
         text.append(ellipsize(row.title or "(untitled)", 300), "bold")
-        text.append("\n" + one_line(f"{row.id} · {row.source} · {row.model or 'no model'} · {row.messages:,} "
-                                     f"messages · {row.view_tokens:,} of {row.context_window:,} tokens in view · "
-                                     f"last message {when(row.last_timestamp)}"))
+        text.append(
+            "\n"
+            + one_line(
+                f"{row.id} · {row.source} · {row.model or 'no model'} · {row.messages:,} "
+                f"messages · {row.view_tokens:,} of {row.context_window:,} tokens in view · "
+                f"last message {when(row.last_timestamp)}"
+            )
+        )
         text.append("\ncwd: " + one_line(row.cwd or "-"))
         text.append("\nfirst: ", "bold")
         text.append(ellipsize(first or "-", 400))
@@ -211,13 +226,23 @@ class SessionsScreen(Screen[None]):
         hits_table.add_column("snippet", width=max(10, width - 14 - 9 - 8 - 8 - 4))
         for hit in self.hits:
             where = "view" if getattr(hit, "boundary", None) in (None, 0) else f"✂{hit.boundary}"
-            hits_table.add_row(Text(ellipsize(hit.title or hit.session, 14)), Text(one_line(str(hit.role))),
-                               Text(where), marked_snippet(hit.snippet))
+            hits_table.add_row(
+                Text(ellipsize(hit.title or hit.session, 14)),
+                Text(one_line(str(hit.role))),
+                Text(where),
+                marked_snippet(hit.snippet),
+            )
         self.table.add_class("hidden")
         hits_table.remove_class("hidden")
         hits_table.focus()
-        pane.update(Text(one_line(f"{len(self.hits)} hit(s) for {query!r}; Enter opens the session at the message, "
-                                  "Escape or q goes back to the sessions.")))
+        pane.update(
+            Text(
+                one_line(
+                    f"{len(self.hits)} hit(s) for {query!r}; Enter opens the session at the message, "
+                    "Escape or q goes back to the sessions."
+                )
+            )
+        )
         if self.hits:
             self._hit_preview(self.hits[0])
 

@@ -114,8 +114,12 @@ class Timeline(Widget):
         width, height = self.size.width, self.size.height
         top = max((p.tokens for p in self.points), default=0)
         now = self.points[-1].tokens if self.points else 0
-        title = Text(f" context tokens · peak {top:,} · now {now:,} · window {self.window:,}",
-                     style=self.get_component_rich_style("timeline--title"), no_wrap=True, overflow="ellipsis",
-                     end="")
+        title = Text(
+            f" context tokens · peak {top:,} · now {now:,} · window {self.window:,}",
+            style=self.get_component_rich_style("timeline--title"),
+            no_wrap=True,
+            overflow="ellipsis",
+            end="",
+        )
         body = draw(self.points, width, max(2, height - 1), self.get_component_rich_style("timeline--mark"))
         return Text("\n", end="").join([title] + body)

@@ -39,7 +39,7 @@ def chart_rows(days: list[UsageRow], width: int, height: int, mark: Style | str 
     A day is one column when many days are shown and up to 8 (a bar and a gap) when few are.
     """
     cols = max(1, min(8, width // max(1, len(days)))) if width > 0 else 1
-    shown = days[-(width // cols):] if width >= cols else []
+    shown = days[-(width // cols) :] if width >= cols else []
     bar = cols - 1 if cols >= 3 else cols
     values = [row.usage.cost_usd_known for row in shown]
     top = max(values + [0.0]) or 1.0
@@ -75,8 +75,10 @@ def calendar_days(report: UsageReport) -> list[UsageRow]:
         return []
     found = {row.key: row for row in report.rows}
     first, last = date.fromisoformat(report.rows[0].key), date.fromisoformat(report.rows[-1].key)
-    return [found.get(d.isoformat()) or UsageRow(d.isoformat(), Usage())
-            for d in (first + timedelta(days=i) for i in range((last - first).days + 1))]
+    return [
+        found.get(d.isoformat()) or UsageRow(d.isoformat(), Usage())
+        for d in (first + timedelta(days=i) for i in range((last - first).days + 1))
+    ]
 
 
 class DayChart(Widget):
@@ -103,8 +105,13 @@ class DayChart(Widget):
         shown = self.days[-width:] if width > 0 else []
         peak = max((row.usage.cost_usd_known for row in shown), default=0.0)
         days = f"{len(self.days)} day{'s' if len(self.days) != 1 else ''}"
-        title = Text(f" cost per day (UTC) · {days} · peak ${peak:,.2f}", no_wrap=True,
-                     overflow="ellipsis", end="", style=self.get_component_rich_style("daychart--title"))
+        title = Text(
+            f" cost per day (UTC) · {days} · peak ${peak:,.2f}",
+            no_wrap=True,
+            overflow="ellipsis",
+            end="",
+            style=self.get_component_rich_style("daychart--title"),
+        )
         if not shown:
             return Text("\n", end="").join([title, Text(" no usage recorded", end="")])
         body = chart_rows(self.days, width, max(2, height - 1), self.get_component_rich_style("daychart--mark"))
@@ -147,8 +154,16 @@ class UsageScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table: DataTable[Any] = self.query_one("#usage-days", DataTable)
-        for label, width in (("day", 10), ("resp", 6), ("input", 6), ("cache wr", 8), ("cache rd", 8),
-                             ("output", 6), ("hit", 4), ("cost", 9)):
+        for label, width in (
+            ("day", 10),
+            ("resp", 6),
+            ("input", 6),
+            ("cache wr", 8),
+            ("cache rd", 8),
+            ("output", 6),
+            ("hit", 4),
+            ("cost", 9),
+        ):
             table.add_column(label, width=width)
         table.focus()
         self.load()
@@ -173,17 +188,31 @@ class UsageScreen(Screen[None]):
         table: DataTable[Any] = self.query_one("#usage-days", DataTable)
         for row in reversed(report.rows):
             u = row.usage
-            table.add_row(Text(row.key), *(Text(v, justify="right") for v in (
-                f"{u.responses:,}", short_count(u.input_tokens), short_count(u.cache_write),
-                short_count(u.cache_read), short_count(u.output_tokens), hit_rate_text(u), cost_text(u))),
-                key=row.key)
+            table.add_row(
+                Text(row.key),
+                *(
+                    Text(v, justify="right")
+                    for v in (
+                        f"{u.responses:,}",
+                        short_count(u.input_tokens),
+                        short_count(u.cache_write),
+                        short_count(u.cache_read),
+                        short_count(u.output_tokens),
+                        hit_rate_text(u),
+                        cost_text(u),
+                    )
+                ),
+                key=row.key,
+            )
 
     def _info(self, report: UsageReport) -> Text:
         total = report.total
         scope = f"session {self.session_id[:8]} and its sub-agents" if self.session_id else "all sessions"
-        line = (f" usage · {scope} · {cost_text(total)} · {total.responses:,} responses · "
-                f"{short_count(total.prompt_tokens)} in · {short_count(total.output_tokens)} out · "
-                f"cache hit {hit_rate_text(total)} · prices of {report.prices.date}")
+        line = (
+            f" usage · {scope} · {cost_text(total)} · {total.responses:,} responses · "
+            f"{short_count(total.prompt_tokens)} in · {short_count(total.output_tokens)} out · "
+            f"cache hit {hit_rate_text(total)} · prices of {report.prices.date}"
+        )
         if total.unpriced_models:
             line += " · unpriced: " + ", ".join(sorted(total.unpriced_models))
         return Text(one_line(line), no_wrap=True, overflow="ellipsis")

@@ -68,7 +68,11 @@ class ViewList(ScrollView, can_focus=True):
     ]
 
     COMPONENT_CLASSES = {
-        "viewlist--cursor", "viewlist--user", "viewlist--assistant", "viewlist--system", "viewlist--dim",
+        "viewlist--cursor",
+        "viewlist--user",
+        "viewlist--assistant",
+        "viewlist--system",
+        "viewlist--dim",
         "viewlist--marked",
     }
 
@@ -105,8 +109,15 @@ class ViewList(ScrollView, can_focus=True):
             """The list the row was chosen in: what `@on(ViewList.Selected, "#id")` matches against."""
             return self.view_list
 
-    def __init__(self, source: RowSource, *, marked: frozenset[int] = frozenset(), empty: str = "(empty)",
-                 id: str | None = None, classes: str | None = None):
+    def __init__(
+        self,
+        source: RowSource,
+        *,
+        marked: frozenset[int] = frozenset(),
+        empty: str = "(empty)",
+        id: str | None = None,
+        classes: str | None = None,
+    ):
         super().__init__(id=id, classes=classes)
         self.source = source
         self.marked = marked
@@ -141,7 +152,8 @@ class ViewList(ScrollView, can_focus=True):
         index = self.scroll_offset.y + y
         if self.total == 0 and y == 0:
             return Strip([Segment(self.empty, self.get_component_rich_style("viewlist--dim"))]).crop_extend(
-                0, width, self.rich_style)
+                0, width, self.rich_style
+            )
         row = self.row_at(index)
         if row is None:
             return Strip.blank(width, self.rich_style)

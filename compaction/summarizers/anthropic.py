@@ -135,9 +135,7 @@ class AnthropicSummarizer:
             reason = f" (stop reason: {final.stop_reason})" if final.stop_reason else ""
             raise SummarizerError(f"the model returned an empty summary{reason}")
         usage = final.usage
-        return SummaryResult(
-            text=text, raw=raw, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
-        )
+        return SummaryResult(text=text, raw=raw, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
 
     def _status_error(self, err: anthropic.APIStatusError) -> SummarizerError:
         """PromptTooLong for the API's too-long 400, else a SummarizerError naming status and type."""

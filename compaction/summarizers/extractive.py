@@ -57,9 +57,7 @@ _NOT_A_REQUEST = (
     "<bash-stderr>",
     "[Request interrupted",
 )
-_PATCH_FILE = re.compile(
-    r"^\*\*\* (Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$", re.MULTILINE
-)
+_PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$", re.MULTILINE)
 _PATCH_ACTIONS = {"Add": "written", "Update": "edited", "Delete": "deleted"}
 __all__ = ["ExtractiveSummarizer", "collect_activity", "render_summary", "summary_section"]
 
@@ -91,9 +89,7 @@ def content_text(content: Any) -> str:
         return content
     if not isinstance(content, list):
         return ""
-    parts = [
-        str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"
-    ]
+    parts = [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
     return "\n".join(p for p in parts if p)
 
 
@@ -149,11 +145,7 @@ class Outcome:
 
         Blank lines and status lines (a bare "Exit code N", Codex's headers) are skipped.
         """
-        lines = [
-            line.strip()
-            for line in self.text.splitlines()
-            if line.strip() and not STATUS_LINE.match(line)
-        ]
+        lines = [line.strip() for line in self.text.splitlines() if line.strip() and not STATUS_LINE.match(line)]
         return [first_line(line, ERROR_LINE_CHARS) for line in lines[:count]]
 
 
@@ -280,9 +272,7 @@ def latest_todos(calls: Sequence[ToolCall]) -> list[tuple[str, str]] | None:
         if not isinstance(items, list):
             continue
         return [
-            (str(item.get("status", "pending")), str(item.get(spec[1], "")))
-            for item in items
-            if isinstance(item, dict)
+            (str(item.get("status", "pending")), str(item.get(spec[1], ""))) for item in items if isinstance(item, dict)
         ]
     return None
 
@@ -343,9 +333,7 @@ class Activity:
 
     def failures(self) -> list[tuple[str, Outcome]]:
         """(what was called, outcome) of every failed tool result, oldest first."""
-        failed = [
-            (describe_call(c), c.outcome) for c in self.calls if c.outcome and c.outcome.failed
-        ]
+        failed = [(describe_call(c), c.outcome) for c in self.calls if c.outcome and c.outcome.failed]
         failed.extend(("tool result", outcome) for outcome in self.orphan_failures)
         return failed
 
@@ -496,9 +484,7 @@ def _problem_solving(activity: Activity, truncated: bool) -> str:
     for summary in activity.previous_summaries[-1:]:
         carried = summary_section(summary, 5)
         if carried:
-            lines.append(
-                f"Carried from the earlier summary: {_clip(carried, CARRIED_SUMMARY_CHARS)}"
-            )
+            lines.append(f"Carried from the earlier summary: {_clip(carried, CARRIED_SUMMARY_CHARS)}")
     if truncated:
         lines.append("The oldest part of the conversation was dropped before summarizing.")
     return "\n".join(lines)
@@ -517,9 +503,7 @@ def _pending(activity: Activity) -> str:
     items = _open_items(activity)
     if items is None:
         return "No todo list recorded."
-    return _bullets(
-        (f"[{status}] {task}" for status, task in items), "All recorded tasks are completed."
-    )
+    return _bullets((f"[{status}] {task}" for status, task in items), "All recorded tasks are completed.")
 
 
 def _open_items(activity: Activity) -> list[tuple[str, str]] | None:
@@ -554,9 +538,7 @@ def _next_step(activity: Activity) -> str:
     return "None."
 
 
-def render_summary(
-    activity: Activity, *, custom_instructions: str | None = None, truncated: bool = False
-) -> str:
+def render_summary(activity: Activity, *, custom_instructions: str | None = None, truncated: bool = False) -> str:
     """The nine numbered sections as one text, the `<summary>` body."""
     bodies = (
         _primary_request(activity, custom_instructions),
@@ -569,10 +551,7 @@ def render_summary(
         _current_work(activity),
         _next_step(activity),
     )
-    sections = [
-        f"{i}. {name}:\n{body}"
-        for i, (name, body) in enumerate(zip(SUMMARY_SECTIONS, bodies, strict=True), 1)
-    ]
+    sections = [f"{i}. {name}:\n{body}" for i, (name, body) in enumerate(zip(SUMMARY_SECTIONS, bodies, strict=True), 1)]
     return "\n\n".join(sections).strip()
 
 
@@ -589,8 +568,6 @@ class ExtractiveSummarizer:
         truncated: bool = False,
     ) -> SummaryResult:
         """Summarize `entries` into the nine sections; never raises for content reasons."""
-        body = render_summary(
-            collect_activity(entries), custom_instructions=custom_instructions, truncated=truncated
-        )
+        body = render_summary(collect_activity(entries), custom_instructions=custom_instructions, truncated=truncated)
         raw = f"<analysis>extractive</analysis><summary>\n{body}\n</summary>"
         return SummaryResult(text=body, raw=raw)

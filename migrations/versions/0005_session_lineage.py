@@ -8,6 +8,7 @@
 Revision ID: 0005
 Revises: 0004
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -35,8 +36,9 @@ def upgrade() -> None:
         sa.Column("boundary_index", sa.Integer(), nullable=True),
         sa.Column("entries", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.Float(), nullable=False),
-        sa.ForeignKeyConstraint(["session_id"], ["sessions.id"], name=op.f("fk_session_forks_session_id_sessions"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["session_id"], ["sessions.id"], name=op.f("fk_session_forks_session_id_sessions"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("session_id", name=op.f("pk_session_forks")),
     )
     op.create_index("ix_session_forks_parent_id", "session_forks", ["parent_id"], unique=False)

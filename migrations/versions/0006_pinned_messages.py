@@ -7,6 +7,7 @@
 Revision ID: 0006
 Revises: 0005
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -31,8 +32,9 @@ def upgrade() -> None:
         sa.Column("tokens", sa.Integer(), nullable=False),
         sa.Column("pinned_at", sa.Float(), nullable=False),
         sa.Column("source", sa.String(length=16), nullable=False, server_default="caller"),
-        sa.ForeignKeyConstraint(["session_id"], ["sessions.id"], name=op.f("fk_pins_session_id_sessions"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["session_id"], ["sessions.id"], name=op.f("fk_pins_session_id_sessions"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("session_id", "seq", name=op.f("pk_pins")),
     )
 

@@ -10,6 +10,7 @@ same session. Existing `imports` rows are copied as their file's row.
 Revision ID: 0007
 Revises: 0006
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -35,8 +36,9 @@ def upgrade() -> None:
         sa.Column("lines_done", BigInt, nullable=False),
         sa.Column("prefix_sha256", sa.String(length=64), nullable=False),
         sa.Column("updated_at", sa.Float(), nullable=False),
-        sa.ForeignKeyConstraint(["session_id"], ["sessions.id"], name=op.f("fk_import_files_session_id_sessions"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["session_id"], ["sessions.id"], name=op.f("fk_import_files_session_id_sessions"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("source", "path", name=op.f("pk_import_files")),
     )
     op.create_index("ix_import_files_session_id", "import_files", ["session_id"])

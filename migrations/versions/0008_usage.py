@@ -15,6 +15,7 @@ existing rows are counted by the first report after the upgrade, not by the upgr
 Revision ID: 0008
 Revises: 0007
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -33,8 +34,9 @@ _COUNTS = ("input_tokens", "output_tokens", "cache_write_5m", "cache_write_1h", 
 
 
 def _session_fk(table: str) -> sa.ForeignKeyConstraint:
-    return sa.ForeignKeyConstraint(["session_id"], ["sessions.id"], name=f"fk_{table}_session_id_sessions",
-                                   ondelete="CASCADE")
+    return sa.ForeignKeyConstraint(
+        ["session_id"], ["sessions.id"], name=f"fk_{table}_session_id_sessions", ondelete="CASCADE"
+    )
 
 
 def upgrade() -> None:

@@ -87,10 +87,15 @@ class StrategyScore:
         return self.tokens_after / self.tokens_before if self.tokens_before else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"strategy": self.strategy, "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
-                "ratio": round(self.ratio, 4), "checked": dict(self.checked),
-                "retention": {k: (None if v is None else round(v, 4)) for k, v in self.retention.items()},
-                **({"lost_user_messages": self.lost_user_messages} if self.lost_user_messages is not None else {})}
+        return {
+            "strategy": self.strategy,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "ratio": round(self.ratio, 4),
+            "checked": dict(self.checked),
+            "retention": {k: (None if v is None else round(v, 4)) for k, v in self.retention.items()},
+            **({"lost_user_messages": self.lost_user_messages} if self.lost_user_messages is not None else {}),
+        }
 
 
 @dataclass(slots=True)
@@ -103,8 +108,12 @@ class SpanEval:
     scores: dict[str, StrategyScore] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"session": self.session, "boundary": self.boundary, "imported": self.imported,
-                "strategies": {name: s.to_dict() for name, s in self.scores.items()}}
+        return {
+            "session": self.session,
+            "boundary": self.boundary,
+            "imported": self.imported,
+            "strategies": {name: s.to_dict() for name, s in self.scores.items()},
+        }
 
 
 def session_spans(session: Session) -> list[Span]:
@@ -112,7 +121,7 @@ def session_spans(session: Session) -> list[Span]:
     found = boundaries(session)
     if not found:
         entries = session.active_entries()
-        span = entries[:pending_turn_start(entries)]
+        span = entries[: pending_turn_start(entries)]
         return [Span(None, span, None, False)] if any(e.message.is_sent for e in span) else []
     return [boundary_span(session, b) for b in found]
 
@@ -128,8 +137,9 @@ def boundary_span(session: Session, b: Boundary) -> Span:
     return Span(b.index, span, b.summary, imported)
 
 
-def strategy_text(strategy: str, span: Span, *, summarizer: Summarizer | None = None,
-                  budget: int = 20_000) -> str | None:
+def strategy_text(
+    strategy: str, span: Span, *, summarizer: Summarizer | None = None, budget: int = 20_000
+) -> str | None:
     """What a strategy leaves of the span, as text (None when it does not apply to this span)."""
     if strategy == "recorded":
         return (span.recorded or "") if span.imported else None
@@ -147,16 +157,23 @@ def strategy_text(strategy: str, span: Span, *, summarizer: Summarizer | None = 
 
 def masked(entries: Sequence[ViewEntry], keep: int = MASK_KEEP_RECENT) -> list[ViewEntry]:
     """The entries with every tool result's content cleared but the last `keep`."""
-    ids = [b.get("tool_use_id") for e in entries if e.role == "user" and isinstance(e.content, list)
-           for b in e.content if b.get("type") == "tool_result"]
+    ids = [
+        b.get("tool_use_id")
+        for e in entries
+        if e.role == "user" and isinstance(e.content, list)
+        for b in e.content
+        if b.get("type") == "tool_result"
+    ]
     kept = set(ids[-keep:]) if keep else set()
     out = []
     for entry in entries:
         if entry.role != "user" or not isinstance(entry.content, list):
             out.append(entry)
             continue
-        content = [dict(b, content=CLEARED_TEXT) if b.get("type") == "tool_result" and b.get("tool_use_id") not in kept
-                   else b for b in entry.content]
+        content = [
+            dict(b, content=CLEARED_TEXT) if b.get("type") == "tool_result" and b.get("tool_use_id") not in kept else b
+            for b in entry.content
+        ]
         out.append(ViewEntry(entry.position, entry.message, content, estimate_content(content), replaced=True))
     return out
 
@@ -188,8 +205,9 @@ def score_gated(session: Session, span: Span, facts: Facts, summarizer: Summariz
     held = hold_to_budget(result.text, facts, max_tokens=limit, era_of=lambda seq: era_of(session, seq))
     missing = missing_facts(held.text, facts)
     eras = lambda seq: era_of(session, seq)  # noqa: E731
-    referenced = {kind for kind, group in held.facts.condensed.items()
-                  if reference_line(kind, group, eras) in held.text}
+    referenced = {
+        kind for kind, group in held.facts.condensed.items() if reference_line(kind, group, eras) in held.text
+    }
     retention: dict[str, float | None] = {}
     lost: dict[str, int] = {}
     for kind in FACT_KINDS:
@@ -197,12 +215,19 @@ def score_gated(session: Session, span: Span, facts: Facts, summarizer: Summariz
         lost[kind] = sum(1 for f in missing[kind] if f not in condensed)
         checked = len(facts.of(kind))
         retention[kind] = (1 - lost[kind] / checked) if checked else None
-    return StrategyScore("gated", span.tokens, estimate_content(held.text), {k: len(facts.of(k)) for k in FACT_KINDS},
-                         retention, lost_user_messages=lost["user_messages"])
+    return StrategyScore(
+        "gated",
+        span.tokens,
+        estimate_content(held.text),
+        {k: len(facts.of(k)) for k in FACT_KINDS},
+        retention,
+        lost_user_messages=lost["user_messages"],
+    )
 
 
-def evaluate_span(session: Session, span: Span, strategies: Sequence[str],
-                  summarizers: dict[str, Summarizer], budget: int = 20_000) -> SpanEval:
+def evaluate_span(
+    session: Session, span: Span, strategies: Sequence[str], summarizers: dict[str, Summarizer], budget: int = 20_000
+) -> SpanEval:
     """Every applicable strategy on one span; nothing written."""
     facts = span_facts(span.entries, cwd=session.cwd, budget=budget)
     out = SpanEval(session.id, span.boundary, span.imported)
@@ -216,8 +241,14 @@ def evaluate_span(session: Session, span: Span, strategies: Sequence[str],
     return out
 
 
-def evaluate(sessions: Iterable[Session], strategies: Sequence[str], summarizers: dict[str, Summarizer], *,
-             budget: int = 20_000, progress: Callable[[str], None] | None = None) -> list[SpanEval]:
+def evaluate(
+    sessions: Iterable[Session],
+    strategies: Sequence[str],
+    summarizers: dict[str, Summarizer],
+    *,
+    budget: int = 20_000,
+    progress: Callable[[str], None] | None = None,
+) -> list[SpanEval]:
     """Evaluate every span of every session."""
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
@@ -243,9 +274,12 @@ def medians(results: Sequence[SpanEval], strategies: Sequence[str]) -> dict[str,
         for kind in FACT_KINDS:
             values = [value for s in scores if (value := s.retention[kind]) is not None]
             retention[kind] = round(statistics.median(values), 4) if values else None
-        out[strategy] = {"spans": len(scores), "ratio": round(statistics.median(s.ratio for s in scores), 4),
-                         "tokens": int(statistics.median(s.tokens_after for s in scores)),
-                         "retention": retention}
+        out[strategy] = {
+            "spans": len(scores),
+            "ratio": round(statistics.median(s.ratio for s in scores), 4),
+            "tokens": int(statistics.median(s.tokens_after for s in scores)),
+            "retention": retention,
+        }
         lost = [s.lost_user_messages for s in scores if s.lost_user_messages is not None]
         if lost:
             out[strategy]["lost_user_messages"] = sum(lost)
@@ -265,12 +299,20 @@ class Recompaction:
     diff: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"session": self.session, "boundary": self.boundary, "strategy": self.strategy,
-                "recorded": self.recorded, "summary": self.summary, "facts_gate": self.gate, "diff": self.diff}
+        return {
+            "session": self.session,
+            "boundary": self.boundary,
+            "strategy": self.strategy,
+            "recorded": self.recorded,
+            "summary": self.summary,
+            "facts_gate": self.gate,
+            "diff": self.diff,
+        }
 
 
-def recompact(session: Session, index: int, strategy: str, *, summarizer: Summarizer | None = None,
-              budget: int = 20_000) -> Recompaction:
+def recompact(
+    session: Session, index: int, strategy: str, *, summarizer: Summarizer | None = None, budget: int = 20_000
+) -> Recompaction:
     """Summarize boundary `index`'s span again with `strategy`, gate it, diff it; nothing written."""
     if strategy not in RECOMPACT_STRATEGIES:
         raise EvalError(f"cannot recompact with {strategy!r}: use {', '.join(RECOMPACT_STRATEGIES)}")
@@ -282,8 +324,12 @@ def recompact(session: Session, index: int, strategy: str, *, summarizer: Summar
     gated, report = apply_gate(text, span_facts(span.entries, cwd=session.cwd, budget=budget))
     new = summary_message_text(gated)
     recorded = b.summary or ""
-    diff = "".join(difflib.unified_diff(
-        (recorded + "\n").splitlines(keepends=True), (new + "\n").splitlines(keepends=True),
-        fromfile=f"boundary {index} ({b.summarizer or 'recorded'})", tofile=f"boundary {index} ({strategy})",
-    ))
+    diff = "".join(
+        difflib.unified_diff(
+            (recorded + "\n").splitlines(keepends=True),
+            (new + "\n").splitlines(keepends=True),
+            fromfile=f"boundary {index} ({b.summarizer or 'recorded'})",
+            tofile=f"boundary {index} ({strategy})",
+        )
+    )
     return Recompaction(session.id, index, strategy, recorded, new, report.to_dict(), diff)

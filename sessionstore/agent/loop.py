@@ -32,8 +32,7 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "Read",
         "description": "Read a UTF-8 text file inside the working directory.",
-        "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}},
-                         "required": ["file_path"]},
+        "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]},
     },
     {
         "name": "Bash",
@@ -47,8 +46,7 @@ MAX_OUTPUT_CHARS = 100_000
 #: and to know who it runs as and where (USER, LOGNAME, SHELL, TERM).
 #: Everything else (tokens, passwords, database URLs) stays out: tool output is stored, sent to
 #: the model and indexed for search.
-TOOL_ENV_NAMES = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ", "USER", "LOGNAME",
-                            "SHELL"})
+TOOL_ENV_NAMES = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL"})
 TOOL_ENV_PREFIXES = ("LC_",)
 #: The tool that reads back what a compaction summarized (sessionstore.storage.recall).
 RECALL_TOOL: dict[str, Any] = {
@@ -62,8 +60,11 @@ RECALL_TOOL: dict[str, Any] = {
         "type": "object",
         "properties": {
             "boundary": {"type": "integer", "minimum": 1, "description": "Boundary number K (default: latest)."},
-            "boundaries": {"type": "string", "description": "A range A..B, as a summary's condensed reference "
-                           "(`recall -b A..B --query ...`) names it: the messages of boundaries A to B."},
+            "boundaries": {
+                "type": "string",
+                "description": "A range A..B, as a summary's condensed reference "
+                "(`recall -b A..B --query ...`) names it: the messages of boundaries A to B.",
+            },
             "query": {"type": "string", "description": "Only messages containing this text (case-insensitive)."},
             "around_uuid": {"type": "string", "description": "Show this message and its neighbours."},
             "cursor": {"type": "integer", "description": "next_cursor of an earlier recall: page on."},
@@ -171,8 +172,13 @@ class Agent:
 
         prepared = self.pipeline.prepare(self.session)
         for attempt in range(2):
-            kwargs: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "system": SYSTEM_PROMPT,
-                                      "tools": self.tools, "messages": prepared.messages}
+            kwargs: dict[str, Any] = {
+                "model": self.model,
+                "max_tokens": self.max_tokens,
+                "system": SYSTEM_PROMPT,
+                "tools": self.tools,
+                "messages": prepared.messages,
+            }
             if prepared.context_management:
                 kwargs["extra_body"] = {"context_management": prepared.context_management}
                 kwargs["extra_headers"] = {"anthropic-beta": ",".join(prepared.betas)}
@@ -200,8 +206,14 @@ class Agent:
                     output, error = handler(self.workdir, call.get("input") or {}), False
             except ToolError as exc:
                 output, error = str(exc), True
-            results.append({"type": "tool_result", "tool_use_id": call["id"], "content": output or "(no output)",
-                            **({"is_error": True} if error else {})})
+            results.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call["id"],
+                    "content": output or "(no output)",
+                    **({"is_error": True} if error else {}),
+                }
+            )
             self._emit("tool", call)
         self.session.append({"role": "user", "content": results})
 
@@ -210,8 +222,14 @@ class Agent:
         from sessionstore.storage.recall import DEFAULT_MAX_TOKENS, recall
 
         options: dict[str, Any] = {}
-        for name, kind in (("boundary", int), ("boundaries", str), ("cursor", int), ("max_tokens", int),
-                           ("query", str), ("around_uuid", str)):
+        for name, kind in (
+            ("boundary", int),
+            ("boundaries", str),
+            ("cursor", int),
+            ("max_tokens", int),
+            ("query", str),
+            ("around_uuid", str),
+        ):
             value = args.get(name)
             if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
                 raise ToolError(f"recall: {name} must be {'an integer' if kind is int else 'a string'}")

@@ -179,8 +179,10 @@ def _bounded_gate(report: Any) -> Any:
     """A facts-gate report with at most GATE_ITEMS missing facts listed per kind (the counts stay whole)."""
     if not isinstance(report, dict) or not isinstance(report.get("missing_items"), dict):
         return report
-    items = {kind: list(facts[:GATE_ITEMS]) if isinstance(facts, list) else facts
-             for kind, facts in report["missing_items"].items()}
+    items = {
+        kind: list(facts[:GATE_ITEMS]) if isinstance(facts, list) else facts
+        for kind, facts in report["missing_items"].items()
+    }
     return {**report, "missing_items": items}
 
 
@@ -203,10 +205,21 @@ def build_server(store: SessionStore) -> MCPServer:
         with reading():
             rows = store.list(limit=limit + 1, offset=offset)
         more = len(rows) > limit
-        sessions = [SessionInfo(id=r["id"], title=r["title"], cwd=r["cwd"], model=r["model"], messages=r["messages"],
-                                view_tokens=r["view_tokens"], updated_at=r["updated_at"]) for r in rows[:limit]]
-        return SessionsPage(sessions=sessions,
-                            next_cursor=encode_cursor("list_sessions", offset + limit) if more else None)
+        sessions = [
+            SessionInfo(
+                id=r["id"],
+                title=r["title"],
+                cwd=r["cwd"],
+                model=r["model"],
+                messages=r["messages"],
+                view_tokens=r["view_tokens"],
+                updated_at=r["updated_at"],
+            )
+            for r in rows[:limit]
+        ]
+        return SessionsPage(
+            sessions=sessions, next_cursor=encode_cursor("list_sessions", offset + limit) if more else None
+        )
 
     @server.tool(annotations=READ_ONLY)
     def history(
@@ -220,14 +233,25 @@ def build_server(store: SessionStore) -> MCPServer:
             s = store.get(session)
             page = boundaries(s, offset=start, limit=limit, summaries=False)
             total = boundary_count(s)
-        items = [BoundaryInfo(index=b.index, kind=b.kind, trigger=b.trigger, timestamp=b.timestamp,
-                              pre_tokens=b.pre_tokens, post_tokens=b.post_tokens,
-                              messages_summarized=b.messages_summarized, summarizer=b.summarizer,
-                              summary_preview=_clip(b.summary_preview, SUMMARY_PREVIEW_CHARS),
-                              facts_gate=_bounded_gate(b.metadata.get("facts_gate"))) for b in page]
+        items = [
+            BoundaryInfo(
+                index=b.index,
+                kind=b.kind,
+                trigger=b.trigger,
+                timestamp=b.timestamp,
+                pre_tokens=b.pre_tokens,
+                post_tokens=b.post_tokens,
+                messages_summarized=b.messages_summarized,
+                summarizer=b.summarizer,
+                summary_preview=_clip(b.summary_preview, SUMMARY_PREVIEW_CHARS),
+                facts_gate=_bounded_gate(b.metadata.get("facts_gate")),
+            )
+            for b in page
+        ]
         more = start + limit < total
-        return BoundariesPage(session=s.id, boundaries=items,
-                              next_cursor=encode_cursor("history", start + limit) if more else None)
+        return BoundariesPage(
+            session=s.id, boundaries=items, next_cursor=encode_cursor("history", start + limit) if more else None
+        )
 
     @server.tool(annotations=READ_ONLY)
     def view_before(
@@ -242,9 +266,21 @@ def build_server(store: SessionStore) -> MCPServer:
             s = store.get(session)
             entries, next_key, size = view_before_page(s, boundary, after=after, limit=limit)
         return ViewPage(
-            session=s.id, boundary=boundary, view_size=size,
-            entries=[ViewEntryInfo(seq=e.seq, uuid=e.uuid, role=e.role, kind=e.kind,
-                                   replaced_in_view=e.replaced_in_view, text=e.text, chars=e.chars) for e in entries],
+            session=s.id,
+            boundary=boundary,
+            view_size=size,
+            entries=[
+                ViewEntryInfo(
+                    seq=e.seq,
+                    uuid=e.uuid,
+                    role=e.role,
+                    kind=e.kind,
+                    replaced_in_view=e.replaced_in_view,
+                    text=e.text,
+                    chars=e.chars,
+                )
+                for e in entries
+            ],
             next_cursor=encode_cursor("view_before", next_key) if next_key is not None else None,
         )
 
@@ -262,10 +298,16 @@ def build_server(store: SessionStore) -> MCPServer:
         with reading():
             s = store.get(session)
             found = recall(s, boundary, query=query, around_uuid=around_uuid, max_tokens=max_tokens, cursor=key)
-        return RecallResult(session=found.session, boundary=found.boundary, mode=found.mode, text=found.text,
-                            view_size=found.view_size, earlier=found.earlier, later=found.later,
-                            next_cursor=encode_cursor("recall", found.next_cursor)
-                            if found.next_cursor is not None else None)
+        return RecallResult(
+            session=found.session,
+            boundary=found.boundary,
+            mode=found.mode,
+            text=found.text,
+            view_size=found.view_size,
+            earlier=found.earlier,
+            later=found.later,
+            next_cursor=encode_cursor("recall", found.next_cursor) if found.next_cursor is not None else None,
+        )
 
     @server.tool(annotations=READ_ONLY)
     def spill_cat(
@@ -280,9 +322,13 @@ def build_server(store: SessionStore) -> MCPServer:
         end = min(len(data), offset + SPILL_CHUNK_BYTES)
         while end < len(data) and (data[end] & 0xC0) == 0x80:
             end -= 1
-        return SpillChunk(tool_use_id=tool_use_id, offset=offset, total_bytes=len(data),
-                          text=data[offset:end].decode("utf-8", "replace"),
-                          next_cursor=encode_cursor("spill_cat", end) if end < len(data) else None)
+        return SpillChunk(
+            tool_use_id=tool_use_id,
+            offset=offset,
+            total_bytes=len(data),
+            text=data[offset:end].decode("utf-8", "replace"),
+            next_cursor=encode_cursor("spill_cat", end) if end < len(data) else None,
+        )
 
     _add_search(server, store, reading)
     return server
@@ -293,15 +339,25 @@ def _add_search(server: MCPServer, store: SessionStore, reading: Any) -> None:
 
     @server.tool(annotations=READ_ONLY)
     def search(
-        query: Annotated[str, Field(min_length=1, description='Words (all must match, as substrings, any case) '
-                                    'and "exact phrases"; every message ever recorded, compacted ones included.')],
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description="Words (all must match, as substrings, any case) "
+                'and "exact phrases"; every message ever recorded, compacted ones included.',
+            ),
+        ],
         session: Annotated[str | None, Field(description="Only this session (id or unique prefix).")] = None,
-        role: Annotated[Literal["user", "assistant", "tool", "summary", "system"] | None,
-                        Field(description="Only this kind of message.")] = None,
+        role: Annotated[
+            Literal["user", "assistant", "tool", "summary", "system"] | None,
+            Field(description="Only this kind of message."),
+        ] = None,
         since: Annotated[str | None, Field(description="Only newer messages: an ISO date or 30m, 12h, 7d, 2w.")] = None,
         cwd: Annotated[str | None, Field(description="Only sessions with this working directory.")] = None,
-        place: Annotated[Literal["all", "active", "compacted"], Field(
-            description="all, only the active views, or only what compaction replaced.")] = "all",
+        place: Annotated[
+            Literal["all", "active", "compacted"],
+            Field(description="all, only the active views, or only what compaction replaced."),
+        ] = "all",
         cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
         limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_PAGE)] = 10,
     ) -> SearchPage:
@@ -313,19 +369,34 @@ def _add_search(server: MCPServer, store: SessionStore, reading: Any) -> None:
         with reading():
             if session is not None:
                 filters["session"] = store.get(session).id
-            found = store.search(query, in_=place, limit=offset + limit + 1,
-                                 **{k: v for k, v in filters.items() if v is not None})
-        hits = [_search_hit(h) for h in found[offset:offset + limit]]
+            found = store.search(
+                query, in_=place, limit=offset + limit + 1, **{k: v for k, v in filters.items() if v is not None}
+            )
+        hits = [_search_hit(h) for h in found[offset : offset + limit]]
         more = len(found) > offset + limit
         return SearchPage(hits=hits, next_cursor=encode_cursor("search", offset + limit) if more else None)
 
 
 def _search_hit(hit: Any) -> SearchHit:
     """A store hit as the tool returns it, with the recall call that reads it in context."""
-    how = (f"recall(session={hit.session!r}, boundary={hit.boundary}, around_uuid={hit.uuid!r})"
-           if hit.boundary is not None else None)
-    return SearchHit(session=hit.session, title=hit.title, cwd=hit.cwd, seq=hit.seq, uuid=hit.uuid, role=hit.role,
-                     timestamp=hit.timestamp, snippet=hit.snippet, boundary=hit.boundary, open=hit.open, recall=how)
+    how = (
+        f"recall(session={hit.session!r}, boundary={hit.boundary}, around_uuid={hit.uuid!r})"
+        if hit.boundary is not None
+        else None
+    )
+    return SearchHit(
+        session=hit.session,
+        title=hit.title,
+        cwd=hit.cwd,
+        seq=hit.seq,
+        uuid=hit.uuid,
+        role=hit.role,
+        timestamp=hit.timestamp,
+        snippet=hit.snippet,
+        boundary=hit.boundary,
+        open=hit.open,
+        recall=how,
+    )
 
 
 def _clip(text: str | None, limit: int) -> str | None:

@@ -64,23 +64,32 @@ def prefix_sha(path: str, length: int) -> str:
 
 def stream_of(db: "Database", session_id: str) -> Stream | None:
     """The source stream of an imported session, else None."""
-    row = db.one("SELECT session_id, source, source_key, path, bytes_done, lines_done, prefix_sha256 FROM imports "
-                 "WHERE session_id = :id", {"id": session_id})
-    return None if row is None else Stream(str(row[0]), str(row[1]), str(row[2]), str(row[3]), int(row[4]),
-                                           int(row[5]), str(row[6]))
+    row = db.one(
+        "SELECT session_id, source, source_key, path, bytes_done, lines_done, prefix_sha256 FROM imports "
+        "WHERE session_id = :id",
+        {"id": session_id},
+    )
+    return (
+        None
+        if row is None
+        else Stream(str(row[0]), str(row[1]), str(row[2]), str(row[3]), int(row[4]), int(row[5]), str(row[6]))
+    )
 
 
 def file_offsets(db: "Database", source: str, path: str) -> tuple[Any, ...] | None:
     """(session, bytes done, lines done, prefix digest) of a file read before, else None."""
-    row = db.one("SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM import_files "
-                 "WHERE source = :s AND path = :p", {"s": source, "p": path})
+    row = db.one(
+        "SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM import_files WHERE source = :s AND path = :p",
+        {"s": source, "p": path},
+    )
     return None if row is None else (row[0], int(row[1]), int(row[2]), row[3])
 
 
 def file_session(db: "Database", path: str) -> tuple[str, str] | None:
     """(session, source) a file was last read into, by path alone (the one with the most read)."""
-    row = db.one("SELECT session_id, source FROM import_files WHERE path = :p ORDER BY bytes_done DESC LIMIT 1",
-                 {"p": path})
+    row = db.one(
+        "SELECT session_id, source FROM import_files WHERE path = :p ORDER BY bytes_done DESC LIMIT 1", {"p": path}
+    )
     return None if row is None else (str(row[0]), str(row[1]))
 
 
@@ -91,8 +100,15 @@ def record_file(db: "Database", source: str, path: str, session_id: str, bytes_d
         "VALUES (:s, :p, :id, :b, :n, :sha, :now) ON CONFLICT (source, path) DO UPDATE SET "
         "session_id = excluded.session_id, bytes_done = excluded.bytes_done, lines_done = excluded.lines_done, "
         "prefix_sha256 = excluded.prefix_sha256, updated_at = excluded.updated_at",
-        {"s": source, "p": path, "id": session_id, "b": bytes_done, "n": lines_done,
-         "sha": prefix_sha(path, bytes_done), "now": time.time()},
+        {
+            "s": source,
+            "p": path,
+            "id": session_id,
+            "b": bytes_done,
+            "n": lines_done,
+            "sha": prefix_sha(path, bytes_done),
+            "now": time.time(),
+        },
     ).close()
 
 
@@ -158,8 +174,10 @@ def _stream_chunks(db: "Database", stream: Stream, start: int, end: int) -> Iter
     """The stream's bytes [start, end): from its feeding file while it still holds them, else from kept raw lines."""
     feeder = stream.path
     try:
-        usable = os.path.getsize(feeder) >= stream.bytes_done and prefix_sha(feeder, stream.bytes_done) == \
-            stream.prefix_sha256
+        usable = (
+            os.path.getsize(feeder) >= stream.bytes_done
+            and prefix_sha(feeder, stream.bytes_done) == stream.prefix_sha256
+        )
     except OSError:
         usable = False
     if usable:
@@ -175,7 +193,7 @@ def _kept_lines(db: "Database", session_id: str, start: int, end: int) -> Iterat
     for (raw,) in db.all("SELECT raw FROM source_lines WHERE session_id = :id ORDER BY line_no", {"id": session_id}):
         raw = bytes(raw)
         if offset + len(raw) > start:
-            yield raw[max(0, start - offset): end - offset]
+            yield raw[max(0, start - offset) : end - offset]
         offset += len(raw)
         if offset >= end:
             return

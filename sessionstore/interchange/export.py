@@ -56,8 +56,6 @@ def export_jsonl(session: "Session", out: TextSink) -> int:
     return count
 
 
-
-
 def _jsonl_line(row: Any) -> str:
     """One export line from a raw row (seq, uuid, parent, role, type, subtype, ts, api id, usage, meta flags...)."""
     seq, uuid, parent, role, mtype, subtype, ts, api_id, usage, is_meta, is_summary, meta, content, tokens = row
@@ -93,8 +91,10 @@ def export_markdown(session: "Session", out: TextSink) -> int:
 
 def _divider(b: Any) -> str:
     """The horizontal rule a boundary becomes, its summary quoted below."""
-    head = (f"\n---\n\n## ✂ Compaction {b.index} — {markdown_inline(b.kind)}, {markdown_inline(b.trigger)}: "
-            f"{b.pre_tokens:,} → {b.post_tokens:,} tokens, {b.messages_summarized} messages summarized\n\n")
+    head = (
+        f"\n---\n\n## ✂ Compaction {b.index} — {markdown_inline(b.kind)}, {markdown_inline(b.trigger)}: "
+        f"{b.pre_tokens:,} → {b.post_tokens:,} tokens, {b.messages_summarized} messages summarized\n\n"
+    )
     summary = markdown_body(closed_fences(b.summary or "(no summary)"))
     quoted = "\n".join("> " + line if line else ">" for line in summary.splitlines())
     return head + "<details><summary>Summary</summary>\n\n" + quoted + "\n\n</details>\n\n---\n\n"
@@ -157,14 +157,16 @@ def _blocks_markdown(content: Any) -> Iterator[str]:
             yield head + "\n\n" + _fence(json.dumps(block.get("input"), ensure_ascii=False, indent=2), "json")
         elif kind == "tool_result":
             inner = block.get("content")
-            text = inner if isinstance(inner, str) else "\n".join(
-                b.get("text", f"[{b.get('type')}]") for b in (inner or []) if isinstance(b, dict))
+            text = (
+                inner
+                if isinstance(inner, str)
+                else "\n".join(b.get("text", f"[{b.get('type')}]") for b in (inner or []) if isinstance(b, dict))
+            )
             status = " (error)" if block.get("is_error") else ""
             target = markdown_inline(str(block.get("tool_use_id")))
             yield f"**tool_result**{status} for {target}\n\n" + _fence(text or "")
         elif kind == "server_tool_use":
-            head = (f"**server_tool_use** {code_span(str(block.get('name')))} "
-                    f"({markdown_inline(str(block.get('id')))})")
+            head = f"**server_tool_use** {code_span(str(block.get('name')))} ({markdown_inline(str(block.get('id')))})"
             yield head + "\n\n" + _fence(json.dumps(block.get("input"), ensure_ascii=False, indent=2), "json")
         elif kind == "document" and document_text(block):
             yield "**document**\n\n" + _fence(document_text(block))
@@ -247,8 +249,9 @@ def _file_session_id(session: "Session") -> str | None:
     return None
 
 
-def claude_code_line(session: "Session", m: "StoredMessage", *, link: Link | None = None,
-                     session_id: str | None = None) -> dict[str, Any]:
+def claude_code_line(
+    session: "Session", m: "StoredMessage", *, link: Link | None = None, session_id: str | None = None
+) -> dict[str, Any]:
     """One transcript message in Claude Code's JSONL entry shape."""
     entry: dict[str, Any] = {
         "parentUuid": link.parent if link is not None else m.parent_uuid,
@@ -359,13 +362,29 @@ def export_html(session: "Session", out: TextSink) -> int:
     ranges = _summarized_ranges(session) if found else {}
     marks = []
     for b in found:
-        marks.append({"index": b.index, "uuid": b.boundary_uuid, "seq": b.boundary_seq, "kind": b.kind,
-                      "trigger": b.trigger, "pre_tokens": b.pre_tokens, "post_tokens": b.post_tokens,
-                      "summary": b.summary or "", "summarized_seqs": ranges.get(b.id)})
+        marks.append(
+            {
+                "index": b.index,
+                "uuid": b.boundary_uuid,
+                "seq": b.boundary_seq,
+                "kind": b.kind,
+                "trigger": b.trigger,
+                "pre_tokens": b.pre_tokens,
+                "post_tokens": b.post_tokens,
+                "summary": b.summary or "",
+                "summarized_seqs": ranges.get(b.id),
+            }
+        )
     note = fork_note(session)
     title = (session.title or session.id) + (f" ({note})" if note else "")
-    return render_html_rows(out, title=title, rows=_html_rows(session), boundaries=marks,
-                            token_points=token_points(session, found=found), usage=usage_line(session))
+    return render_html_rows(
+        out,
+        title=title,
+        rows=_html_rows(session),
+        boundaries=marks,
+        token_points=token_points(session, found=found),
+        usage=usage_line(session),
+    )
 
 
 def usage_line(session: "Session") -> str:
@@ -377,12 +396,16 @@ def usage_line(session: "Session") -> str:
     usage = session_usage(session.store, [session.id], prices=prices)[session.id]
     if not usage.responses:
         return ""
-    line = (f"API usage: {usage.responses:,} responses · input {usage.input_tokens:,} · cache write "
-            f"{usage.cache_write:,} (5m {usage.cache_write_5m:,}, 1h {usage.cache_write_1h:,}) · cache read "
-            f"{usage.cache_read:,} · output {usage.output_tokens:,} · cache hit {hit_rate_text(usage)} · ")
+    line = (
+        f"API usage: {usage.responses:,} responses · input {usage.input_tokens:,} · cache write "
+        f"{usage.cache_write:,} (5m {usage.cache_write_5m:,}, 1h {usage.cache_write_1h:,}) · cache read "
+        f"{usage.cache_read:,} · output {usage.output_tokens:,} · cache hit {hit_rate_text(usage)} · "
+    )
     if usage.unpriced_models:
-        line += (f"cost unknown ({', '.join(sorted(usage.unpriced_models))} not in the price table; "
-                 f"the rest ${usage.cost_usd_known:,.2f})")
+        line += (
+            f"cost unknown ({', '.join(sorted(usage.unpriced_models))} not in the price table; "
+            f"the rest ${usage.cost_usd_known:,.2f})"
+        )
     else:
         line += f"cost {cost_text(usage)}"
     return line + f" (prices of {prices.date})"
@@ -404,4 +427,3 @@ def _summarized_ranges(session: "Session") -> dict[int, tuple[int, int] | None]:
         seqs = json.loads(seqs_json) if seqs_json else []
         ranges[int(compaction_id)] = (min(seqs), max(seqs)) if seqs else None
     return ranges
-

@@ -214,13 +214,18 @@ def render_html_rows(
     in pieces of about ROWS_FLUSH_CHARS characters rather than per message: far
     fewer writes, memory still bounded.
     """
-    return _page(out, title, boundaries, token_points, lambda writer: writer.rows(rows), ROWS_FLUSH_CHARS,
-                 usage=usage)
+    return _page(out, title, boundaries, token_points, lambda writer: writer.rows(rows), ROWS_FLUSH_CHARS, usage=usage)
 
 
 def _page(
-    out: TextSink, title: str, boundaries: list[dict[str, Any]], token_points: list[tuple[int, int]],
-    feed: Callable[["_TranscriptWriter"], int], flush_chars: int = 0, *, usage: str = "",
+    out: TextSink,
+    title: str,
+    boundaries: list[dict[str, Any]],
+    token_points: list[tuple[int, int]],
+    feed: Callable[["_TranscriptWriter"], int],
+    flush_chars: int = 0,
+    *,
+    usage: str = "",
 ) -> int:
     """The page around the transcript, which `feed` writes through a _TranscriptWriter."""
     bounds = [_Boundary.of(b, i + 1) for i, b in enumerate(boundaries)]
@@ -242,7 +247,7 @@ def _page(
 
 def _head(title: str) -> str:
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
         '<meta name="referrer" content="no-referrer">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -315,7 +320,9 @@ def _drop_mark(b: _Boundary, x: Any, y: Any, lo: int, hi: int, h: int, m: int) -
     ]
     if b.pre_tokens is not None and b.post_tokens is not None:
         y1, y2 = y(b.pre_tokens), y(b.post_tokens)
-        mark.append(f'<line x1="{bx:.1f}" y1="{y1:.1f}" x2="{bx:.1f}" y2="{y2:.1f}" stroke="#d9534f" stroke-width="3"/>')
+        mark.append(
+            f'<line x1="{bx:.1f}" y1="{y1:.1f}" x2="{bx:.1f}" y2="{y2:.1f}" stroke="#d9534f" stroke-width="3"/>'
+        )
         mark.append(f'<circle cx="{bx:.1f}" cy="{y1:.1f}" r="3" fill="#d9534f"/>')
     mark.append(f'<text x="{bx + 3:.1f}" y="{m + 10}" font-size="11" fill="#d9534f">{b.index}</text></g>')
     return "".join(mark)
@@ -398,8 +405,19 @@ class _TranscriptWriter:
         """Write StoredMessages (any text, so every string is checked for NUL and lone surrogates)."""
         count = 0
         for m in messages:
-            self.write(m.seq, m.uuid, m.role, m.type, m.subtype, m.timestamp, m.is_meta, m.is_compact_summary,
-                       _usage_badge(m.usage), m.content, esc)
+            self.write(
+                m.seq,
+                m.uuid,
+                m.role,
+                m.type,
+                m.subtype,
+                m.timestamp,
+                m.is_meta,
+                m.is_compact_summary,
+                _usage_badge(m.usage),
+                m.content,
+                esc,
+            )
             count += 1
         return count
 
@@ -415,14 +433,35 @@ class _TranscriptWriter:
             if badge is None:
                 badge = self._usage_badge(usage)
             escape = esc if _may_hold_unsafe(raw) else _escape
-            self.write(seq, uuid, role, mtype, subtype, timestamp, is_meta == 1, is_summary == 1, badge,
-                       loads_stored(raw), escape)
+            self.write(
+                seq,
+                uuid,
+                role,
+                mtype,
+                subtype,
+                timestamp,
+                is_meta == 1,
+                is_summary == 1,
+                badge,
+                loads_stored(raw),
+                escape,
+            )
             count += 1
         return count
 
     def write(
-        self, seq: int, uuid: str, role: Any, mtype: Any, subtype: Any, timestamp: Any, is_meta: Any,
-        is_summary: Any, usage_badge: str, content: Any, escape: _Escape,
+        self,
+        seq: int,
+        uuid: str,
+        role: Any,
+        mtype: Any,
+        subtype: Any,
+        timestamp: Any,
+        is_meta: Any,
+        is_summary: Any,
+        usage_badge: str,
+        content: Any,
+        escape: _Escape,
     ) -> None:
         """One message as an <article>, preceded by any fold or anchor due before it."""
         if seq >= self.folds.watch or seq > self.next_anchor:
@@ -441,8 +480,8 @@ class _TranscriptWriter:
             body = f'<details class="summary-text"><summary>Compaction summary</summary>{body}</details>'
         opening = (
             f'<article class="{classes}" id="{anchor}"><header>{header} #{seq}'
-            f'{f" · {esc(timestamp)}" if timestamp else ""}{_META_BADGE if is_meta else ""}'
-            f'{_SUMMARY_BADGE if is_summary else ""}{usage_badge}{label}</header>'
+            f"{f' · {esc(timestamp)}' if timestamp else ''}{_META_BADGE if is_meta else ''}"
+            f"{_SUMMARY_BADGE if is_summary else ''}{usage_badge}{label}</header>"
         )
         self.parts += (opening, body, _ARTICLE_END)
         self.buffered += len(opening) + len(body) + len(_ARTICLE_END)
@@ -537,8 +576,8 @@ def _block(block: Any, escape: _Escape) -> str:
     if kind in _TOOL_USES:
         return (
             f'<details class="tool-use"><summary>Tool call <b>{escape(block.get("name", "?"))}</b> '
-            f'<code>{escape(block.get("id", ""))}</code></summary>'
-            f'<pre>{escape(_compact_json(block.get("input")))}</pre></details>'
+            f"<code>{escape(block.get('id', ''))}</code></summary>"
+            f"<pre>{escape(_compact_json(block.get('input')))}</pre></details>"
         )
     if kind == "tool_result":
         return _tool_result(block, escape)
@@ -568,7 +607,7 @@ def _tool_result(block: dict[str, Any], escape: _Escape) -> str:
     inner = block.get("content")
     summary = (
         f'<details class="tool-result{" error" if error else ""}"><summary>Tool result for '
-        f'<code>{escape(block.get("tool_use_id", ""))}</code>{" (error)" if error else ""}</summary>'
+        f"<code>{escape(block.get('tool_use_id', ''))}</code>{' (error)' if error else ''}</summary>"
     )
     if isinstance(inner, str) or inner is None:
         return f"{summary}<pre>{escape(inner or '')}</pre></details>"

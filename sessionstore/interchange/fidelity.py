@@ -52,10 +52,15 @@ def _differs(session: "Session", chain: list[str], mine: list[str]) -> bool:
     if missing:
         return True
     for start in range(0, len(extra), 500):
-        part = extra[start:start + 500]
+        part = extra[start : start + 500]
         marks = ", ".join(f":u{i}" for i in range(len(part)))
-        if session.db.one(f"SELECT 1 FROM messages WHERE session_id = :id AND uuid IN ({marks}) LIMIT 1",
-                          {"id": session.id, **{f"u{i}": u for i, u in enumerate(part)}}) is not None:
+        if (
+            session.db.one(
+                f"SELECT 1 FROM messages WHERE session_id = :id AND uuid IN ({marks}) LIMIT 1",
+                {"id": session.id, **{f"u{i}": u for i, u in enumerate(part)}},
+            )
+            is not None
+        ):
             return True
     return False
 
@@ -63,4 +68,5 @@ def _differs(session: "Session", chain: list[str], mine: list[str]) -> bool:
 def _refuse(session: "Session", why: str) -> None:
     raise UnfaithfulExport(
         f"session {session.id} cannot be exported as claude-code: {why}; nothing written. "
-        f"`sessionstore export {session.id} --format jsonl` keeps every view and compaction")
+        f"`sessionstore export {session.id} --format jsonl` keeps every view and compaction"
+    )

@@ -25,8 +25,16 @@ from sessionstore.interchange.confine import escape_note, inside_root
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
 from sessionstore.storage.faults import fault_in
 from sessionstore.storage.gcpause import gc_paused
-from sessionstore.interchange.copies import Match, Stream, compare, file_offsets, file_session, prefix_sha, \
-    record_file, stream_of
+from sessionstore.interchange.copies import (
+    Match,
+    Stream,
+    compare,
+    file_offsets,
+    file_session,
+    prefix_sha,
+    record_file,
+    stream_of,
+)
 from sessionstore.interchange.importers import open_import, sniff_source
 from sessionstore.interchange.tree import transcripts_under
 from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan, whole_lines_end
@@ -75,8 +83,11 @@ class EmptyTranscript(SessionStoreError):
 
 
 #: The command that imports each format, for the messages that point to it.
-IMPORT_COMMANDS = {"claude-code": "sessionstore import claude-code", "codex": "sessionstore import codex",
-                   "jsonl": "sessionstore import jsonl"}
+IMPORT_COMMANDS = {
+    "claude-code": "sessionstore import claude-code",
+    "codex": "sessionstore import codex",
+    "jsonl": "sessionstore import jsonl",
+}
 
 
 @dataclass
@@ -86,7 +97,9 @@ class ImportResult:
     path: str
     source: str
     session_id: str | None
-    status: str  # imported | grown | unchanged | duplicate | skipped (no message in it) | waiting (live: no whole line yet)
+    status: (
+        str  # imported | grown | unchanged | duplicate | skipped (no message in it) | waiting (live: no whole line yet)
+    )
     lines_added: int = 0
     messages_added: int = 0
     boundaries: int = 0
@@ -96,14 +109,24 @@ class ImportResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "path": self.path, "source": self.source, "session": self.session_id, "status": self.status,
-            "lines_added": self.lines_added, "messages_added": self.messages_added, "held_back": self.held_back,
-            "boundaries": self.boundaries, "warnings": self.warnings,
+            "path": self.path,
+            "source": self.source,
+            "session": self.session_id,
+            "status": self.status,
+            "lines_added": self.lines_added,
+            "messages_added": self.messages_added,
+            "held_back": self.held_back,
+            "boundaries": self.boundaries,
+            "warnings": self.warnings,
         }
 
 
-def transcript_files(paths: Iterable[str | os.PathLike[str]], *, follow_symlinks: bool = False,
-                     outside: list[tuple[Path, str]] | None = None) -> list[Path]:
+def transcript_files(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    follow_symlinks: bool = False,
+    outside: list[tuple[Path, str]] | None = None,
+) -> list[Path]:
     """Files to import: each file given, and every *.jsonl under each directory (main files first).
 
     A file under a directory that resolves outside it (a planted symlink) is left out unless
@@ -143,8 +166,14 @@ class LiveState:
 
 
 def import_file(
-    store: "SessionStore", path: str | os.PathLike[str], *, source: str | None = None,
-    strict: bool = False, progress: Progress | None = None, live: bool = False, hold_tail: bool = False,
+    store: "SessionStore",
+    path: str | os.PathLike[str],
+    *,
+    source: str | None = None,
+    strict: bool = False,
+    progress: Progress | None = None,
+    live: bool = False,
+    hold_tail: bool = False,
     state: LiveState | None = None,
 ) -> ImportResult:
     """Import one transcript file in one transaction (nothing is written on failure).
@@ -184,8 +213,14 @@ class _Stale(SessionStoreError):
 
 
 def _import_once(
-    store: "SessionStore", resolved: str, source: str | None, strict: bool, progress: Progress | None,
-    live: bool, hold_tail: bool, state: LiveState | None,
+    store: "SessionStore",
+    resolved: str,
+    source: str | None,
+    strict: bool,
+    progress: Progress | None,
+    live: bool,
+    hold_tail: bool,
+    state: LiveState | None,
 ) -> ImportResult:
     """One attempt of `import_file`: read the offsets, then write in one transaction if they still hold.
 
@@ -217,9 +252,11 @@ def _import_once(
     if size < int(known[1]):
         raise _truncated(resolved, known, size)
     if prefix_sha(resolved, int(known[1])) != known[3]:
-        raise ImportConflict(f"{resolved} changed in place since it was imported into session {known[0]}; "
-                             "only growth (appended lines) can be imported again; the imported lines are kept",
-                             known[0])
+        raise ImportConflict(
+            f"{resolved} changed in place since it was imported into session {known[0]}; "
+            "only growth (appended lines) can be imported again; the imported lines are kept",
+            known[0],
+        )
     stream = stream_of(store.db, str(known[0]))
     if stream is not None and int(known[1]) < stream.bytes_done:
         return _behind(write, known, stream, size)
@@ -232,7 +269,9 @@ def _behind(write: "_Write", known: tuple[Any, ...], stream: Stream, size: int) 
     if match.diverges:
         raise ImportConflict(
             f"{write.path} differs after line {match.lines:,} from session {stream.session_id}'s source, which "
-            f"{stream.path} has fed since; the imported lines are kept", stream.session_id)
+            f"{stream.path} has fed since; the imported lines are kept",
+            stream.session_id,
+        )
     if match.bytes < stream.bytes_done or size == stream.bytes_done:
         return write.note_copy(stream, match, "unchanged")
     return write.run(stream.offsets)
@@ -245,9 +284,12 @@ def _same_source(write: "_Write", session_id: str, size: int) -> ImportResult:
         raise ImportConflict(f"{write.path}: session {session_id} has its source but no stream row", session_id)
     match = compare(write.store.db, stream, write.path, (0, 0), min(size, stream.bytes_done))
     if match.diverges:
-        return write.run(None, own_key=_own_key(stream.source_key, write.path),
-                         note=f"{write.path}: shares its first {match.lines:,} line(s) with session {session_id} "
-                              f"({stream.path}), then differs: imported as a session of its own")
+        return write.run(
+            None,
+            own_key=_own_key(stream.source_key, write.path),
+            note=f"{write.path}: shares its first {match.lines:,} line(s) with session {session_id} "
+            f"({stream.path}), then differs: imported as a session of its own",
+        )
     if match.bytes < stream.bytes_done or size == stream.bytes_done:
         return write.note_copy(stream, match, "copy")
     return write.run(stream.offsets)
@@ -272,8 +314,9 @@ class _Write:
     state: LiveState | None
     limit: int | None
 
-    def run(self, existing: tuple[Any, ...] | None, *, own_key: str | None = None,
-            note: str | None = None) -> ImportResult:
+    def run(
+        self, existing: tuple[Any, ...] | None, *, own_key: str | None = None, note: str | None = None
+    ) -> ImportResult:
         """Import the file's lines past `existing` (a stream's offsets; None: into a new session)."""
         cached = _resumable(self.state, existing, self.source) if self.live else None
         attempts: list["SourceImport"] = []
@@ -311,6 +354,7 @@ class _Write:
 
     def note_copy(self, stream: Stream, match: Match, status: str) -> ImportResult:
         """Record how much of this copy the stored source already holds; nothing else is written."""
+
         def body(db: "Database") -> None:
             record_file(db, self.source, self.path, stream.session_id, match.bytes, match.lines)
 
@@ -322,9 +366,12 @@ class _Write:
 
 def _truncated(path: str, existing: Any, size: int) -> ImportConflict:
     """The conflict of a file that is now shorter than what was imported from it."""
-    return ImportConflict(f"{path} was truncated to {size:,} bytes of whole lines after {int(existing[1]):,} bytes "
-                          f"({int(existing[2]):,} lines) were imported into session {existing[0]}; "
-                          "the imported lines are kept", existing[0])
+    return ImportConflict(
+        f"{path} was truncated to {size:,} bytes of whole lines after {int(existing[1]):,} bytes "
+        f"({int(existing[2]):,} lines) were imported into session {existing[0]}; "
+        "the imported lines are kept",
+        existing[0],
+    )
 
 
 def _imported_source(db: "Database", path: str) -> str | None:
@@ -353,8 +400,16 @@ def _resumable(state: LiveState | None, existing: Any, source: str) -> "SourceIm
 class _Writer:
     """One import transaction: stream lines, then lay out the view history."""
 
-    def __init__(self, db: "Database", path: str, source: str, existing: Any, strict: bool,
-                 progress: Progress | None, importer: "SourceImport"):
+    def __init__(
+        self,
+        db: "Database",
+        path: str,
+        source: str,
+        existing: Any,
+        strict: bool,
+        progress: Progress | None,
+        importer: "SourceImport",
+    ):
         self.db, self.path, self.source, self.strict, self.progress = db, path, source, strict, progress
         self.importer = importer
         self.existing = existing
@@ -390,14 +445,17 @@ class _Writer:
             self._take(line)
         self._flush()
         if not self.existing and not self.result.messages_added:
-            raise EmptyTranscript(f"{self.path}: no message in it (binary, empty or not a {self.source} "
-                                  "transcript); no session created")
+            raise EmptyTranscript(
+                f"{self.path}: no message in it (binary, empty or not a {self.source} transcript); no session created"
+            )
         fault_in(self.db, "after_lines")
         plan = importer.plan()
         self.warnings.extend(w for w in plan.warnings if w not in self.warnings and not self._said_before(w))
         if self.strict and self.warnings:
-            raise ImportWarnings(f"{self.path}: {len(self.warnings)} warning(s) under --strict, nothing imported; "
-                                 f"first: {self.warnings[0]}")
+            raise ImportWarnings(
+                f"{self.path}: {len(self.warnings)} warning(s) under --strict, nothing imported; "
+                f"first: {self.warnings[0]}"
+            )
         if self.existing and self.complete_lines == int(self.existing[2]):
             self._unchanged()
         duplicate = self._duplicate_of(plan)
@@ -416,7 +474,7 @@ class _Writer:
         prefix = self.path + ":"
         if not self.existing or not warning.startswith(prefix):
             return False
-        line = warning[len(prefix):].split(":", 1)[0]
+        line = warning[len(prefix) :].split(":", 1)[0]
         return line.isdigit() and int(line) <= self.lines_done
 
     def _unchanged(self) -> None:
@@ -429,8 +487,13 @@ class _Writer:
         self.db.execute(
             "INSERT INTO sessions (id, title, context_window, created_at, updated_at, metadata_json) "
             "VALUES (:id, :title, :cw, :now, :now, :meta)",
-            {"id": self.session_id, "title": Path(self.path).stem, "cw": 200_000, "now": now,
-             "meta": dumps({"imported_from": self.source})},
+            {
+                "id": self.session_id,
+                "title": Path(self.path).stem,
+                "cw": 200_000,
+                "now": now,
+                "meta": dumps({"imported_from": self.source}),
+            },
         ).close()
 
     def _load_existing(self) -> None:
@@ -441,15 +504,19 @@ class _Writer:
         if last_seq != int(meta.get("imported_last_seq", -1)):
             raise ImportConflict(
                 f"session {self.session_id} has messages of its own since {self.path} was imported; "
-                "import the grown file into a new store or session instead", self.session_id)
+                "import the grown file into a new store or session instead",
+                self.session_id,
+            )
         for uuid, seq, tokens in self.db.all(
             "SELECT uuid, seq, tokens FROM messages WHERE session_id = :id", {"id": self.session_id}
         ):
             self.seq_of[uuid] = int(seq)
             self.tokens_of[int(seq)] = int(tokens)
         self.last_seq = last_seq
-        self.db.execute("DELETE FROM source_lines WHERE session_id = :id AND line_no > :n",
-                        {"id": self.session_id, "n": self.lines_done}).close()
+        self.db.execute(
+            "DELETE FROM source_lines WHERE session_id = :id AND line_no > :n",
+            {"id": self.session_id, "n": self.lines_done},
+        ).close()
 
     def _take(self, line: ImportedLine) -> None:
         """One streamed line: a message, a side entry or a bad line, all kept raw."""
@@ -506,8 +573,10 @@ class _Writer:
             try:
                 check_timestamp(stamp)
             except InvalidMessage:
-                self.warnings.append(f"{self.path}:{line.line_no}: timestamp {stamp[:40]!r} is not a time; "
-                                     "the import time is recorded instead")
+                self.warnings.append(
+                    f"{self.path}:{line.line_no}: timestamp {stamp[:40]!r} is not a time; "
+                    "the import time is recorded instead"
+                )
                 line.message = {**line.message, "timestamp": None}
 
     def _drop_bad_usage(self, line: ImportedLine) -> None:
@@ -542,8 +611,10 @@ class _Writer:
         """A session already imported from the same source session (a copy of the file elsewhere)."""
         if self.existing or self.own_key or not plan.source_session_id:
             return None
-        row = self.db.one("SELECT session_id FROM imports WHERE source = :s AND source_key = :k",
-                          {"s": self.source, "k": plan.source_session_id})
+        row = self.db.one(
+            "SELECT session_id FROM imports WHERE source = :s AND source_key = :k",
+            {"s": self.source, "k": plan.source_session_id},
+        )
         return row[0] if row else None
 
     def _layout(self, plan: ImportPlan) -> None:
@@ -558,11 +629,22 @@ class _Writer:
             valid_to = None if current else version + 1
             cleared = self._cleared(plan.cleared, version, seqs)
             tokens = [cleared[seq][1] if seq in cleared else self.tokens_of[seq] for seq in seqs]
-            self.db.insert_rows("view_entries", _VIEW_ENTRY_COLUMNS, [
-                (self.session_id, version, (i + 1) * KEY_GAP, seq, valid_to, tokens[i],
-                 cleared[seq][0] if seq in cleared else None)
-                for i, seq in enumerate(seqs)
-            ])
+            self.db.insert_rows(
+                "view_entries",
+                _VIEW_ENTRY_COLUMNS,
+                [
+                    (
+                        self.session_id,
+                        version,
+                        (i + 1) * KEY_GAP,
+                        seq,
+                        valid_to,
+                        tokens[i],
+                        cleared[seq][0] if seq in cleared else None,
+                    )
+                    for i, seq in enumerate(seqs)
+                ],
+            )
             totals.append((seqs, sum(tokens)))
         order = sorted(range(len(plan.boundaries)), key=lambda i: self.seq_of[plan.boundaries[i].boundary_uuid])
         self.ordinals = {i: rank + 1 for rank, i in enumerate(order)}
@@ -583,15 +665,19 @@ class _Writer:
             content = self._content(seq)
             if not isinstance(content, list):
                 continue
-            shown = [dict(b, content=CLEARED_TEXT) if b.get("type") == "tool_result" and b.get("tool_use_id") in ids
-                     else b for b in content]
+            shown = [
+                dict(b, content=CLEARED_TEXT) if b.get("type") == "tool_result" and b.get("tool_use_id") in ids else b
+                for b in content
+            ]
             out[seq] = (dumps(shown), estimate_content(shown))
         return out
 
     def _content(self, seq: int) -> Any:
         """One stored message's content (read back from this transaction)."""
-        row = self.db.one("SELECT content_json FROM messages WHERE session_id = :id AND seq = :seq",
-                          {"id": self.session_id, "seq": seq})
+        row = self.db.one(
+            "SELECT content_json FROM messages WHERE session_id = :id AND seq = :seq",
+            {"id": self.session_id, "seq": seq},
+        )
         return json.loads(row[0])
 
     def _post_tokens(self, b: ImportedBoundary, next_view: list[int]) -> int:
@@ -621,41 +707,75 @@ class _Writer:
             "tail_uuid, custom_instructions, summarizer, created_at, metadata_json, ordinal, view_floor) VALUES "
             "(:s, :b, :sum, :v, :kind, :trigger, :pre, :post, :n, :seqs, :head, :anchor, :tail, NULL, :summarizer, "
             ":now, :meta, :ordinal, :v)",
-            {"s": self.session_id, "b": self.seq_of[b.boundary_uuid],
-             "sum": self.seq_of.get(b.summary_uuid) if b.summary_uuid else None, "v": version,
-             "kind": b.kind, "trigger": b.trigger, "pre": b.pre_tokens if b.pre_tokens is not None else pre_total,
-             "post": post_total, "n": len(b.summarized), "seqs": dumps(self._seqs(b.summarized)),
-             "head": seg.get("head_uuid"), "anchor": seg.get("anchor_uuid"), "tail": seg.get("tail_uuid"),
-             "summarizer": f"imported:{self.source}", "now": self._time_of(self.seq_of[b.boundary_uuid]),
-             "meta": dumps({"imported": True}), "ordinal": self.ordinals[version]},
+            {
+                "s": self.session_id,
+                "b": self.seq_of[b.boundary_uuid],
+                "sum": self.seq_of.get(b.summary_uuid) if b.summary_uuid else None,
+                "v": version,
+                "kind": b.kind,
+                "trigger": b.trigger,
+                "pre": b.pre_tokens if b.pre_tokens is not None else pre_total,
+                "post": post_total,
+                "n": len(b.summarized),
+                "seqs": dumps(self._seqs(b.summarized)),
+                "head": seg.get("head_uuid"),
+                "anchor": seg.get("anchor_uuid"),
+                "tail": seg.get("tail_uuid"),
+                "summarizer": f"imported:{self.source}",
+                "now": self._time_of(self.seq_of[b.boundary_uuid]),
+                "meta": dumps({"imported": True}),
+                "ordinal": self.ordinals[version],
+            },
         ).close()
 
     def _time_of(self, seq: int) -> float:
         """A stored message's source time (epoch seconds); now when it has none."""
-        row = self.db.one("SELECT timestamp FROM messages WHERE session_id = :id AND seq = :seq",
-                          {"id": self.session_id, "seq": seq})
+        row = self.db.one(
+            "SELECT timestamp FROM messages WHERE session_id = :id AND seq = :seq", {"id": self.session_id, "seq": seq}
+        )
         moment = source_time(row[0]) if row else None
         return time.time() if moment is None else moment
 
     def _finish(self, plan: ImportPlan) -> None:
         """Session counters, header fields, the imports row and sub-agent links."""
         tail = tail_state_for(self.db, self.session_id, [(s, None) for s in self.final_seqs])
-        meta = {"imported_from": self.source, "imported_last_seq": self.last_seq,
-                "source_session_id": plan.source_session_id}
+        meta = {
+            "imported_from": self.source,
+            "imported_last_seq": self.last_seq,
+            "source_session_id": plan.source_session_id,
+        }
         self.db.execute(
             "UPDATE sessions SET last_seq = :last, base_seq = :last, view_version = :v, view_tokens = :t, "
             "explicit_count = :n, tail_state = :tail, updated_at = COALESCE(:updated, updated_at), "
             "created_at = COALESCE(:created, created_at), title = COALESCE(:title, title), "
             "cwd = COALESCE(:cwd, cwd), model = COALESCE(:model, model), "
             "context_window = COALESCE(:window, context_window), metadata_json = :meta WHERE id = :id",
-            {"last": self.last_seq, "v": len(plan.boundaries), "t": self.final_tokens, "n": len(self.final_seqs),
-             "tail": tail.dumps(), "updated": self.last_time, "created": None if self.existing else self.first_time,
-             "title": plan.title, "cwd": plan.cwd, "model": plan.model, "window": plan.context_window,
-             "meta": dumps(meta), "id": self.session_id},
+            {
+                "last": self.last_seq,
+                "v": len(plan.boundaries),
+                "t": self.final_tokens,
+                "n": len(self.final_seqs),
+                "tail": tail.dumps(),
+                "updated": self.last_time,
+                "created": None if self.existing else self.first_time,
+                "title": plan.title,
+                "cwd": plan.cwd,
+                "model": plan.model,
+                "window": plan.context_window,
+                "meta": dumps(meta),
+                "id": self.session_id,
+            },
         ).close()
-        params = {"id": self.session_id, "s": self.source, "k": self.own_key or plan.source_session_id or self.path,
-                  "p": self.path, "b": self.complete_bytes, "n": self.complete_lines,
-                  "sha": prefix_sha(self.path, self.complete_bytes), "now": time.time()}
+        params = {
+            "id": self.session_id,
+            "s": self.source,
+            "k": self.own_key or plan.source_session_id or self.path,
+            "p": self.path,
+            "b": self.complete_bytes,
+            "n": self.complete_lines,
+            "sha": prefix_sha(self.path, self.complete_bytes),
+            "now": time.time(),
+        }
         self.db.execute(
             "INSERT INTO imports (session_id, source, source_key, path, bytes_done, lines_done, prefix_sha256, "
             "updated_at) VALUES (:id, :s, :k, :p, :b, :n, :sha, :now) ON CONFLICT (session_id) DO UPDATE SET "
@@ -668,11 +788,14 @@ class _Writer:
 
     def _link_parents(self, plan: ImportPlan) -> None:
         if plan.parent_source_session_id:
-            parent = self.db.one("SELECT session_id FROM imports WHERE source = :s AND source_key = :k",
-                                 {"s": self.source, "k": plan.parent_source_session_id})
+            parent = self.db.one(
+                "SELECT session_id FROM imports WHERE source = :s AND source_key = :k",
+                {"s": self.source, "k": plan.parent_source_session_id},
+            )
             if parent:
-                self.db.execute("UPDATE sessions SET parent_id = :p WHERE id = :id",
-                                {"p": parent[0], "id": self.session_id}).close()
+                self.db.execute(
+                    "UPDATE sessions SET parent_id = :p WHERE id = :id", {"p": parent[0], "id": self.session_id}
+                ).close()
         if plan.source_session_id:
             self.db.execute(
                 "UPDATE sessions SET parent_id = :p WHERE id IN (SELECT session_id FROM imports "
@@ -690,8 +813,13 @@ class DuplicateImport(SessionStoreError):
 
 
 def import_paths(
-    store: "SessionStore", paths: Iterable[str | os.PathLike[str]], *, source: str | None = None,
-    strict: bool = False, progress: Progress | None = None, follow_symlinks: bool = False,
+    store: "SessionStore",
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    source: str | None = None,
+    strict: bool = False,
+    progress: Progress | None = None,
+    follow_symlinks: bool = False,
 ) -> list[ImportResult]:
     """Import every transcript under `paths`; a copy of an imported session is reported, not re-added.
 
@@ -704,8 +832,9 @@ def import_paths(
     if source is not None:
         for path in files:
             check_format(path, source)
-    results = [ImportResult(str(path), source or "", None, "skipped", warnings=[f"{path} {note}"])
-               for path, note in outside]
+    results = [
+        ImportResult(str(path), source or "", None, "skipped", warnings=[f"{path} {note}"]) for path, note in outside
+    ]
     for path in files:
         try:
             results.append(import_file(store, path, source=source, strict=strict, progress=progress))
@@ -733,5 +862,6 @@ def check_format(path: str | os.PathLike[str], source: str) -> None:
     """Refuse a file whose lines show another transcript format than `source`, naming the right command."""
     found = sniff_source(path)
     if found is not None and found != source:
-        raise WrongFormat(f"{path} is a {found} transcript, not {source}; import it with "
-                          f"`{IMPORT_COMMANDS[found]} {path}`")
+        raise WrongFormat(
+            f"{path} is a {found} transcript, not {source}; import it with `{IMPORT_COMMANDS[found]} {path}`"
+        )

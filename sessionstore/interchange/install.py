@@ -62,8 +62,15 @@ class Installed:
     command: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tool": self.tool, "session_id": self.session_id, "path": str(self.path), "cwd": self.cwd,
-                "entries": self.entries, "left_out_blocks": self.left_out, "command": self.command}
+        return {
+            "tool": self.tool,
+            "session_id": self.session_id,
+            "path": str(self.path),
+            "cwd": self.cwd,
+            "entries": self.entries,
+            "left_out_blocks": self.left_out,
+            "command": self.command,
+        }
 
 
 def installed_id(session: "Session", tool: str) -> str:
@@ -75,9 +82,11 @@ def claude_project_name(cwd: str) -> str:
     """Claude Code's folder name for a working directory: every character outside [A-Za-z0-9] becomes '-'."""
     name = re.sub(r"[^A-Za-z0-9]", "-", cwd)
     if len(name) > CLAUDE_MAX_PROJECT_NAME:
-        raise InstallError(f"the working directory {cwd!r} makes a Claude Code project name of {len(name)} "
-                           f"characters; Claude Code shortens names past {CLAUDE_MAX_PROJECT_NAME} with a hash "
-                           "this store cannot reproduce")
+        raise InstallError(
+            f"the working directory {cwd!r} makes a Claude Code project name of {len(name)} "
+            f"characters; Claude Code shortens names past {CLAUDE_MAX_PROJECT_NAME} with a hash "
+            "this store cannot reproduce"
+        )
     return name
 
 
@@ -131,8 +140,9 @@ def install_claude_code(session: "Session", *, claude_config: str | os.PathLike[
     entries = session.active_entries()
     lines = list(_claude_lines(session, entries, new_id, cwd))
     _write_new(path, lines)
-    return Installed("claude-code", new_id, path, cwd, len(entries), 0,
-                     f"cd {_shell_quote(cwd)} && claude --resume {new_id}")
+    return Installed(
+        "claude-code", new_id, path, cwd, len(entries), 0, f"cd {_shell_quote(cwd)} && claude --resume {new_id}"
+    )
 
 
 def _claude_lines(session: "Session", entries: list["ViewEntry"], new_id: str, cwd: str) -> Iterator[bytes]:
@@ -156,18 +166,27 @@ def install_codex(session: "Session", *, home: str | os.PathLike[str] | None = N
     root = codex_home(home)
     existing = _existing_rollout(root, new_id)
     if existing is not None:
-        raise InstallError(f"{existing} exists already (session {session.id} was installed in Codex as {new_id}); "
-                           "nothing was written. Fork the session to install its view under a new id")
+        raise InstallError(
+            f"{existing} exists already (session {session.id} was installed in Codex as {new_id}); "
+            "nothing was written. Fork the session to install its view under a new id"
+        )
     stamp = datetime.now().astimezone()
-    path = (root / "sessions" / stamp.strftime("%Y") / stamp.strftime("%m") / stamp.strftime("%d")
-            / f"rollout-{stamp.strftime('%Y-%m-%dT%H-%M-%S')}-{new_id}.jsonl")
+    path = (
+        root
+        / "sessions"
+        / stamp.strftime("%Y")
+        / stamp.strftime("%m")
+        / stamp.strftime("%d")
+        / f"rollout-{stamp.strftime('%Y-%m-%dT%H-%M-%S')}-{new_id}.jsonl"
+    )
     cwd = _cwd_of(session)
     entries = session.active_entries()
     writer = _CodexWriter(new_id, cwd, session.model)
     lines = writer.lines(entries)
     _write_new(path, lines)
-    return Installed("codex", new_id, path, cwd, len(entries), writer.left_out,
-                     f"cd {_shell_quote(cwd)} && codex resume {new_id}")
+    return Installed(
+        "codex", new_id, path, cwd, len(entries), writer.left_out, f"cd {_shell_quote(cwd)} && codex resume {new_id}"
+    )
 
 
 def _existing_rollout(root: Path, new_id: str) -> Path | None:
@@ -191,21 +210,45 @@ class _CodexWriter:
         now = _iso_now()
         from sessionstore import __version__
 
-        out = [_line(now, "session_meta", {"id": self.new_id, "timestamp": now, "cwd": self.cwd,
-                                           "originator": "sessionstore", "cli_version": __version__,
-                                           "instructions": None, "source": "cli", "model_provider": "openai"})]
+        out = [
+            _line(
+                now,
+                "session_meta",
+                {
+                    "id": self.new_id,
+                    "timestamp": now,
+                    "cwd": self.cwd,
+                    "originator": "sessionstore",
+                    "cli_version": __version__,
+                    "instructions": None,
+                    "source": "cli",
+                    "model_provider": "openai",
+                },
+            )
+        ]
         if self.model:
-            out.append(_line(now, "turn_context", {"cwd": self.cwd, "approval_policy": "on-request",
-                                                   "sandbox_policy": {"type": "workspace-write"},
-                                                   "model": self.model, "summary": "auto"}))
+            out.append(
+                _line(
+                    now,
+                    "turn_context",
+                    {
+                        "cwd": self.cwd,
+                        "approval_policy": "on-request",
+                        "sandbox_policy": {"type": "workspace-write"},
+                        "model": self.model,
+                        "summary": "auto",
+                    },
+                )
+            )
         i = 0
         while i < len(entries):
             entry = entries[i]
             stamp = entry.message.timestamp or now
             if entry.role == "system" and entry.subtype == BOUNDARY_SUBTYPE:
-                j = next((k for k in range(i + 1, len(entries)) if entries[k].subtype == BOUNDARY_SUBTYPE),
-                         len(entries))
-                items = [pair for e in entries[i + 1:j] for pair in self._items(e)]
+                j = next(
+                    (k for k in range(i + 1, len(entries)) if entries[k].subtype == BOUNDARY_SUBTYPE), len(entries)
+                )
+                items = [pair for e in entries[i + 1 : j] for pair in self._items(e)]
                 history = [item for kind, item in items if kind == "response_item"]
                 out.append(_line(stamp, "compacted", {"message": "", "replacement_history": history}))
                 # What a person typed, as the events Codex lists and replays a session's turns from.
@@ -243,8 +286,9 @@ class _CodexWriter:
             out.insert(0, ("response_item", _message("assistant", "output_text", texts, meta)))
         return out
 
-    def _user(self, entry: "ViewEntry", blocks: list[dict[str, Any]],
-              meta: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    def _user(
+        self, entry: "ViewEntry", blocks: list[dict[str, Any]], meta: dict[str, Any]
+    ) -> list[tuple[str, dict[str, Any]]]:
         out: list[tuple[str, dict[str, Any]]] = []
         rest: list[dict[str, Any]] = []
         for block in blocks:
@@ -273,7 +317,9 @@ def _message(role: str, text_type: str, blocks: list[dict[str, Any]], meta: dict
     for block in blocks:
         if block.get("type") == "image" and block.get("source", {}).get("type") == "base64":
             source = block["source"]
-            parts.append({"type": "input_image", "image_url": f"data:{source.get('media_type')};base64,{source.get('data')}"})
+            parts.append(
+                {"type": "input_image", "image_url": f"data:{source.get('media_type')};base64,{source.get('data')}"}
+            )
         elif block.get("type") == "image" and block.get("source", {}).get("type") == "url":
             parts.append({"type": "input_image", "image_url": block["source"].get("url")})
         elif block.get("type") == "text":
@@ -289,12 +335,19 @@ def _call(block: dict[str, Any], codex_type: Any) -> dict[str, Any]:
     given = block.get("input")
     tool_input: dict[str, Any] = given if isinstance(given, dict) else {}
     if codex_type == "custom_tool_call" and set(tool_input) == {"input"}:
-        return {"type": "custom_tool_call", "name": block.get("name"), "input": tool_input["input"],
-                "call_id": block.get("id")}
+        return {
+            "type": "custom_tool_call",
+            "name": block.get("name"),
+            "input": tool_input["input"],
+            "call_id": block.get("id"),
+        }
     if codex_type == "local_shell_call":
         return {"type": "local_shell_call", "call_id": block.get("id"), "status": "completed", "action": tool_input}
-    arguments = tool_input["arguments"] if set(tool_input) == {"arguments"} and isinstance(
-        tool_input["arguments"], str) else json.dumps(tool_input, ensure_ascii=False)
+    arguments = (
+        tool_input["arguments"]
+        if set(tool_input) == {"arguments"} and isinstance(tool_input["arguments"], str)
+        else json.dumps(tool_input, ensure_ascii=False)
+    )
     return {"type": "function_call", "name": block.get("name"), "arguments": arguments, "call_id": block.get("id")}
 
 
@@ -303,13 +356,19 @@ def _output(block: dict[str, Any], codex_type: Any) -> dict[str, Any]:
     content = block.get("content")
     if isinstance(content, list):
         content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    kind = codex_type if codex_type in ("custom_tool_call_output", "local_shell_call_output") else "function_call_output"
+    kind = (
+        codex_type if codex_type in ("custom_tool_call_output", "local_shell_call_output") else "function_call_output"
+    )
     return {"type": kind, "call_id": block.get("tool_use_id"), "output": content if isinstance(content, str) else ""}
 
 
 def _line(stamp: str, kind: str, payload: dict[str, Any]) -> bytes:
-    return json.dumps({"timestamp": stamp, "type": kind, "payload": payload}, ensure_ascii=False,
-                      separators=(",", ":")).encode("utf-8") + b"\n"
+    return (
+        json.dumps(
+            {"timestamp": stamp, "type": kind, "payload": payload}, ensure_ascii=False, separators=(",", ":")
+        ).encode("utf-8")
+        + b"\n"
+    )
 
 
 def _iso_now() -> str:
@@ -325,8 +384,9 @@ def _write_new(path: Path, lines: list[bytes] | Iterator[bytes]) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        raise InstallError(f"{path} exists already; nothing was written. Fork the session to install its view "
-                           "under a new id") from None
+        raise InstallError(
+            f"{path} exists already; nothing was written. Fork the session to install its view under a new id"
+        ) from None
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)

@@ -44,8 +44,10 @@ def linked_transcript(session: "Session", *, after_seq: int = 0) -> Iterator[tup
         b = by_seq.get(message.seq)
         if message.seq > after_seq:
             if b is not None and message.subtype == BOUNDARY_SUBTYPE:
-                yield message, Link(None, views.last_of(b.replaced_version), b,
-                                    views.segment_of(b.replaced_version + 1))
+                yield (
+                    message,
+                    Link(None, views.last_of(b.replaced_version), b, views.segment_of(b.replaced_version + 1)),
+                )
             else:
                 yield message, Link(parent)
         previous = message.uuid
@@ -88,4 +90,5 @@ class _Versions:
         self.lasts[version] = entries[-1].uuid if entries else None
         one_run = old and old[0] > 0 and old[-1] - old[0] == len(old) - 1
         self.segments[version] = (
-            (entries[old[0]].uuid, entries[old[0] - 1].uuid, entries[old[-1]].uuid) if one_run else None)
+            (entries[old[0]].uuid, entries[old[0] - 1].uuid, entries[old[-1]].uuid) if one_run else None
+        )

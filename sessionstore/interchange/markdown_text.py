@@ -93,10 +93,10 @@ def _escape_paragraph(text: str) -> str:
             start += 1
         run = opening.end() - start
         closing = next((m for m in _TICKS.finditer(text, opening.end()) if len(m.group()) == run), None)
-        if run == 0 or closing is None or "|" in text[start:closing.end()]:
-            out.append(text[at:opening.end()].replace("<", "&lt;"))
+        if run == 0 or closing is None or "|" in text[start : closing.end()]:
+            out.append(text[at : opening.end()].replace("<", "&lt;"))
             at = opening.end()
             continue
         out.append(text[at:start].replace("<", "&lt;"))
-        out.append(text[start:closing.end()])
+        out.append(text[start : closing.end()])
         at = closing.end()

@@ -73,9 +73,15 @@ class WatchEvent:
     def to_dict(self) -> dict[str, Any]:
         """One `watch --json` line."""
         return {
-            "event": self.event, "path": self.path, "session": self.session_id, "source": self.source,
-            "lines_added": self.lines_added, "messages_added": self.messages_added,
-            "warnings": self.warnings, "message": self.message, "time": time.time(),
+            "event": self.event,
+            "path": self.path,
+            "session": self.session_id,
+            "source": self.source,
+            "lines_added": self.lines_added,
+            "messages_added": self.messages_added,
+            "warnings": self.warnings,
+            "message": self.message,
+            "time": time.time(),
         }
 
 
@@ -90,9 +96,16 @@ def transcript_file(path: Path) -> bool:
 class Watcher:
     """Imports the transcript files under some roots, once or as they change."""
 
-    def __init__(self, store: "SessionStore", roots: Iterable[str | os.PathLike[str]], report: Report, *,
-                 settle_seconds: float = SETTLE_SECONDS, debounce_ms: int = DEBOUNCE_MS,
-                 follow_symlinks: bool = False):
+    def __init__(
+        self,
+        store: "SessionStore",
+        roots: Iterable[str | os.PathLike[str]],
+        report: Report,
+        *,
+        settle_seconds: float = SETTLE_SECONDS,
+        debounce_ms: int = DEBOUNCE_MS,
+        follow_symlinks: bool = False,
+    ):
         self.store = store
         self.roots = [Path(r).expanduser().resolve() for r in roots]
         #: Take files whose resolved path leaves their watched folder (a symlink to elsewhere).
@@ -170,11 +183,13 @@ class Watcher:
 
     def _import(self, name: str, hold: bool) -> WatchEvent | None:
         try:
-            result = import_file(self.store, name, live=True, hold_tail=hold,
-                                 state=self.states.setdefault(name, LiveState()))
+            result = import_file(
+                self.store, name, live=True, hold_tail=hold, state=self.states.setdefault(name, LiveState())
+            )
         except DuplicateImport as dup:
-            return self._once(name, WatchEvent("duplicate", name, dup.session_id,
-                                               message="a copy of a session already in the store"))
+            return self._once(
+                name, WatchEvent("duplicate", name, dup.session_id, message="a copy of a session already in the store")
+            )
         except ImportConflict as exc:
             said = str(exc).removeprefix(f"{name}: ").removeprefix(f"{name} ")
             return self._once(name, WatchEvent("conflict", name, exc.session_id, message=said))
@@ -182,7 +197,9 @@ class Watcher:
             return WatchEvent("error", name, message=str(exc))
         if result.status == "waiting" and result.warnings and not hold:
             why = result.warnings[0].removeprefix(f"{name}: ")
-            return self._once(name, WatchEvent("skipped", name, message=f"{why}; skipped until transcript lines follow"))
+            return self._once(
+                name, WatchEvent("skipped", name, message=f"{why}; skipped until transcript lines follow")
+            )
         self.conflicts.pop(name, None)
         if result.held_back:
             self.held[name] = result.held_back
@@ -194,10 +211,22 @@ class Watcher:
         if result.status in ("unchanged", "waiting"):
             return None
         if result.status == "copy":
-            return WatchEvent("copy", name, result.session_id, result.source,
-                              message="a copy of a session's source already in the store; its further lines go there")
-        return WatchEvent(result.status, name, result.session_id, result.source, result.lines_added,
-                          result.messages_added, self._new_warnings(name, warnings))
+            return WatchEvent(
+                "copy",
+                name,
+                result.session_id,
+                result.source,
+                message="a copy of a session's source already in the store; its further lines go there",
+            )
+        return WatchEvent(
+            result.status,
+            name,
+            result.session_id,
+            result.source,
+            result.lines_added,
+            result.messages_added,
+            self._new_warnings(name, warnings),
+        )
 
     def _hold_provisional(self, name: str, warnings: list[str]) -> list[str]:
         """Keep back the warnings about calls and results a file still being written may yet pair."""
@@ -225,16 +254,25 @@ class Watcher:
             return None
         uuids = list(held)
         marks = ", ".join(f":u{i}" for i in range(len(uuids)))
-        seen = {r[0] for r in self.store.db.all(
-            f"SELECT m.uuid FROM messages m WHERE m.session_id = :s AND m.uuid IN ({marks}) AND EXISTS "
-            "(SELECT 1 FROM view_entries v WHERE v.session_id = m.session_id AND v.seq = m.seq)",
-            {"s": row[0], **{f"u{i}": u for i, u in enumerate(uuids)}})}
+        seen = {
+            r[0]
+            for r in self.store.db.all(
+                f"SELECT m.uuid FROM messages m WHERE m.session_id = :s AND m.uuid IN ({marks}) AND EXISTS "
+                "(SELECT 1 FROM view_entries v WHERE v.session_id = m.session_id AND v.seq = m.seq)",
+                {"s": row[0], **{f"u{i}": u for i, u in enumerate(uuids)}},
+            )
+        }
         still = [text for uuid, text in held.items() if uuid not in seen]
         fresh = self._new_warnings(name, still)
         if not fresh:
             return None
-        event = WatchEvent("settled", name, row[0], warnings=fresh,
-                           message=f"{len(fresh)} warning(s) about tool calls and results left unpaired")
+        event = WatchEvent(
+            "settled",
+            name,
+            row[0],
+            warnings=fresh,
+            message=f"{len(fresh)} warning(s) about tool calls and results left unpaired",
+        )
         self.report(event)
         return event
 
@@ -279,8 +317,9 @@ class Watcher:
 
     # ------------------------------------------------------------ following
 
-    def run(self, stop: threading.Event | None = None, *, ready: Callable[[], None] | None = None,
-            caught_up: bool = False) -> None:
+    def run(
+        self, stop: threading.Event | None = None, *, ready: Callable[[], None] | None = None, caught_up: bool = False
+    ) -> None:
         """Catch up on every file (unless the caller just did), then follow changes until `stop` is set."""
         import watchfiles
 
@@ -291,8 +330,14 @@ class Watcher:
             self.sync_all()
         first = True
         for changes in watchfiles.watch(
-            *self.roots, watch_filter=_wanted, debounce=self.debounce_ms, step=STEP_MS, stop_event=stop,
-            rust_timeout=WAKE_MS, yield_on_timeout=True, raise_interrupt=True,
+            *self.roots,
+            watch_filter=_wanted,
+            debounce=self.debounce_ms,
+            step=STEP_MS,
+            stop_event=stop,
+            rust_timeout=WAKE_MS,
+            yield_on_timeout=True,
+            raise_interrupt=True,
         ):
             if first:
                 # Anything written between the first pass and the watch starting is taken now.

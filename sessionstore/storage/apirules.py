@@ -133,7 +133,9 @@ def _check_document_source(where: str, raw: Any) -> None:
     source, kind = _source(where, raw)
     if kind == "base64":
         if source.get("media_type") != "application/pdf":
-            raise InvalidContent(f"{where} base64 media_type must be 'application/pdf', got {source.get('media_type')!r}")
+            raise InvalidContent(
+                f"{where} base64 media_type must be 'application/pdf', got {source.get('media_type')!r}"
+            )
         _check_base64(where, source.get("data"))
     elif kind == "text":
         if source.get("media_type") != "text/plain":

@@ -62,7 +62,14 @@ class Config:
     microcompact_enabled: bool = True
     microcompact_mode: str = "local"  # "local" clears content; "server" emits context_management
     compactable_tools: tuple[str, ...] = (
-        "Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write",
+        "Read",
+        "Bash",
+        "Grep",
+        "Glob",
+        "WebSearch",
+        "WebFetch",
+        "Edit",
+        "Write",
     )
     microcompact_trigger_count: int = 12
     microcompact_keep_recent: int = 3
@@ -144,11 +151,14 @@ class Config:
                 continue
             low, high = _bounds(f.name)
             if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
-                raise ConfigError(f"{ENV_PREFIX}{f.name.upper()}={value!r} is out of range: "
-                                  f"it must be between {low:g} and {high:g}")
+                raise ConfigError(
+                    f"{ENV_PREFIX}{f.name.upper()}={value!r} is out of range: it must be between {low:g} and {high:g}"
+                )
         if self.collapse_start_ratio > self.collapse_block_ratio:
-            raise ConfigError(f"{ENV_PREFIX}COLLAPSE_START_RATIO ({self.collapse_start_ratio:g}) must not exceed "
-                              f"{ENV_PREFIX}COLLAPSE_BLOCK_RATIO ({self.collapse_block_ratio:g})")
+            raise ConfigError(
+                f"{ENV_PREFIX}COLLAPSE_START_RATIO ({self.collapse_start_ratio:g}) must not exceed "
+                f"{ENV_PREFIX}COLLAPSE_BLOCK_RATIO ({self.collapse_block_ratio:g})"
+            )
 
     def summary_budget(self, context_window: int) -> int:
         """Tokens a summary may take in a session with this window (`summary_max_tokens`, else 10%)."""
@@ -166,8 +176,9 @@ class Config:
 #: The largest count or size a setting takes (2**53: exact as a float, and far inside a 64-bit column).
 MAX_SETTING = 2**53
 #: Variables read elsewhere (the database URL, the summarizer's model, the test and fault harnesses).
-OTHER_VARIABLES = frozenset({"DB_URL", "SUMMARY_MODEL", "TEST_PG_URL", "FAULT", "TRANSCRIPTS", "CRASH_TRIALS",
-                             "SOAK_SECONDS"})
+OTHER_VARIABLES = frozenset(
+    {"DB_URL", "SUMMARY_MODEL", "TEST_PG_URL", "FAULT", "TRANSCRIPTS", "CRASH_TRIALS", "SOAK_SECONDS"}
+)
 _warned: set[str] = set()
 
 
@@ -186,14 +197,19 @@ def _warn_unknown(env: Mapping[str, str]) -> None:
     """A `SESSIONSTORE_*` variable no setting reads is most likely a typo: say so once per name."""
     known = {f.name.upper() for f in fields(Config)} | OTHER_VARIABLES
     for key in env:
-        if key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX):] not in known and key not in _warned:
+        if key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX) :] not in known and key not in _warned:
             _warned.add(key)
-            name = key[len(ENV_PREFIX):]
-            close = ([k for k in sorted(known) if k.startswith(name + "_")][:1]
-                     or difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6))
+            name = key[len(ENV_PREFIX) :]
+            close = [k for k in sorted(known) if k.startswith(name + "_")][:1] or difflib.get_close_matches(
+                name, sorted(known), n=1, cutoff=0.6
+            )
             hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else ""
-            log.warning("%s is not a sessionstore setting and is ignored "
-                        "(the settings are the fields of sessionstore.Config)%s", key, hint)
+            log.warning(
+                "%s is not a sessionstore setting and is ignored "
+                "(the settings are the fields of sessionstore.Config)%s",
+                key,
+                hint,
+            )
 
 
 def _parse(f: dataclasses.Field[Any], raw: str) -> Any:

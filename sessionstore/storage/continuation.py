@@ -35,8 +35,11 @@ def continuation_of(session: "Session", *, create: bool = True) -> "Session | No
         return found
     local = session.fork(title=session.title)
     meta = {CONTINUES: session.id}
-    session.db.run_write(lambda db: db.execute("UPDATE sessions SET metadata_json = :m WHERE id = :id",
-                                               {"m": json.dumps(meta), "id": local.id}).close())
+    session.db.run_write(
+        lambda db: db.execute(
+            "UPDATE sessions SET metadata_json = :m WHERE id = :id", {"m": json.dumps(meta), "id": local.id}
+        ).close()
+    )
     local.metadata = meta
     return local
 
@@ -44,7 +47,9 @@ def continuation_of(session: "Session", *, create: bool = True) -> "Session | No
 def _latest(session: "Session") -> "Session | None":
     rows = session.db.all(
         "SELECT f.session_id, s.metadata_json FROM session_forks f JOIN sessions s ON s.id = f.session_id "
-        "WHERE f.parent_id = :id ORDER BY f.created_at DESC", {"id": session.id})
+        "WHERE f.parent_id = :id ORDER BY f.created_at DESC",
+        {"id": session.id},
+    )
     for sid, meta in rows:
         if json.loads(meta or "{}").get(CONTINUES) == session.id:
             return session.store.get(str(sid))

@@ -78,13 +78,18 @@ def make_engine(url: str, *, busy_timeout_ms: int = 10_000, read_only: bool = Fa
 
 #: What to do about a database that cannot be opened, by a phrase of the driver's error.
 _ADVICE = (
-    ("file is not a database", "point --db (or SESSIONSTORE_DB_URL) at a sessionstore database or at a path "
-                               "where a new one may be created"),
+    (
+        "file is not a database",
+        "point --db (or SESSIONSTORE_DB_URL) at a sessionstore database or at a path where a new one may be created",
+    ),
     ("file is encrypted", "point --db at a sessionstore database"),
     ("unable to open database file", "check that the folder exists and is writable"),
     ("is a directory", "the path is a folder: give a file path, e.g. sqlite:///FOLDER/sessions.db"),
-    ("malformed", "the file is damaged: restore it from its backup (a .bak- file next to it) or recover it "
-                  "with `sqlite3 FILE .recover`"),
+    (
+        "malformed",
+        "the file is damaged: restore it from its backup (a .bak- file next to it) or recover it "
+        "with `sqlite3 FILE .recover`",
+    ),
     ('role "', "create that role (createuser NAME) or put an existing user in the URL"),
     ("password authentication failed", "check the user and password in the URL"),
     ('database "', "create that database (createdb NAME) or fix the database name in the URL"),
@@ -115,15 +120,17 @@ def cannot_open(url: str, exc: BaseException) -> DatabaseUnavailable:
         shown = "(unparsable URL)"
     cause = " ".join(str(getattr(exc, "orig", None) or exc).split())
     if cause.startswith("connection failed: "):
-        cause = cause[len("connection failed: "):]
+        cause = cause[len("connection failed: ") :]
     lowered = cause.lower()
-    advice = next((text for phrase, text in _ADVICE if phrase in lowered),
-                  "check the URL given with --db or SESSIONSTORE_DB_URL")
+    advice = next(
+        (text for phrase, text in _ADVICE if phrase in lowered), "check the URL given with --db or SESSIONSTORE_DB_URL"
+    )
     return DatabaseUnavailable(f"cannot open database {shown}: {cause}; {advice}")
 
 
-def open_database(url: str, *, busy_timeout_ms: int = 10_000, write_retries: int = 8,
-                  read_only: bool = False) -> "Database":
+def open_database(
+    url: str, *, busy_timeout_ms: int = 10_000, write_retries: int = 8, read_only: bool = False
+) -> "Database":
     """An engine and its first connection, or DatabaseUnavailable saying why and what to do.
 
     `read_only`: the connection refuses every write by construction (SQLite `query_only`, a
@@ -303,8 +310,14 @@ class Database:
             finally:
                 self.conn.execute("ROLLBACK")
 
-    def run_write(self, body: Callable[[Database], T], session_id: str | None = None, point: str = "", *,
-                  single_statement: bool = False) -> T:
+    def run_write(
+        self,
+        body: Callable[[Database], T],
+        session_id: str | None = None,
+        point: str = "",
+        *,
+        single_statement: bool = False,
+    ) -> T:
         """Run `body(db)` in a write transaction, retrying transient lock errors a bounded number of times.
 
         `point` names the write for fault injection (see faults.py); a nested call keeps the outer name.
@@ -325,9 +338,7 @@ class Database:
             except Exception as exc:  # narrowed below
                 if not self.is_transient(exc) or attempt == self.write_retries:
                     if self.is_transient(exc):
-                        raise StoreBusy(
-                            f"database stayed busy after {self.write_retries} retries: {exc}"
-                        ) from exc
+                        raise StoreBusy(f"database stayed busy after {self.write_retries} retries: {exc}") from exc
                     raise
             time.sleep(delay * (1 + random.random()))
             delay = min(delay * 2, 0.5)

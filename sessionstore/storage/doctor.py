@@ -187,8 +187,9 @@ def _sqlite_problems(db: "Database") -> list[Problem]:
     orphans = db.all("PRAGMA foreign_key_check")
     if orphans:
         listed = [f"{r[0]} rowid {r[1]} -> {r[2]}" for r in orphans]
-        problems.append(Problem("foreign_key", f"{len(orphans)} row(s) point at missing parents: "
-                                + "; ".join(_shown(listed))))
+        problems.append(
+            Problem("foreign_key", f"{len(orphans)} row(s) point at missing parents: " + "; ".join(_shown(listed)))
+        )
     return problems
 
 
@@ -222,8 +223,12 @@ def _foreign_key_orphans(db: "Database") -> list[Problem]:
                 f"(SELECT 1 FROM {parent.table.name} p WHERE p.{parent.name} = c.{child})"
             )[0]
             if count:
-                problems.append(Problem("foreign_key", f"{count} row(s) of {table.name}.{child} point at "
-                                        f"missing {parent.table.name}.{parent.name}"))
+                problems.append(
+                    Problem(
+                        "foreign_key",
+                        f"{count} row(s) of {table.name}.{child} point at missing {parent.table.name}.{parent.name}",
+                    )
+                )
     return problems
 
 
@@ -252,11 +257,21 @@ def _session_problems(db: "Database", sid: str, verified_blobs: set[str]) -> lis
     view = _read_view(db, sid, base_seq)
     problems += _view_row_problems(db, sid, view)
     if view.tokens != view_tokens:
-        problems.append(Problem("view_tokens", f"view_tokens is {view_tokens} but the view's entries sum "
-                                f"to {view.tokens}", repairable=True))
+        problems.append(
+            Problem(
+                "view_tokens",
+                f"view_tokens is {view_tokens} but the view's entries sum to {view.tokens}",
+                repairable=True,
+            )
+        )
     if view.open_rows != explicit_count:
-        problems.append(Problem("explicit_count", f"explicit_count is {explicit_count} but the view has "
-                                f"{view.open_rows} open row(s)", repairable=True))
+        problems.append(
+            Problem(
+                "explicit_count",
+                f"explicit_count is {explicit_count} but the view has {view.open_rows} open row(s)",
+                repairable=True,
+            )
+        )
     if not view.unreadable and not view.missing:
         problems += _validity_problems(db, sid, view.entries, row[4])
     problems += _compaction_problems(db, sid)
@@ -266,9 +281,7 @@ def _session_problems(db: "Database", sid: str, verified_blobs: set[str]) -> lis
 
 def _seq_problems(db: "Database", sid: str, last_seq: int, base_seq: int) -> list[Problem]:
     """seq runs 1..last_seq without holes; base_seq within it."""
-    count, highest = db.one(
-        "SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM messages WHERE session_id = :id", {"id": sid}
-    )
+    count, highest = db.one("SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM messages WHERE session_id = :id", {"id": sid})
     count, highest = int(count), int(highest)
     problems = []
     if count != highest:
@@ -278,11 +291,15 @@ def _seq_problems(db: "Database", sid: str, last_seq: int, base_seq: int) -> lis
             {"id": sid},
         )
         holes = [f"{int(a) + 1}..{int(b) - 1}" if int(b) - int(a) > 2 else str(int(a) + 1) for a, b in gaps]
-        problems.append(Problem("seq_gap", f"transcript seq has {highest - count} hole(s) below {highest}: "
-                                + ", ".join(_shown(holes))))
+        problems.append(
+            Problem(
+                "seq_gap", f"transcript seq has {highest - count} hole(s) below {highest}: " + ", ".join(_shown(holes))
+            )
+        )
     if highest != last_seq:
-        problems.append(Problem("last_seq", f"last_seq is {last_seq} but the highest seq is {highest}",
-                                repairable=True))
+        problems.append(
+            Problem("last_seq", f"last_seq is {last_seq} but the highest seq is {highest}", repairable=True)
+        )
     if not 0 <= base_seq <= max(last_seq, highest):
         problems.append(Problem("base_seq", f"base_seq {base_seq} is outside the transcript (0..{highest})"))
     return problems
@@ -323,8 +340,16 @@ def _add_entry(view: _View, seq: int, tokens: int, message: list[Any], replaced:
     except (ValueError, RecursionError):
         view.unreadable.append(seq)
         return
-    stored = StoredMessage(seq=seq, uuid=uuid, role=role, type=mtype, content=content, subtype=subtype,
-                           api_message_id=api_id, tokens=tokens)
+    stored = StoredMessage(
+        seq=seq,
+        uuid=uuid,
+        role=role,
+        type=mtype,
+        content=content,
+        subtype=subtype,
+        api_message_id=api_id,
+        tokens=tokens,
+    )
     view.entries.append(ViewEntry(len(view.entries), stored, content, tokens, replaced is not None))
 
 
@@ -332,24 +357,38 @@ def _view_row_problems(db: "Database", sid: str, view: _View) -> list[Problem]:
     """Open rows point at real messages, once each, with distinct keys."""
     problems = []
     if view.missing:
-        problems.append(Problem("view_missing_message", "open view row(s) point at seq(s) with no message: "
-                                + ", ".join(_shown(map(str, view.missing)))))
+        problems.append(
+            Problem(
+                "view_missing_message",
+                "open view row(s) point at seq(s) with no message: " + ", ".join(_shown(map(str, view.missing))),
+            )
+        )
     if view.unreadable:
-        problems.append(Problem("bad_json", "content of seq(s) is not readable JSON: "
-                                + ", ".join(_shown(map(str, view.unreadable)))))
+        problems.append(
+            Problem(
+                "bad_json", "content of seq(s) is not readable JSON: " + ", ".join(_shown(map(str, view.unreadable)))
+            )
+        )
     keys = db.all(
         "SELECT key, COUNT(*) FROM view_entries WHERE session_id = :id AND valid_to IS NULL "
         "GROUP BY key HAVING COUNT(*) > 1",
         {"id": sid},
     )
     if keys:
-        problems.append(Problem("view_duplicate_key", "several open view rows share key(s) "
-                                + ", ".join(_shown(str(k) for k, _ in keys))))
+        problems.append(
+            Problem(
+                "view_duplicate_key",
+                "several open view rows share key(s) " + ", ".join(_shown(str(k) for k, _ in keys)),
+            )
+        )
     counted = Counter([e.seq for e in view.entries] + view.missing)
     twice = sorted(seq for seq, n in counted.items() if n > 1)
     if twice:
-        problems.append(Problem("view_duplicate_seq", "message seq(s) appear twice in the view: "
-                                + ", ".join(_shown(map(str, twice)))))
+        problems.append(
+            Problem(
+                "view_duplicate_seq", "message seq(s) appear twice in the view: " + ", ".join(_shown(map(str, twice)))
+            )
+        )
     return problems
 
 
@@ -364,12 +403,14 @@ def _validity_problems(db: "Database", sid: str, entries: list[ViewEntry], tail_
     if stored is None:
         problems.append(Problem("tail_state", "tail_state is not readable JSON", repairable=True))
     elif not _same_tail(stored, actual):
-        problems.append(Problem(
-            "tail_state",
-            f"tail_state says last role {stored.last_role!r} with pending {sorted(stored.pending)}, "
-            f"the view says {actual.last_role!r} with pending {sorted(actual.pending)}",
-            repairable=True,
-        ))
+        problems.append(
+            Problem(
+                "tail_state",
+                f"tail_state says last role {stored.last_role!r} with pending {sorted(stored.pending)}, "
+                f"the view says {actual.last_role!r} with pending {sorted(actual.pending)}",
+                repairable=True,
+            )
+        )
     return problems
 
 
@@ -409,8 +450,9 @@ def _ids(blocks: Iterable[dict[str, Any]], kind: str, key: str) -> list[Any]:
     return [b.get(key) for b in blocks if b.get("type") == kind]
 
 
-def _assistant_problems(i: int, blocks: list[dict[str, Any]], messages: list[dict[str, Any]],
-                        seen: set[str], *, pending_ok: bool) -> list[str]:
+def _assistant_problems(
+    i: int, blocks: list[dict[str, Any]], messages: list[dict[str, Any]], seen: set[str], *, pending_ok: bool
+) -> list[str]:
     """tool_use ids unique, and answered by the next message unless this is the last assistant turn."""
     uses = _ids(blocks, "tool_use", "id")
     problems = [f"message {i}: tool_use id {u!r} used twice" for u in uses if u in seen]
@@ -434,10 +476,12 @@ def _user_problems(i: int, blocks: list[dict[str, Any]], messages: list[dict[str
     offered = set()
     if previous is not None and previous["role"] == "assistant":
         offered = set(_ids(as_blocks(previous["content"]), "tool_use", "id"))
-    problems = [f"message {i}: tool_result for {r!r} answers no tool_use of the message before"
-                for r in results if r not in offered]
-    problems += [f"message {i}: several tool_results for {r!r}" for r in sorted(set(results))
-                 if results.count(r) > 1]
+    problems = [
+        f"message {i}: tool_result for {r!r} answers no tool_use of the message before"
+        for r in results
+        if r not in offered
+    ]
+    problems += [f"message {i}: several tool_results for {r!r}" for r in sorted(set(results)) if results.count(r) > 1]
     first_other = next((j for j, b in enumerate(blocks) if b.get("type") != "tool_result"), len(blocks))
     if any(b.get("type") == "tool_result" for b in blocks[first_other:]):
         problems.append(f"message {i}: a tool_result comes after another block")
@@ -457,8 +501,9 @@ def _split_responses(db: "Database", sid: str, entries: list[ViewEntry]) -> list
         if entry.api_message_id:
             groups.setdefault(entry.api_message_id, set()).add(group)
             counts[entry.api_message_id] = counts.get(entry.api_message_id, 0) + 1
-    problems = [f"response {api_id!r} is split across {len(g)} API messages"
-                for api_id, g in groups.items() if len(g) > 1]
+    problems = [
+        f"response {api_id!r} is split across {len(g)} API messages" for api_id, g in groups.items() if len(g) > 1
+    ]
     if not counts:
         return problems
     recorded = db.all(
@@ -494,9 +539,7 @@ def _is_blank(content_json: str) -> bool:
 
 def _tail_of(entries: list[ViewEntry]) -> TailState:
     """The tail state the view implies (what append validation should hold)."""
-    return TailState.from_messages(
-        (e.role, e.api_message_id, e.content) for e in entries if e.message.is_sent
-    )
+    return TailState.from_messages((e.role, e.api_message_id, e.content) for e in entries if e.message.is_sent)
 
 
 # ------------------------------------------------------- compactions, blobs
@@ -518,8 +561,13 @@ def _compaction_problems(db: "Database", sid: str) -> list[Problem]:
         if role is None:
             problems.append(Problem("compaction", f"{where}: boundary seq {boundary_seq} has no message"))
         elif role != "system" or subtype != "compact_boundary":
-            problems.append(Problem("compaction", f"{where}: boundary seq {boundary_seq} is a {role} message "
-                                    f"with subtype {subtype!r}, not a compact_boundary"))
+            problems.append(
+                Problem(
+                    "compaction",
+                    f"{where}: boundary seq {boundary_seq} is a {role} message "
+                    f"with subtype {subtype!r}, not a compact_boundary",
+                )
+            )
         if summary_seq is not None and summary_found is None:
             problems.append(Problem("compaction", f"{where}: summary seq {summary_seq} has no message"))
         absent = _absent_uuids(db, sid, [u for u in segment if u])
@@ -541,8 +589,10 @@ def _empty_views_before(db: "Database", sid: str) -> list[Problem]:
         {"id": sid},
     )
     return [
-        Problem("empty_view_before_boundary", f"boundary {index} (seq {seq}): the view before it is empty though "
-                                              f"{sent} sent message(s) precede it")
+        Problem(
+            "empty_view_before_boundary",
+            f"boundary {index} (seq {seq}): the view before it is empty though {sent} sent message(s) precede it",
+        )
         for index, (seq, _version, entries, sent) in enumerate(rows, 1)
         if int(entries) == 0 and int(sent) > 0
     ]
@@ -571,12 +621,14 @@ def _blob_problems(db: "Database", sid: str, verified: set[str]) -> list[Problem
         try:
             get_blob(db, sha)
         except BlobNotFound:
-            problems.append(Problem("blob_missing", f"replacement of {tool_use_id!r} points at blob {sha}, "
-                                    "which is not stored"))
+            problems.append(
+                Problem("blob_missing", f"replacement of {tool_use_id!r} points at blob {sha}, which is not stored")
+            )
             continue
         except (BlobCorrupt, zlib.error, ValueError):
-            problems.append(Problem("blob_corrupt", f"blob {sha} (replacement of {tool_use_id!r}) does not "
-                                    "hash to its key"))
+            problems.append(
+                Problem("blob_corrupt", f"blob {sha} (replacement of {tool_use_id!r}) does not hash to its key")
+            )
             continue
         verified.add(sha)
     return problems

@@ -41,8 +41,9 @@ def encoder(item_separator: str, key_separator: str) -> Callable[[Any], str]:
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
         return plain.encode
-    encode = make(None, plain.default, json.encoder.encode_basestring, None, key_separator, item_separator,
-                  False, False, True)
+    encode = make(
+        None, plain.default, json.encoder.encode_basestring, None, key_separator, item_separator, False, False, True
+    )
     return lambda value: "".join(encode(value, 0))
 
 

@@ -25,11 +25,17 @@ ENV = "SESSIONSTORE_FAULT"
 TARGET: str | None = os.environ.get(ENV) or None
 
 #: Every rewrite kind with its own points (compaction kinds, then the pipeline layers).
-REWRITE_KINDS = ("full", "partial-from", "partial-up_to", "session-memory",
-                 "microcompact", "snip", "collapse", "spill")
+REWRITE_KINDS = ("full", "partial-from", "partial-up_to", "session-memory", "microcompact", "snip", "collapse", "spill")
 #: The statement groups of every rewrite transaction, in order.
-REWRITE_GROUPS = ("begin", "after_locked_state", "after_messages", "after_view_rows", "after_session_row",
-                  "before_commit", "after_commit")
+REWRITE_GROUPS = (
+    "begin",
+    "after_locked_state",
+    "after_messages",
+    "after_view_rows",
+    "after_session_row",
+    "before_commit",
+    "after_commit",
+)
 #: What a pipeline layer's rewrite writes before the view: spill blobs, then replacement decisions.
 LAYER_GROUPS = ("after_blobs", "after_decisions")
 LAYER_KINDS = ("microcompact", "snip", "collapse", "spill")
@@ -43,7 +49,7 @@ def _rewrite_points() -> tuple[str, ...]:
     for kind in REWRITE_KINDS:
         groups = list(REWRITE_GROUPS)
         if kind in COMPACTION_KINDS:
-            groups[groups.index("before_commit"):groups.index("before_commit")] = COMPACTION_GROUPS
+            groups[groups.index("before_commit") : groups.index("before_commit")] = COMPACTION_GROUPS
         if kind in LAYER_KINDS:
             groups[1:1] = LAYER_GROUPS
         points += [f"rewrite.{kind}.{g}" for g in groups]
@@ -52,15 +58,35 @@ def _rewrite_points() -> tuple[str, ...]:
 
 #: Every named point, grouped by write path; a test runs a child to each one on each engine.
 POINTS: tuple[str, ...] = (
-    "append.begin", "append.after_messages", "append.before_commit", "append.after_commit",
-    "append_many.begin", "append_many.after_messages", "append_many.before_commit", "append_many.after_commit",
+    "append.begin",
+    "append.after_messages",
+    "append.before_commit",
+    "append.after_commit",
+    "append_many.begin",
+    "append_many.after_messages",
+    "append_many.before_commit",
+    "append_many.after_commit",
     *_rewrite_points(),
-    "import.begin", "import.after_session_row", "import.mid_file", "import.after_lines", "import.after_layout",
-    "import.after_finish", "import.before_commit", "import.after_commit",
-    "doctor.repair.begin", "doctor.repair.after_session_row", "doctor.repair.before_commit",
+    "import.begin",
+    "import.after_session_row",
+    "import.mid_file",
+    "import.after_lines",
+    "import.after_layout",
+    "import.after_finish",
+    "import.before_commit",
+    "import.after_commit",
+    "doctor.repair.begin",
+    "doctor.repair.after_session_row",
+    "doctor.repair.before_commit",
     "doctor.repair.after_commit",
-    "fork.begin", "fork.after_messages", "fork.after_view_rows", "fork.before_commit", "fork.after_commit",
-    "migration.begin", "migration.before_commit", "migration.after_commit",
+    "fork.begin",
+    "fork.after_messages",
+    "fork.after_view_rows",
+    "fork.before_commit",
+    "fork.after_commit",
+    "migration.begin",
+    "migration.before_commit",
+    "migration.after_commit",
 )
 
 

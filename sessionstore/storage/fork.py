@@ -129,8 +129,9 @@ class _Cut:
     boundary_index: int | None = None
 
 
-def fork(parent: "Session", *, at: str | int | None = None, before_boundary: int | None = None,
-         title: str | None = None) -> "Session":
+def fork(
+    parent: "Session", *, at: str | int | None = None, before_boundary: int | None = None, title: str | None = None
+) -> "Session":
     """A new session holding the parent's view at `at` / before boundary `before_boundary` / now.
 
     One transaction, with the parent's row locked so no rewrite moves the view while it is read.
@@ -160,22 +161,25 @@ def _read_cut(parent: "Session", at: str | int | None, before_boundary: int | No
 
     if before_boundary is not None:
         replaced, floor = history.boundary_floor(parent, before_boundary)
-        return _Cut(history._view_at(parent, replaced, floor), "boundary", replaced,
-                    boundary_index=int(before_boundary))
+        return _Cut(
+            history._view_at(parent, replaced, floor), "boundary", replaced, boundary_index=int(before_boundary)
+        )
     state = parent.refresh_state()
     if at is None:
         return _Cut(parent.active_entries(), "current", state.view_version)
     seq, uuid = resolve_message(parent, at)
     version = state.view_version if seq > state.base_seq else _first_version(parent, seq)
     if version is None:
-        raise InvalidForkPoint(f"message {uuid} (seq {seq}) never entered a view of session {parent.id}; "
-                               "fork at a message that did", _nearest_in_transcript(parent, seq))
+        raise InvalidForkPoint(
+            f"message {uuid} (seq {seq}) never entered a view of session {parent.id}; fork at a message that did",
+            _nearest_in_transcript(parent, seq),
+        )
     entries = history.view_at(parent, version)
     index = next((i for i, e in enumerate(entries) if e.seq == seq), None)
     if index is None:  # unreachable for a consistent store: the version was found by this message's row
         raise InvalidForkPoint(f"message {uuid} (seq {seq}) is not in view version {version}")
     _check_cut(entries, index)
-    return _Cut(entries[:index + 1], "message", version, message_uuid=uuid, message_seq=seq)
+    return _Cut(entries[: index + 1], "message", version, message_uuid=uuid, message_seq=seq)
 
 
 def resolve_message(session: "Session", given: str | int) -> tuple[int, str]:
@@ -184,13 +188,16 @@ def resolve_message(session: "Session", given: str | int) -> tuple[int, str]:
     if not text:
         raise MessageNotFound("a message is named by its seq, its uuid or a unique prefix of the uuid; got nothing")
     if isinstance(given, int) or text.isdigit():
-        row = session.db.one("SELECT seq, uuid FROM messages WHERE session_id = :id AND seq = :seq",
-                             {"id": session.id, "seq": min(int(text), 2**63 - 1)})
+        row = session.db.one(
+            "SELECT seq, uuid FROM messages WHERE session_id = :id AND seq = :seq",
+            {"id": session.id, "seq": min(int(text), 2**63 - 1)},
+        )
         if row is None:
             raise MessageNotFound(f"session {session.id} has no message with seq {text}")
         return int(row[0]), row[1]
-    row = session.db.one("SELECT seq, uuid FROM messages WHERE session_id = :id AND uuid = :uuid",
-                         {"id": session.id, "uuid": text})
+    row = session.db.one(
+        "SELECT seq, uuid FROM messages WHERE session_id = :id AND uuid = :uuid", {"id": session.id, "uuid": text}
+    )
     if row is not None:
         return int(row[0]), row[1]
     rows = session.db.all(
@@ -200,15 +207,18 @@ def resolve_message(session: "Session", given: str | int) -> tuple[int, str]:
     if not rows:
         raise MessageNotFound(f"no message {text!r} in session {session.id} (by seq, uuid, or a prefix of a uuid)")
     if len(rows) > 1:
-        raise MessageNotFound(f"message uuid prefix {text!r} is ambiguous in session {session.id} "
-                              f"({', '.join(r[1] for r in rows[:2])}, ...); give more characters")
+        raise MessageNotFound(
+            f"message uuid prefix {text!r} is ambiguous in session {session.id} "
+            f"({', '.join(r[1] for r in rows[:2])}, ...); give more characters"
+        )
     return int(rows[0][0]), rows[0][1]
 
 
 def _first_version(parent: "Session", seq: int) -> int | None:
     """The view version in which message `seq` entered the view: its oldest temporal row."""
-    row = parent.db.one("SELECT MIN(valid_from) FROM view_entries WHERE session_id = :id AND seq = :seq",
-                        {"id": parent.id, "seq": seq})
+    row = parent.db.one(
+        "SELECT MIN(valid_from) FROM view_entries WHERE session_id = :id AND seq = :seq", {"id": parent.id, "seq": seq}
+    )
     return None if row is None or row[0] is None else int(row[0])
 
 
@@ -227,8 +237,13 @@ def valid_cuts(entries: Sequence[ViewEntry]) -> list[bool]:
             pending.difference_update(tool_result_ids(entry.content))
         following = entries[i + 1] if i + 1 < len(entries) else None
         api_id = entry.message.api_message_id
-        split = (following is not None and entry.role == "assistant" and following.role == "assistant"
-                 and api_id is not None and following.message.api_message_id == api_id)
+        split = (
+            following is not None
+            and entry.role == "assistant"
+            and following.role == "assistant"
+            and api_id is not None
+            and following.message.api_message_id == api_id
+        )
         out.append(not pending and not split)
     return out
 
@@ -240,22 +255,26 @@ def _check_cut(entries: list[ViewEntry], index: int) -> None:
         return
     before = next((i for i in range(index - 1, -1, -1) if ok[i]), None)
     after = next((i for i in range(index + 1, len(entries)) if ok[i]), None)
-    labelled = [(label, ForkPoint(entries[i].uuid, entries[i].seq))
-                for label, i in (("before", before), ("after", after)) if i is not None]
+    labelled = [
+        (label, ForkPoint(entries[i].uuid, entries[i].seq))
+        for label, i in (("before", before), ("after", after))
+        if i is not None
+    ]
     nearest = [p for _, p in labelled]
     target = entries[index]
     why = _why_not(entries, index)
-    shown = "; nearest valid points: " + ", ".join(
-        f"{label} {p}" for label, p in labelled
-    ) if nearest else "; no message of that view is a valid point"
-    raise InvalidForkPoint(f"cannot fork right after message {target.uuid} (seq {target.seq}): {why}{shown}",
-                           nearest)
+    shown = (
+        "; nearest valid points: " + ", ".join(f"{label} {p}" for label, p in labelled)
+        if nearest
+        else "; no message of that view is a valid point"
+    )
+    raise InvalidForkPoint(f"cannot fork right after message {target.uuid} (seq {target.seq}): {why}{shown}", nearest)
 
 
 def _why_not(entries: list[ViewEntry], index: int) -> str:
     """Why the cut after `index` is not whole, in words."""
     pending: list[str] = []
-    for entry in entries[:index + 1]:
+    for entry in entries[: index + 1]:
         if entry.role == "assistant":
             pending += tool_use_ids(entry.content)
         elif entry.role == "user":
@@ -286,9 +305,17 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
     from .rewrite import tail_state_for
 
     now = time.time()
-    row = {"id": fork_id, "title": title if title is not None else parent.title, "cwd": parent.cwd,
-           "model": parent.model, "context_window": parent.context_window, "created_at": now, "updated_at": now,
-           "parent_id": None, "metadata_json": "{}"}
+    row = {
+        "id": fork_id,
+        "title": title if title is not None else parent.title,
+        "cwd": parent.cwd,
+        "model": parent.model,
+        "context_window": parent.context_window,
+        "created_at": now,
+        "updated_at": now,
+        "parent_id": None,
+        "metadata_json": "{}",
+    }
     db.execute(
         "INSERT INTO sessions (id, title, cwd, model, context_window, created_at, updated_at, parent_id, "
         "metadata_json) VALUES (:id, :title, :cwd, :model, :context_window, :created_at, :updated_at, "
@@ -296,14 +323,18 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
         row,
     ).close()
     entries = cut.entries
-    db.executemany(_COPY_MESSAGE, [{"fork": fork_id, "seq": i + 1, "parent": parent.id, "old": e.seq}
-                                   for i, e in enumerate(entries)])
+    db.executemany(
+        _COPY_MESSAGE,
+        [{"fork": fork_id, "seq": i + 1, "parent": parent.id, "old": e.seq} for i, e in enumerate(entries)],
+    )
     fault_in(db, "after_messages")
     explicit = _explicit_prefix(entries)
     replaced = [dumps(e.content) if e.replaced else None for e in entries]
-    db.insert_rows("view_entries", ("session_id", "valid_from", "key", "seq", "valid_to", "content_json", "tokens"),
-                   [(fork_id, 0, (i + 1) * KEY_GAP, i + 1, None, replaced[i], entries[i].tokens)
-                    for i in range(explicit)])
+    db.insert_rows(
+        "view_entries",
+        ("session_id", "valid_from", "key", "seq", "valid_to", "content_json", "tokens"),
+        [(fork_id, 0, (i + 1) * KEY_GAP, i + 1, None, replaced[i], entries[i].tokens) for i in range(explicit)],
+    )
     tools = sorted({t for e in entries if e.replaced and e.role == "user" for t in _replaced_results(e)})
     db.executemany(_COPY_REPLACEMENT, [{"fork": fork_id, "parent": parent.id, "tool": t} for t in tools])
     fault_in(db, "after_view_rows")
@@ -311,16 +342,29 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
     db.execute(
         "UPDATE sessions SET last_seq = :last, base_seq = :base, view_version = 0, view_tokens = :tokens, "
         "explicit_count = :base, tail_state = :tail WHERE id = :id",
-        {"last": len(entries), "base": explicit, "tokens": sum(e.tokens for e in entries), "tail": tail.dumps(),
-         "id": fork_id},
+        {
+            "last": len(entries),
+            "base": explicit,
+            "tokens": sum(e.tokens for e in entries),
+            "tail": tail.dumps(),
+            "id": fork_id,
+        },
     ).close()
     db.execute(
         "INSERT INTO session_forks (session_id, parent_id, kind, view_version, message_uuid, message_seq, "
         "boundary_index, entries, created_at) VALUES (:id, :parent, :kind, :version, :uuid, :seq, :boundary, "
         ":entries, :now)",
-        {"id": fork_id, "parent": parent.id, "kind": cut.kind, "version": cut.view_version,
-         "uuid": cut.message_uuid, "seq": cut.message_seq, "boundary": cut.boundary_index,
-         "entries": len(entries), "now": now},
+        {
+            "id": fork_id,
+            "parent": parent.id,
+            "kind": cut.kind,
+            "version": cut.view_version,
+            "uuid": cut.message_uuid,
+            "seq": cut.message_seq,
+            "boundary": cut.boundary_index,
+            "entries": len(entries),
+            "now": now,
+        },
     ).close()
     return row
 
@@ -331,10 +375,20 @@ def _replaced_results(entry: ViewEntry) -> list[str]:
     Only their decisions go with the fork: a decision the parent made later, for a result this
     view still shows whole, would change the forked view on its next prepare.
     """
-    original = {b.get("tool_use_id"): b for b in entry.message.content if isinstance(b, dict)
-                and b.get("type") == "tool_result"} if isinstance(entry.message.content, list) else {}
-    return [b["tool_use_id"] for b in entry.content if isinstance(b, dict) and b.get("type") == "tool_result"
-            and original.get(b.get("tool_use_id")) != b]
+    original = (
+        {
+            b.get("tool_use_id"): b
+            for b in entry.message.content
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        }
+        if isinstance(entry.message.content, list)
+        else {}
+    )
+    return [
+        b["tool_use_id"]
+        for b in entry.content
+        if isinstance(b, dict) and b.get("type") == "tool_result" and original.get(b.get("tool_use_id")) != b
+    ]
 
 
 def _explicit_prefix(entries: Sequence[ViewEntry]) -> int:
@@ -363,11 +417,14 @@ def lineages(db: "Database", session_ids: Iterable[str]) -> dict[str, Lineage]:
     ids = list(dict.fromkeys(session_ids))
     out: dict[str, Lineage] = {}
     for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
+        chunk = ids[start : start + 500]
         params = {f"s{i}": sid for i, sid in enumerate(chunk)}
         marks = ", ".join(f":s{i}" for i in range(len(chunk)))
-        for row in db.all(f"SELECT {_LINEAGE_COLUMNS} FROM session_forks f LEFT JOIN sessions p "
-                          f"ON p.id = f.parent_id WHERE f.session_id IN ({marks})", params):
+        for row in db.all(
+            f"SELECT {_LINEAGE_COLUMNS} FROM session_forks f LEFT JOIN sessions p "
+            f"ON p.id = f.parent_id WHERE f.session_id IN ({marks})",
+            params,
+        ):
             out[row[0]] = _lineage(row)
     return out
 
@@ -388,16 +445,25 @@ def ancestry(db: "Database", session_id: str, *, limit: int = 100) -> list[Linea
 
 def forks_of(db: "Database", session_id: str, *, limit: int = 100) -> list[Lineage]:
     """The forks made from `session_id`, oldest first (at most `limit`)."""
-    rows = db.all(f"SELECT {_LINEAGE_COLUMNS} FROM session_forks f LEFT JOIN sessions p ON p.id = f.parent_id "
-                  f"WHERE f.parent_id = :id ORDER BY f.created_at, f.session_id LIMIT {int(limit)}",
-                  {"id": session_id})
+    rows = db.all(
+        f"SELECT {_LINEAGE_COLUMNS} FROM session_forks f LEFT JOIN sessions p ON p.id = f.parent_id "
+        f"WHERE f.parent_id = :id ORDER BY f.created_at, f.session_id LIMIT {int(limit)}",
+        {"id": session_id},
+    )
     return [_lineage(r) for r in rows]
 
 
 def _lineage(row: Any) -> Lineage:
     return Lineage(
-        session_id=row[0], parent_id=row[1], kind=row[2], view_version=int(row[3]), message_uuid=row[4],
+        session_id=row[0],
+        parent_id=row[1],
+        kind=row[2],
+        view_version=int(row[3]),
+        message_uuid=row[4],
         message_seq=int(row[5]) if row[5] is not None else None,
-        boundary_index=int(row[6]) if row[6] is not None else None, entries=int(row[7]),
-        created_at=float(row[8]), parent_exists=row[9] is not None, parent_title=row[10],
+        boundary_index=int(row[6]) if row[6] is not None else None,
+        entries=int(row[7]),
+        created_at=float(row[8]),
+        parent_exists=row[9] is not None,
+        parent_title=row[10],
     )

@@ -137,16 +137,19 @@ _BOUNDARY_FROM = (
 )
 
 
-def boundaries(session: "Session", *, limit: int | None = None, offset: int = 0,
-               summaries: bool = True) -> list[Boundary]:
+def boundaries(
+    session: "Session", *, limit: int | None = None, offset: int = 0, summaries: bool = True
+) -> list[Boundary]:
     """The session's compactions, oldest first: all of them, or one page of `limit` after `offset`.
 
     With `summaries=False` only a preview of each summary is read (`summary_preview`), so a
     page costs its own rows, not the summaries' full text.
     """
     summary = "s.content_json" if summaries else f"SUBSTR(s.content_json, 1, {PREVIEW_SOURCE_CHARS})"
-    sql = (f"SELECT {_BOUNDARY_COLUMNS.format(summary=summary)} {_BOUNDARY_FROM}"
-           "WHERE c.session_id = :id AND c.ordinal > :after")
+    sql = (
+        f"SELECT {_BOUNDARY_COLUMNS.format(summary=summary)} {_BOUNDARY_FROM}"
+        "WHERE c.session_id = :id AND c.ordinal > :after"
+    )
     params: dict[str, Any] = {"id": session.id, "after": min(max(0, int(offset)), ORDINAL_MAX)}
     if limit is not None:
         sql += " AND c.ordinal <= :upto"
@@ -197,12 +200,27 @@ def _boundary(row: Any, *, full_summary: bool = True) -> Boundary:
     elif summary_json:
         preview = _preview_of(summary_json)
     return Boundary(
-        index=int(row[19]), id=int(row[0]), boundary_seq=int(row[1]), boundary_uuid=row[2],
-        summary_seq=int(row[3]) if row[3] is not None else None, timestamp=row[4], created_at=float(row[5]),
-        kind=row[6], trigger=row[7], pre_tokens=int(row[8]), post_tokens=int(row[9]),
-        messages_summarized=int(row[10]), replaced_version=int(row[11]), head_uuid=row[12],
-        anchor_uuid=row[13], tail_uuid=row[14], custom_instructions=row[15], summarizer=row[16],
-        summary=summary, metadata=json.loads(row[18] or "{}"), summary_preview=preview,
+        index=int(row[19]),
+        id=int(row[0]),
+        boundary_seq=int(row[1]),
+        boundary_uuid=row[2],
+        summary_seq=int(row[3]) if row[3] is not None else None,
+        timestamp=row[4],
+        created_at=float(row[5]),
+        kind=row[6],
+        trigger=row[7],
+        pre_tokens=int(row[8]),
+        post_tokens=int(row[9]),
+        messages_summarized=int(row[10]),
+        replaced_version=int(row[11]),
+        head_uuid=row[12],
+        anchor_uuid=row[13],
+        tail_uuid=row[14],
+        custom_instructions=row[15],
+        summarizer=row[16],
+        summary=summary,
+        metadata=json.loads(row[18] or "{}"),
+        summary_preview=preview,
     )
 
 
@@ -221,13 +239,13 @@ def _preview_of(prefix: str) -> str:
         found = _TEXT_FIELD.search(prefix)
         if found is None:
             return ""
-        body = prefix[found.end():]
+        body = prefix[found.end() :]
     end = re.search(r'(?<!\\)(?:\\\\)*"', body)
     if end is not None:
-        body = body[:end.end() - 1]
+        body = body[: end.end() - 1]
     for cut in range(0, 7):  # drop a trailing half escape sequence
         try:
-            return str(json.loads('"' + body[:len(body) - cut] + '"'))
+            return str(json.loads('"' + body[: len(body) - cut] + '"'))
         except ValueError:
             continue
     return ""
@@ -303,7 +321,7 @@ def summarized_messages(session: "Session", index: int) -> list[StoredMessage]:
     seqs = json.loads(row[0]) if row else []
     out: list[StoredMessage] = []
     for start in range(0, len(seqs), 500):
-        chunk = ",".join(str(int(s)) for s in seqs[start:start + 500])
+        chunk = ",".join(str(int(s)) for s in seqs[start : start + 500])
         rows = session.db.all(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq IN ({chunk}) ORDER BY seq",
             {"id": session.id},

@@ -40,8 +40,15 @@ def save_memory(
 ) -> SessionMemory:
     """Insert or replace the notes in one transaction."""
     now = time.time()
-    params = {"id": session.id, "notes": notes, "seq": covers_seq, "uuid": covers_uuid,
-              "tokens": tokens, "calls": tool_calls, "now": now}
+    params = {
+        "id": session.id,
+        "notes": notes,
+        "seq": covers_seq,
+        "uuid": covers_uuid,
+        "tokens": tokens,
+        "calls": tool_calls,
+        "now": now,
+    }
 
     def write(db: "Database") -> None:
         db.execute(

@@ -37,8 +37,14 @@ class MessageInfo:
     boundaries: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"session": self.session_id, "message": self.message.to_dict(), "tokens": self.message.tokens,
-                "in_view": self.in_view, "spills": self.spills, "boundaries": self.boundaries}
+        return {
+            "session": self.session_id,
+            "message": self.message.to_dict(),
+            "tokens": self.message.tokens,
+            "in_view": self.in_view,
+            "spills": self.spills,
+            "boundaries": self.boundaries,
+        }
 
 
 def find_message(session: "Session", ref: str) -> StoredMessage:
@@ -48,21 +54,29 @@ def find_message(session: "Session", ref: str) -> StoredMessage:
         raise MessageNotFound(f"no message named: give a uuid, its start, or a seq of session {session.id}")
     rows = []
     if ref.isdigit() and len(ref) < 19:
-        rows = session.db.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq = :seq",
-                              {"id": session.id, "seq": int(ref)})
+        rows = session.db.all(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq = :seq",
+            {"id": session.id, "seq": int(ref)},
+        )
     if not rows:
-        rows = session.db.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND uuid = :u",
-                              {"id": session.id, "u": ref})
+        rows = session.db.all(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND uuid = :u", {"id": session.id, "u": ref}
+        )
     if not rows:
         pattern = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        rows = session.db.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND uuid LIKE :p "
-                              "ESCAPE '\\' ORDER BY seq LIMIT 4", {"id": session.id, "p": pattern})
+        rows = session.db.all(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND uuid LIKE :p "
+            "ESCAPE '\\' ORDER BY seq LIMIT 4",
+            {"id": session.id, "p": pattern},
+        )
     if not rows:
         raise MessageNotFound(f"no message {ref!r} in session {session.id} (give a uuid, its start, or a seq)")
     if len(rows) > 1:
         found = [stored_from_row(r).uuid for r in rows]
-        raise AmbiguousMessage(f"{ref!r} starts {'more than 3' if len(found) > 3 else len(found)} messages of "
-                               f"session {session.id} ({', '.join(found[:3])}); give more characters")
+        raise AmbiguousMessage(
+            f"{ref!r} starts {'more than 3' if len(found) > 3 else len(found)} messages of "
+            f"session {session.id} ({', '.join(found[:3])}); give more characters"
+        )
     return stored_from_row(rows[0])
 
 
@@ -70,8 +84,13 @@ def message_info(session: "Session", ref: str) -> MessageInfo:
     """Everything `show` prints about the message `ref` names."""
     msg = find_message(session, ref)
     db = session.db
-    in_view = db.one("SELECT 1 FROM view_entries WHERE session_id = :id AND seq = :seq AND valid_to IS NULL",
-                     {"id": session.id, "seq": msg.seq}) is not None
+    in_view = (
+        db.one(
+            "SELECT 1 FROM view_entries WHERE session_id = :id AND seq = :seq AND valid_to IS NULL",
+            {"id": session.id, "seq": msg.seq},
+        )
+        is not None
+    )
     return MessageInfo(session.id, msg, in_view, _spills(session, msg), _boundaries(session, msg))
 
 
@@ -79,8 +98,11 @@ def _result_ids(msg: StoredMessage) -> list[str]:
     """The tool_use ids this message's tool results answer."""
     if not isinstance(msg.content, list):
         return []
-    return [str(b.get("tool_use_id")) for b in msg.content
-            if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id")]
+    return [
+        str(b.get("tool_use_id"))
+        for b in msg.content
+        if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id")
+    ]
 
 
 def _spills(session: "Session", msg: StoredMessage) -> list[dict[str, Any]]:
@@ -91,7 +113,8 @@ def _spills(session: "Session", msg: StoredMessage) -> list[dict[str, Any]]:
     rows = session.db.all(
         f"SELECT tool_use_id, kind, original_size, blob_sha256 FROM replacements WHERE session_id = :id "
         f"AND tool_use_id IN ({marks}) ORDER BY tool_use_id",
-        {"id": session.id, **{f"t{i}": t for i, t in enumerate(ids)}})
+        {"id": session.id, **{f"t{i}": t for i, t in enumerate(ids)}},
+    )
     return [{"tool_use_id": r[0], "kind": r[1], "original_size": r[2], "blob_sha256": r[3]} for r in rows]
 
 
@@ -99,7 +122,9 @@ def _boundaries(session: "Session", msg: StoredMessage) -> list[dict[str, Any]]:
     """The boundaries whose record names this message: as their boundary, summary, or summarized or kept message."""
     rows = session.db.all(
         "SELECT ordinal, boundary_seq, summary_seq, summarized_seqs_json, kind, "
-        "replaced_version FROM compactions WHERE session_id = :id ORDER BY ordinal", {"id": session.id})
+        "replaced_version FROM compactions WHERE session_id = :id ORDER BY ordinal",
+        {"id": session.id},
+    )
     found: list[dict[str, Any]] = []
     for ordinal, boundary_seq, summary_seq, seqs_json, kind, replaced in rows:
         role = None
@@ -118,6 +143,11 @@ def _boundaries(session: "Session", msg: StoredMessage) -> list[dict[str, Any]]:
 
 def _kept(session: "Session", msg: StoredMessage, replaced: int) -> bool:
     """True when the message was in the view a compaction replaced (and, not summarized, was kept)."""
-    return session.db.one(
-        "SELECT 1 FROM view_entries WHERE session_id = :id AND seq = :seq AND valid_from <= :v "
-        "AND (valid_to IS NULL OR valid_to > :v)", {"id": session.id, "seq": msg.seq, "v": replaced}) is not None
+    return (
+        session.db.one(
+            "SELECT 1 FROM view_entries WHERE session_id = :id AND seq = :seq AND valid_from <= :v "
+            "AND (valid_to IS NULL OR valid_to > :v)",
+            {"id": session.id, "seq": msg.seq, "v": replaced},
+        )
+        is not None
+    )

@@ -256,15 +256,20 @@ def backup_before_upgrade(engine: Engine, revision: str = "head") -> Path | None
             "sessionstore: upgrading the PostgreSQL schema from %s to %s in one transaction; no automatic "
             "backup is taken on PostgreSQL. Keep one with pg_dump (pg_dump -Fc -f before-upgrade.dump DBNAME), "
             "run before `sessionstore db upgrade` or before opening with a newer sessionstore.",
-            current, target.revision,
+            current,
+            target.revision,
         )
         return None
     database = engine.url.database
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
     path = sqlite_backup(Path(database).expanduser(), current)
-    log.warning("sessionstore: upgrading the database schema from %s to %s; backup of the old database "
-                "written to %s", current, target.revision, path)
+    log.warning(
+        "sessionstore: upgrading the database schema from %s to %s; backup of the old database written to %s",
+        current,
+        target.revision,
+        path,
+    )
     return path
 
 

@@ -49,9 +49,7 @@ class SessionRow(Base):
     context_window: Mapped[int] = mapped_column(Integer, nullable=False)
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
     updated_at: Mapped[float] = mapped_column(Float, nullable=False)
-    parent_id: Mapped[str | None] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="SET NULL")
-    )
+    parent_id: Mapped[str | None] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="SET NULL"))
     metadata_json: Mapped[str] = mapped_column(Text, nullable=False, server_default="{}")
     #: Highest seq assigned in the transcript (0 when empty).
     last_seq: Mapped[int] = mapped_column(BigInt, nullable=False, server_default="0")
@@ -73,9 +71,7 @@ class MessageRow(Base):
 
     __tablename__ = "messages"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     seq: Mapped[int] = mapped_column(BigInt, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(100), nullable=False)
     parent_uuid: Mapped[str | None] = mapped_column(String(100))
@@ -86,9 +82,7 @@ class MessageRow(Base):
     api_message_id: Mapped[str | None] = mapped_column(String(200))
     usage_json: Mapped[str | None] = mapped_column(Text)
     is_meta: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("false"))
-    is_compact_summary: Mapped[bool] = mapped_column(
-        Boolean, nullable=False, server_default=text("false")
-    )
+    is_compact_summary: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("false"))
     metadata_json: Mapped[str | None] = mapped_column(Text)
     content_json: Mapped[str] = mapped_column(Text, nullable=False)
     tokens: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -107,9 +101,7 @@ class ViewEntryRow(Base):
 
     __tablename__ = "view_entries"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     valid_from: Mapped[int] = mapped_column(Integer, primary_key=True)
     #: Sort key within a view; sparse so a rewrite can insert without renumbering.
     key: Mapped[int] = mapped_column(BigInt, primary_key=True)
@@ -146,9 +138,7 @@ class CompactionRow(Base):
     __tablename__ = "compactions"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
     boundary_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
     summary_seq: Mapped[int | None] = mapped_column(BigInt)
     replaced_version: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -193,9 +183,7 @@ class ReplacementRow(Base):
 
     __tablename__ = "replacements"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     tool_use_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
     replacement: Mapped[str] = mapped_column(Text, nullable=False)
@@ -209,9 +197,7 @@ class SessionMemoryRow(Base):
 
     __tablename__ = "session_memory"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     notes: Mapped[str] = mapped_column(Text, nullable=False)
     covers_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
     covers_uuid: Mapped[str | None] = mapped_column(String(100))
@@ -225,9 +211,7 @@ class PinRow(Base):
 
     __tablename__ = "pins"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     seq: Mapped[int] = mapped_column(BigInt, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(100), nullable=False)
     #: What the pinned text costs in the view (the pin budget is the sum).
@@ -242,9 +226,7 @@ class SourceLineRow(Base):
 
     __tablename__ = "source_lines"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     line_no: Mapped[int] = mapped_column(BigInt, primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
     entry_type: Mapped[str | None] = mapped_column(String(64))
@@ -257,9 +239,7 @@ class ImportRow(Base):
 
     __tablename__ = "imports"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     source: Mapped[str] = mapped_column(String(32), nullable=False)
     source_key: Mapped[str] = mapped_column(String(500), nullable=False)
     path: Mapped[str] = mapped_column(Text, nullable=False)
@@ -299,9 +279,7 @@ class PipelineStateRow(Base):
 
     __tablename__ = "pipeline_states"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     view_version: Mapped[int] = mapped_column(Integer, nullable=False)
     #: View entries the state covers (a prefix of that version's view).
     scanned: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -314,9 +292,7 @@ class SearchMarkRow(Base):
 
     __tablename__ = "search_marks"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     indexed_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
 
 
@@ -329,9 +305,7 @@ class SessionForkRow(Base):
 
     __tablename__ = "session_forks"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     parent_id: Mapped[str] = mapped_column(String(36), nullable=False)
     #: message (`--at`), boundary (`--before-boundary`) or current (the parent's active view).
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
@@ -354,9 +328,7 @@ class UsageMarkRow(Base):
 
     __tablename__ = "usage_marks"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     counted_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
 
 
@@ -379,9 +351,7 @@ class UsageResponseRow(Base):
 
     __tablename__ = "usage_responses"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     #: The API message id, or `seq:<n>` for a message with usage but no id.
     response_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     #: Hours since the Unix epoch (UTC) of the response's first piece.
@@ -401,9 +371,7 @@ class UsageRollupRow(Base):
 
     __tablename__ = "usage_rollup"
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     hour: Mapped[int] = mapped_column(BigInt, primary_key=True)
     model: Mapped[str] = mapped_column(String(200), primary_key=True)
     band: Mapped[int] = mapped_column(Integer, primary_key=True)

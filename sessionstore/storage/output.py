@@ -43,9 +43,7 @@ def open_output(
 def open_output(path: str | os.PathLike[str] | None, *, binary: Literal[True]) -> AbstractContextManager[BinaryIO]: ...
 @overload
 def open_output(path: str | os.PathLike[str] | None, *, binary: bool) -> AbstractContextManager[IO[Any]]: ...
-def open_output(
-    path: str | os.PathLike[str] | None, *, binary: bool = False
-) -> AbstractContextManager[IO[Any]]:
+def open_output(path: str | os.PathLike[str] | None, *, binary: bool = False) -> AbstractContextManager[IO[Any]]:
     """A stream onto what `path` names (see the module docstring); the file is in place once the block ends."""
     return _open(path, binary)
 

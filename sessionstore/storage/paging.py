@@ -30,9 +30,7 @@ PREVIEW_CHARS = 1200
 #: Rows scanned at most when looking for a session's first or latest typed user message.
 USER_SCAN_LIMIT = 200
 
-_ROW_COLUMNS = (
-    "m.seq, m.uuid, m.role, m.type, m.subtype, m.timestamp, m.is_compact_summary, m.is_meta"
-)
+_ROW_COLUMNS = "m.seq, m.uuid, m.role, m.type, m.subtype, m.timestamp, m.is_compact_summary, m.is_meta"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +97,14 @@ def list_sessions(db: "Database", *, text: str = "", limit: int = 100, offset: i
     """Sessions newest first (as `sessions` lists them), narrowed to those whose id, title, cwd or model has `text`."""
     where, params = "", dict[str, Any](limit=int(limit), offset=int(offset))
     if text.strip():
-        where = ("WHERE (lower(s.id) LIKE :f ESCAPE '\\' OR lower(s.title) LIKE :f ESCAPE '\\' "
-                 "OR lower(s.cwd) LIKE :f ESCAPE '\\' OR lower(s.model) LIKE :f ESCAPE '\\')")
+        where = (
+            "WHERE (lower(s.id) LIKE :f ESCAPE '\\' OR lower(s.title) LIKE :f ESCAPE '\\' "
+            "OR lower(s.cwd) LIKE :f ESCAPE '\\' OR lower(s.model) LIKE :f ESCAPE '\\')"
+        )
         params["f"] = "%" + _like_escape(text.strip().lower()) + "%"
-    rows = db.all(f"SELECT * FROM ({_SESSION_SQL}{where}) t ORDER BY updated DESC, id LIMIT :limit OFFSET :offset",
-                  params)
+    rows = db.all(
+        f"SELECT * FROM ({_SESSION_SQL}{where}) t ORDER BY updated DESC, id LIMIT :limit OFFSET :offset", params
+    )
     return [_session_row(db, r) for r in rows]
 
 
@@ -118,13 +119,22 @@ def session_row(db: "Database", session_id: str) -> SessionRow:
 def _session_row(db: "Database", r: Sequence[Any]) -> SessionRow:
     """A list row; the counters come from the session's view state (the store's own reading of it)."""
     state = load_state(db, r[0])
-    last = db.one("SELECT timestamp FROM messages WHERE session_id = :id AND seq = :seq",
-                  {"id": r[0], "seq": state.last_seq})
+    last = db.one(
+        "SELECT timestamp FROM messages WHERE session_id = :id AND seq = :seq", {"id": r[0], "seq": state.last_seq}
+    )
     meta = json.loads(r[7] or "{}")
     return SessionRow(
-        id=r[0], title=r[1], cwd=r[2], model=r[3], messages=state.last_seq, view_tokens=state.view_tokens,
-        boundaries=int(r[4]), created_at=float(r[5]), updated_at=float(r[6]),
-        source=str(meta.get("imported_from") or "native"), context_window=int(r[8]),
+        id=r[0],
+        title=r[1],
+        cwd=r[2],
+        model=r[3],
+        messages=state.last_seq,
+        view_tokens=state.view_tokens,
+        boundaries=int(r[4]),
+        created_at=float(r[5]),
+        updated_at=float(r[6]),
+        source=str(meta.get("imported_from") or "native"),
+        context_window=int(r[8]),
         last_timestamp=last[0] if last else None,
     )
 
@@ -236,8 +246,10 @@ def active_rows(session: "Session", start: int, count: int) -> list[ViewRow]:
     return out
 
 
-_VALID_AT = ("v.session_id = :id AND v.valid_from >= :floor AND v.valid_from <= :ver "
-             "AND (v.valid_to IS NULL OR v.valid_to > :ver)")
+_VALID_AT = (
+    "v.session_id = :id AND v.valid_from >= :floor AND v.valid_from <= :ver "
+    "AND (v.valid_to IS NULL OR v.valid_to > :ver)"
+)
 
 
 def past_count(session: "Session", version: int, floor: int = 0) -> int:
@@ -246,8 +258,10 @@ def past_count(session: "Session", version: int, floor: int = 0) -> int:
     `floor` is the oldest valid_from among that view's rows when known (the boundary's
     recorded view floor, history.boundary_floor): the scan then covers that view, not the history.
     """
-    row = session.db.one(f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT}",
-                         {"id": session.id, "ver": version, "floor": min(floor, version)})
+    row = session.db.one(
+        f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT}",
+        {"id": session.id, "ver": version, "floor": min(floor, version)},
+    )
     return int(row[0]) if row else 0
 
 
@@ -255,8 +269,15 @@ def past_count(session: "Session", version: int, floor: int = 0) -> int:
 MERGE_RUNS = 16
 
 
-def past_rows(session: "Session", version: int, start: int, count: int, *,
-              key_range: tuple[int, int] | None = None, floor: int = 0) -> list[ViewRow]:
+def past_rows(
+    session: "Session",
+    version: int,
+    start: int,
+    count: int,
+    *,
+    key_range: tuple[int, int] | None = None,
+    floor: int = 0,
+) -> list[ViewRow]:
     """Positions [start, start + count) of the view at `version` (see past_count), optionally only keys in `key_range`.
 
     With a known floor, the view's rows lie in a few valid_from runs, each already in key order in
@@ -271,7 +292,7 @@ def past_rows(session: "Session", version: int, start: int, count: int, *,
         bounds.update(klo=key_range[0], khi=key_range[1])
     start, count = max(0, int(start)), max(0, int(count))
     if floor > 0 and version - floor < MERGE_RUNS:
-        keys = _merged_keys(session, version, floor, start + count, extra, bounds)[start:start + count]
+        keys = _merged_keys(session, version, floor, start + count, extra, bounds)[start : start + count]
         if not keys:
             return []
         rows = session.db.all(
@@ -293,16 +314,20 @@ def past_rows(session: "Session", version: int, start: int, count: int, *,
     return [_view_row(start + i, r) for i, r in enumerate(rows)]
 
 
-def _merged_keys(session: "Session", version: int, floor: int, limit: int, extra: str,
-                 bounds: dict[str, Any]) -> list[int]:
+def _merged_keys(
+    session: "Session", version: int, floor: int, limit: int, extra: str, bounds: dict[str, Any]
+) -> list[int]:
     """The first `limit` keys of the view at `version`, merged from its valid_from runs floor..version."""
     keys: list[int] = []
     for valid_from in range(floor, version + 1):
-        keys.extend(int(r[0]) for r in session.db.all(
-            "SELECT v.key FROM view_entries v WHERE v.session_id = :id AND v.valid_from = :vf "
-            f"AND (v.valid_to IS NULL OR v.valid_to > :ver){extra} ORDER BY v.key LIMIT :lim",
-            {**bounds, "vf": valid_from, "lim": int(limit)},
-        ))
+        keys.extend(
+            int(r[0])
+            for r in session.db.all(
+                "SELECT v.key FROM view_entries v WHERE v.session_id = :id AND v.valid_from = :vf "
+                f"AND (v.valid_to IS NULL OR v.valid_to > :ver){extra} ORDER BY v.key LIMIT :lim",
+                {**bounds, "vf": valid_from, "lim": int(limit)},
+            )
+        )
     keys.sort()
     return keys[:limit]
 
@@ -356,8 +381,9 @@ def past_position(session: "Session", version: int, seq: int, floor: int = 0) ->
     row = session.db.one(f"SELECT v.key FROM view_entries v WHERE {_VALID_AT} AND v.seq = :seq", {**bounds, "seq": seq})
     if row is None:
         return None
-    before = session.db.one(f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT} AND v.key < :key",
-                            {**bounds, "key": int(row[0])})
+    before = session.db.one(
+        f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT} AND v.key < :key", {**bounds, "key": int(row[0])}
+    )
     return int(before[0])
 
 
@@ -488,7 +514,16 @@ def _input_preview(value: Any) -> str:
 
 def _view_row(position: int, r: Sequence[Any]) -> ViewRow:
     return ViewRow(
-        position=position, seq=int(r[0]), uuid=r[1], role=r[2], type=r[3], subtype=r[4], timestamp=r[5],
-        is_compact_summary=bool(r[6]), is_meta=bool(r[7]), tokens=int(r[8]), replaced=bool(r[9]),
+        position=position,
+        seq=int(r[0]),
+        uuid=r[1],
+        role=r[2],
+        type=r[3],
+        subtype=r[4],
+        timestamp=r[5],
+        is_compact_summary=bool(r[6]),
+        is_meta=bool(r[7]),
+        tokens=int(r[8]),
+        replaced=bool(r[9]),
         preview=preview_text(partial_content(r[10]))[:400],
     )

@@ -48,8 +48,14 @@ class Pin:
     source: str = "caller"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "uuid": self.uuid, "role": self.role, "text": self.text, "tokens": self.tokens,
-                "source": self.source}
+        return {
+            "seq": self.seq,
+            "uuid": self.uuid,
+            "role": self.role,
+            "text": self.text,
+            "tokens": self.tokens,
+            "source": self.source,
+        }
 
 
 def pin_text(content: Any) -> str:
@@ -84,8 +90,17 @@ def pinned_tokens(db: "Database", session_id: str) -> int:
     return int(row[0])
 
 
-def insert_pin(db: "Database", session_id: str, seq: int, uuid: str, tokens: int, budget: int, *,
-               source: str = "caller", refuse: bool = True) -> bool:
+def insert_pin(
+    db: "Database",
+    session_id: str,
+    seq: int,
+    uuid: str,
+    tokens: int,
+    budget: int,
+    *,
+    source: str = "caller",
+    refuse: bool = True,
+) -> bool:
     """Pin message `seq` inside the caller's write transaction; False when already pinned or (auto) over budget.
 
     With `refuse`, a pin over budget raises PinBudgetExceeded (the caller's transaction rolls back).
@@ -113,8 +128,11 @@ def pin(session: "Session", uuid: str) -> Pin:
         raise SessionStoreError(f"message {uuid} has no text to carry; only a message with text can be pinned")
     tokens = pin_cost(text)
     budget = pins_budget(session)
-    session.db.run_write(lambda db: insert_pin(db, session.id, message.seq, message.uuid, tokens, budget),
-                         session_id=session.id, point="pin")
+    session.db.run_write(
+        lambda db: insert_pin(db, session.id, message.seq, message.uuid, tokens, budget),
+        session_id=session.id,
+        point="pin",
+    )
     return Pin(message.seq, message.uuid, message.role, text, tokens)
 
 
@@ -123,8 +141,9 @@ def unpin(session: "Session", uuid: str) -> bool:
     message = session.message(uuid)
 
     def body(db: "Database") -> bool:
-        cur = db.execute("DELETE FROM pins WHERE session_id = :id AND seq = :seq",
-                         {"id": session.id, "seq": message.seq})
+        cur = db.execute(
+            "DELETE FROM pins WHERE session_id = :id AND seq = :seq", {"id": session.id, "seq": message.seq}
+        )
         removed = cur.rowcount
         cur.close()
         return bool(removed)
@@ -137,5 +156,16 @@ def carried_pins(pins: Sequence[Pin], kept: set[int]) -> list[Pin]:
     return [p for p in pins if p.seq not in kept]
 
 
-__all__ = ["MessageNotFound", "Pin", "PinBudgetExceeded", "carried_pins", "insert_pin", "list_pins", "pin",
-           "pin_cost", "pin_text", "pins_budget", "unpin"]
+__all__ = [
+    "MessageNotFound",
+    "Pin",
+    "PinBudgetExceeded",
+    "carried_pins",
+    "insert_pin",
+    "list_pins",
+    "pin",
+    "pin_cost",
+    "pin_text",
+    "pins_budget",
+    "unpin",
+]

@@ -74,8 +74,14 @@ class RecalledMessage:
     cut: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "uuid": self.uuid, "role": self.role, "tokens": self.tokens,
-                "replaced_in_view": self.replaced_in_view, "cut": self.cut}
+        return {
+            "seq": self.seq,
+            "uuid": self.uuid,
+            "role": self.role,
+            "tokens": self.tokens,
+            "replaced_in_view": self.replaced_in_view,
+            "cut": self.cut,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +104,17 @@ class Recall:
     def to_dict(self) -> dict[str, Any]:
         """JSON shape for the CLI, the MCP server and the agent's logs."""
         return {
-            "session": self.session, "boundary": self.boundary, "mode": self.mode, "text": self.text,
+            "session": self.session,
+            "boundary": self.boundary,
+            "mode": self.mode,
+            "text": self.text,
             **({"first_boundary": self.first_boundary} if self.first_boundary is not None else {}),
-            "messages": [m.to_dict() for m in self.messages], "view_size": self.view_size,
-            "earlier": self.earlier, "later": self.later, "next_cursor": self.next_cursor, "tokens": self.tokens,
+            "messages": [m.to_dict() for m in self.messages],
+            "view_size": self.view_size,
+            "earlier": self.earlier,
+            "later": self.later,
+            "next_cursor": self.next_cursor,
+            "tokens": self.tokens,
         }
 
 
@@ -164,16 +177,19 @@ def recall(
     """
     boundary = parse_boundary(boundary)
     if isinstance(boundary, tuple):
-        return _recall_range(session, boundary, query=query, around_uuid=around_uuid, max_tokens=max_tokens,
-                             cursor=cursor)
+        return _recall_range(
+            session, boundary, query=query, around_uuid=around_uuid, max_tokens=max_tokens, cursor=cursor
+        )
     if query is not None and around_uuid is not None:
         raise RecallError("give a query or an around_uuid, not both")
     if query is not None and not query.strip():
         raise RecallError("the query is empty")
     if query is not None and (len(query) > MAX_QUERY_CHARS or len(_like_pattern(query).encode()) > MAX_PATTERN_BYTES):
-        raise RecallError(f"the query is too long ({len(query):,} characters): at most {MAX_QUERY_CHARS:,} are "
-                          "matched, fewer when it holds quotes, backslashes or control characters; give the part that tells "
-                          "the message apart")
+        raise RecallError(
+            f"the query is too long ({len(query):,} characters): at most {MAX_QUERY_CHARS:,} are "
+            "matched, fewer when it holds quotes, backslashes or control characters; give the part that tells "
+            "the message apart"
+        )
     if not MIN_MAX_TOKENS <= max_tokens <= MAX_MAX_TOKENS:
         raise RecallError(f"max_tokens must be between {MIN_MAX_TOKENS} and {MAX_MAX_TOKENS}, not {max_tokens}")
     if cursor is not None and around_uuid is not None:
@@ -194,16 +210,18 @@ def recall(
             _fill_backwards(scope, page, query, cursor)
         shown = sorted(page.shown, key=lambda item: item[0].key)
         size = scope.count()
-        earlier = scope.count("AND v.key < :k", shown[0][0].key) if shown else (
-            scope.count("AND v.key < :k", cursor) if cursor is not None else size)
+        earlier = (
+            scope.count("AND v.key < :k", shown[0][0].key)
+            if shown
+            else (scope.count("AND v.key < :k", cursor) if cursor is not None else size)
+        )
         later = scope.count("AND v.key > :k", shown[-1][0].key) if shown else 0
     next_cursor = shown[0][0].key if shown and earlier else None
     if not shown and mode == "query":
         next_cursor = None
     text = _render(index, mode, query, shown, size, earlier, later, next_cursor)
     messages = [RecalledMessage(r.seq, r.uuid, r.role, cost, r.replaced, cut) for r, _, cost, cut in shown]
-    return Recall(session.id, index, mode, text, messages, size, earlier, later, next_cursor,
-                  estimate_text(text))
+    return Recall(session.id, index, mode, text, messages, size, earlier, later, next_cursor, estimate_text(text))
 
 
 def parse_boundary(value: "int | str | tuple[int, int] | None") -> "int | tuple[int, int] | None":
@@ -228,8 +246,10 @@ def parse_boundary(value: "int | str | tuple[int, int] | None") -> "int | tuple[
 
 def era_of(session: "Session", seq: int) -> int:
     """The boundary whose stretch of the transcript holds `seq`: 1 + the boundaries recorded before it."""
-    row = session.db.one("SELECT COUNT(*) FROM compactions WHERE session_id = :id AND boundary_seq < :seq",
-                         {"id": session.id, "seq": seq})
+    row = session.db.one(
+        "SELECT COUNT(*) FROM compactions WHERE session_id = :id AND boundary_seq < :seq",
+        {"id": session.id, "seq": seq},
+    )
     return int(row[0]) + 1
 
 
@@ -241,8 +261,15 @@ _RANGE_SQL = (
 )
 
 
-def _recall_range(session: "Session", span: tuple[int, int], *, query: str | None, around_uuid: str | None,
-                  max_tokens: int, cursor: int | None) -> Recall:
+def _recall_range(
+    session: "Session",
+    span: tuple[int, int],
+    *,
+    query: str | None,
+    around_uuid: str | None,
+    max_tokens: int,
+    cursor: int | None,
+) -> Recall:
     """The newest transcript messages recorded in boundaries first..last's stretch (matching `query`)."""
     first, last = span
     if around_uuid is not None:
@@ -297,23 +324,36 @@ def _recall_range(session: "Session", span: tuple[int, int], *, query: str | Non
     next_cursor = shown[0][0].seq if shown and earlier else None
     text = _render(label, mode, query, shown, size, earlier, 0, next_cursor)
     messages = [RecalledMessage(r.seq, r.uuid, r.role, cost, r.replaced, cut) for r, _, cost, cut in shown]
-    return Recall(session.id, last, f"range-{mode}", text, messages, size, earlier, 0, next_cursor,
-                  estimate_text(text), first_boundary=first)
+    return Recall(
+        session.id,
+        last,
+        f"range-{mode}",
+        text,
+        messages,
+        size,
+        earlier,
+        0,
+        next_cursor,
+        estimate_text(text),
+        first_boundary=first,
+    )
 
 
 def _boundary_seq(db: "Database", session_id: str, ordinal: int) -> int:
     """The seq of boundary `ordinal` (0 before the first one)."""
     if ordinal < 1:
         return 0
-    row = db.one("SELECT boundary_seq FROM compactions WHERE session_id = :id AND ordinal = :k",
-                 {"id": session_id, "k": ordinal})
+    row = db.one(
+        "SELECT boundary_seq FROM compactions WHERE session_id = :id AND ordinal = :k", {"id": session_id, "k": ordinal}
+    )
     return int(row[0])
 
 
 def check_cursor(cursor: Any) -> None:
     """RecallError unless `cursor` is None or a view key as next_cursor gives them."""
-    if cursor is not None and (isinstance(cursor, bool) or not isinstance(cursor, int)
-                               or not -MAX_CURSOR < cursor < MAX_CURSOR):
+    if cursor is not None and (
+        isinstance(cursor, bool) or not isinstance(cursor, int) or not -MAX_CURSOR < cursor < MAX_CURSOR
+    ):
         raise RecallError(f"{cursor!r} is not a cursor: pass the next_cursor of the previous call")
 
 
@@ -327,8 +367,9 @@ def _boundary_version(session: "Session", boundary: int | None) -> tuple[int, in
     if not 1 <= index <= count:
         plural = "y" if count == 1 else "ies"
         raise BoundaryNotFound(f"session {session.id} has {count} boundar{plural}; there is no boundary {index}")
-    row = session.db.one("SELECT replaced_version FROM compactions WHERE session_id = :id AND ordinal = :k",
-                         {**params, "k": index})
+    row = session.db.one(
+        "SELECT replaced_version FROM compactions WHERE session_id = :id AND ordinal = :k", {**params, "k": index}
+    )
     return index, int(row[0])
 
 
@@ -343,8 +384,9 @@ class _Scope:
         row = self.db.one(f"{_COUNT_SQL} {extra}", {**self.params, "k": key})
         return int(row[0])
 
-    def rows(self, *, before: int | None = None, after: int | None = None,
-             like: str | None = None, first: int = FIRST_ROWS) -> Iterator[_Row]:
+    def rows(
+        self, *, before: int | None = None, after: int | None = None, like: str | None = None, first: int = FIRST_ROWS
+    ) -> Iterator[_Row]:
         """Rows with key < before (newest first) or key > after (oldest first), in growing batches."""
         descending = after is None
         bound = before if descending else after
@@ -468,16 +510,29 @@ def _cut_to(text: str, tokens: int) -> str:
     return f"{text[:chars]}\n[… {len(text) - chars:,} more characters of this message not shown]"
 
 
-def _render(index: int | str, mode: str, query: str | None, shown: list[tuple[_Row, str, int, bool]], size: int,
-            earlier: int, later: int, next_cursor: int | None) -> str:
+def _render(
+    index: int | str,
+    mode: str,
+    query: str | None,
+    shown: list[tuple[_Row, str, int, bool]],
+    size: int,
+    earlier: int,
+    later: int,
+    next_cursor: int | None,
+) -> str:
     """The recalled messages followed by one note: what was shown, what was left out, how to page on."""
     body = "\n\n".join(text for _, text, _, _ in shown)
-    what = {"last": "the last messages", "query": f"messages matching {_clip(query)!r}",
-            "around": "messages around one"}[mode]
+    what = {
+        "last": "the last messages",
+        "query": f"messages matching {_clip(query)!r}",
+        "around": "messages around one",
+    }[mode]
     where = f"view before boundary {index}" if isinstance(index, int) else f"messages of boundaries {index}"
     if shown:
-        note = (f"[recall: {where}, {what}: {len(shown)} shown "
-                f"(#{shown[0][0].seq}–#{shown[-1][0].seq}) of {size} in that view")
+        note = (
+            f"[recall: {where}, {what}: {len(shown)} shown "
+            f"(#{shown[0][0].seq}–#{shown[-1][0].seq}) of {size} in that view"
+        )
     else:
         note = f"[recall: {where}, {what}: none found among {earlier} messages searched"
     if shown and mode == "query" and earlier:
@@ -518,8 +573,9 @@ class ViewPageEntry:
     chars: int
 
 
-def view_before_page(session: "Session", boundary: int, *, after: int | None = None, limit: int = 20,
-                     text_chars: int = 2_000) -> tuple[list[ViewPageEntry], int | None, int]:
+def view_before_page(
+    session: "Session", boundary: int, *, after: int | None = None, limit: int = 20, text_chars: int = 2_000
+) -> tuple[list[ViewPageEntry], int | None, int]:
     """One page of the view before `boundary`, oldest first: (entries, next cursor, view size)."""
     if not 1 <= limit <= 500:
         raise RecallError(f"limit must be between 1 and 500, not {limit}")

@@ -49,11 +49,12 @@ def load_replacements_for(db: "Database", session_id: str, tool_use_ids: list[st
     """The decisions for these tool results only (what an incremental scan needs), by tool_use_id."""
     found: dict[str, Replacement] = {}
     for start in range(0, len(tool_use_ids), 500):
-        chunk = tool_use_ids[start:start + 500]
+        chunk = tool_use_ids[start : start + 500]
         params: dict[str, Any] = {"id": session_id, **{f"t{i}": tid for i, tid in enumerate(chunk)}}
         marks = ", ".join(f":t{i}" for i in range(len(chunk)))
-        for row in db.all(f"SELECT {_COLUMNS} FROM replacements WHERE session_id = :id AND tool_use_id IN ({marks})",
-                          params):
+        for row in db.all(
+            f"SELECT {_COLUMNS} FROM replacements WHERE session_id = :id AND tool_use_id IN ({marks})", params
+        ):
             found[row[0]] = _from_row(row)
     return found
 
@@ -85,8 +86,15 @@ def save_spills(db: "Database", session_id: str, spills: Iterable[Replacement]) 
         "created_at) VALUES (:sid, :tid, :kind, :text, :sha, :size, :now) "
         "ON CONFLICT (session_id, tool_use_id) DO NOTHING",
         [
-            {"sid": session_id, "tid": r.tool_use_id, "kind": r.kind, "text": r.text,
-             "sha": r.blob_sha256, "size": r.original_size, "now": now}
+            {
+                "sid": session_id,
+                "tid": r.tool_use_id,
+                "kind": r.kind,
+                "text": r.text,
+                "sha": r.blob_sha256,
+                "size": r.original_size,
+                "now": now,
+            }
             for r in spills
         ],
     )

@@ -40,14 +40,21 @@ def resolve_session_id(db: "Database", reference: str) -> str:
         return str(exact[0])
     by_source = {str(r[0]) for r in db.all("SELECT session_id FROM imports WHERE source_key = :r", {"r": reference})}
     if len(by_source) > 1:
-        raise AmbiguousSession(f"source id {reference!r} names {len(by_source)} imported sessions; use a session id",
-                               reference, tuple(sorted(by_source)))
+        raise AmbiguousSession(
+            f"source id {reference!r} names {len(by_source)} imported sessions; use a session id",
+            reference,
+            tuple(sorted(by_source)),
+        )
     found = _prefix_matches(db, reference)
     if len(by_source) == 1:
         return _source_unless_shadowing(reference, by_source.pop(), found)
     if len(found) > 1:
-        raise AmbiguousSession(f"session id prefix {reference!r} is ambiguous (it starts {len(found)} or more "
-                               "session or source ids); type more of it", reference, tuple(sorted(found)))
+        raise AmbiguousSession(
+            f"session id prefix {reference!r} is ambiguous (it starts {len(found)} or more "
+            "session or source ids); type more of it",
+            reference,
+            tuple(sorted(found)),
+        )
     if not found:
         raise SessionNotFound(f"no session {reference!r} (by id, source id, or a prefix of either)")
     return found.pop()
@@ -62,9 +69,12 @@ def _source_unless_shadowing(reference: str, source_session: str, prefixed: set[
     others = sorted(prefixed - {source_session})
     if not others:
         return source_session
-    raise AmbiguousSession(f"session reference {reference!r} is ambiguous: it is the source id of session "
-                           f"{source_session} and starts the id of session {others[0]}; use a full session id",
-                           reference, (source_session, *others))
+    raise AmbiguousSession(
+        f"session reference {reference!r} is ambiguous: it is the source id of session "
+        f"{source_session} and starts the id of session {others[0]}; use a full session id",
+        reference,
+        (source_session, *others),
+    )
 
 
 def _check(reference: str) -> None:
@@ -72,8 +82,10 @@ def _check(reference: str) -> None:
     if not isinstance(reference, str) or not reference:
         raise SessionNotFound("no session id given")
     if len(reference) > MAX_REFERENCE_LENGTH:
-        raise SessionNotFound(f"no session: the id given is {len(reference):,} characters long; "
-                              f"no session or source id is longer than {MAX_REFERENCE_LENGTH}")
+        raise SessionNotFound(
+            f"no session: the id given is {len(reference):,} characters long; "
+            f"no session or source id is longer than {MAX_REFERENCE_LENGTH}"
+        )
     if "\x00" in reference:
         raise SessionNotFound("no session: the id given contains a NUL character")
 
@@ -82,10 +94,19 @@ def _prefix_matches(db: "Database", prefix: str) -> set[str]:
     """Distinct session ids whose id or (non-sub-agent) source id starts with `prefix`, at most a few."""
     pattern = escape_like(prefix) + "%"
     params = {"p": pattern, "n": len(prefix), "raw": prefix, "slash": escape_like(prefix) + "%/%", "k": _PROBE}
-    found = {str(r[0]) for r in db.all(
-        "SELECT id FROM sessions WHERE id LIKE :p ESCAPE '\\' AND substr(id, 1, :n) = :raw LIMIT :k", params)}
+    found = {
+        str(r[0])
+        for r in db.all(
+            "SELECT id FROM sessions WHERE id LIKE :p ESCAPE '\\' AND substr(id, 1, :n) = :raw LIMIT :k", params
+        )
+    }
     sub_agents = "" if "/" in prefix else " AND source_key NOT LIKE :slash ESCAPE '\\'"
-    found |= {str(r[0]) for r in db.all(
-        "SELECT DISTINCT session_id FROM imports WHERE source_key LIKE :p ESCAPE '\\' "
-        f"AND substr(source_key, 1, :n) = :raw{sub_agents} LIMIT :k", params)}
+    found |= {
+        str(r[0])
+        for r in db.all(
+            "SELECT DISTINCT session_id FROM imports WHERE source_key LIKE :p ESCAPE '\\' "
+            f"AND substr(source_key, 1, :n) = :raw{sub_agents} LIMIT :k",
+            params,
+        )
+    }
     return found

@@ -159,12 +159,29 @@ def _apply(
                 raise SessionStoreError(f"message seq {p.seq} is placed twice in the rewrite")
             planned_seqs.add(p.seq)
             if p.content is None:
-                items.append(_Item(old.seq, old.tokens, old.content_json, old_key=old.old_key,
-                                   old_from=old.old_from, virtual=old.virtual))
+                items.append(
+                    _Item(
+                        old.seq,
+                        old.tokens,
+                        old.content_json,
+                        old_key=old.old_key,
+                        old_from=old.old_from,
+                        virtual=old.virtual,
+                    )
+                )
             else:
                 toks = p.tokens if p.tokens is not None else estimate_content(p.content)
-                items.append(_Item(old.seq, toks, dumps(p.content), old_key=old.old_key,
-                                   old_from=old.old_from, virtual=old.virtual, changed=True))
+                items.append(
+                    _Item(
+                        old.seq,
+                        toks,
+                        dumps(p.content),
+                        old_key=old.old_key,
+                        old_from=old.old_from,
+                        virtual=old.virtual,
+                        changed=True,
+                    )
+                )
         else:
             assert content_json is not None, "an added message is serialized before the transaction"
             next_seq += 1
@@ -174,8 +191,16 @@ def _apply(
     meanwhile = [i for i in current if i.seq > snapshot_last_seq and i.seq not in planned_seqs]
     for item in meanwhile:
         planned_seqs.add(item.seq)
-        items.append(_Item(item.seq, item.tokens, item.content_json, old_key=item.old_key,
-                           old_from=item.old_from, virtual=item.virtual))
+        items.append(
+            _Item(
+                item.seq,
+                item.tokens,
+                item.content_json,
+                old_key=item.old_key,
+                old_from=item.old_from,
+                virtual=item.virtual,
+            )
+        )
     upper = (next_seq + 1) * KEY_GAP
     _assign_keys(items, upper)
     db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, message_rows)
@@ -187,16 +212,24 @@ def _apply(
     db.execute(
         "UPDATE sessions SET last_seq = :last, base_seq = :last, view_version = :v, view_tokens = :t, "
         "explicit_count = :n, tail_state = :tail, updated_at = :now WHERE id = :id",
-        {"last": next_seq, "v": new_version, "t": post_tokens, "n": len(items), "tail": tail.dumps(),
-         "now": time.time(), "id": session_id},
+        {
+            "last": next_seq,
+            "v": new_version,
+            "t": post_tokens,
+            "n": len(items),
+            "tail": tail.dumps(),
+            "now": time.time(),
+            "id": session_id,
+        },
     ).close()
     fault_in(db, "after_session_row")
     compaction_id = None
     if compaction is not None:
         db.execute("UPDATE sessions SET compact_failures = 0 WHERE id = :id", {"id": session_id}).close()
         floor = min((i.old_from for i in current if i.old_from is not None), default=version)
-        compaction_id = _insert_compaction(db, session_id, version, floor, state.view_tokens, post_tokens, added,
-                                           compaction)
+        compaction_id = _insert_compaction(
+            db, session_id, version, floor, state.view_tokens, post_tokens, added, compaction
+        )
         if compaction.pins:
             from .pins import insert_pin
 
@@ -213,10 +246,7 @@ def _current_rows(db: "Database", session_id: str, state: ViewState) -> list[_It
         "WHERE session_id = :id AND valid_to IS NULL ORDER BY key",
         {"id": session_id},
     )
-    items = [
-        _Item(int(seq), int(tokens), cj, old_key=int(key), old_from=int(vf))
-        for key, seq, cj, tokens, vf in rows
-    ]
+    items = [_Item(int(seq), int(tokens), cj, old_key=int(key), old_from=int(vf)) for key, seq, cj, tokens, vf in rows]
     tail = db.all(
         "SELECT seq, tokens FROM messages WHERE session_id = :id AND seq > :base ORDER BY seq",
         {"id": session_id, "base": state.base_seq},
@@ -232,7 +262,12 @@ def _assign_keys(items: list[_Item], upper: int) -> None:
     """Keep old keys where order allows and content is unchanged; fill gaps for the rest."""
     last = None
     for item in items:
-        if item.old_key is not None and not item.changed and (last is None or item.old_key > last) and item.old_key < upper:
+        if (
+            item.old_key is not None
+            and not item.changed
+            and (last is None or item.old_key > last)
+            and item.old_key < upper
+        ):
             item.key = item.old_key
             last = item.key
     i = 0
@@ -283,8 +318,17 @@ def _write_rows(
     for old in current:
         stays = old.seq in staying
         if old.virtual:
-            insert.append((session_id, old.old_from, old.old_key, old.seq, None if stays else new_version,
-                           old.content_json, old.tokens))
+            insert.append(
+                (
+                    session_id,
+                    old.old_from,
+                    old.old_key,
+                    old.seq,
+                    None if stays else new_version,
+                    old.content_json,
+                    old.tokens,
+                )
+            )
         elif not stays:
             close.append({"id": session_id, "vf": old.old_from, "key": old.old_key, "vt": new_version})
     for item in items:
@@ -372,8 +416,9 @@ def _insert_compaction(
     vals = ", ".join(f":{k}" for k in params)
     cols += ", ordinal"
     vals += ", (SELECT COALESCE(MAX(ordinal), 0) + 1 FROM compactions WHERE session_id = :numbered_in)"
-    cur = db.execute(f"INSERT INTO compactions ({cols}) VALUES ({vals}) RETURNING id",
-                     {**params, "numbered_in": session_id})
+    cur = db.execute(
+        f"INSERT INTO compactions ({cols}) VALUES ({vals}) RETURNING id", {**params, "numbered_in": session_id}
+    )
     row = cur.fetchone()
     cur.close()
     return int(row[0])

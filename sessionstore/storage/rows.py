@@ -22,8 +22,21 @@ MESSAGE_COLUMNS = (
 
 #: The columns a transcript row is written with, in the order of `message_row`.
 MESSAGE_INSERT_COLUMNS = (
-    "session_id", "seq", "uuid", "parent_uuid", "role", "type", "subtype", "timestamp", "api_message_id",
-    "usage_json", "is_meta", "is_compact_summary", "metadata_json", "content_json", "tokens",
+    "session_id",
+    "seq",
+    "uuid",
+    "parent_uuid",
+    "role",
+    "type",
+    "subtype",
+    "timestamp",
+    "api_message_id",
+    "usage_json",
+    "is_meta",
+    "is_compact_summary",
+    "metadata_json",
+    "content_json",
+    "tokens",
 )
 
 INSERT_MESSAGE = (
@@ -38,9 +51,21 @@ dumps = compact_dumps
 def message_row(session_id: str, seq: int, msg: NewMessage, content_json: str, tokens: int) -> tuple[Any, ...]:
     """The MESSAGE_INSERT_COLUMNS of one validated message, bound by position (bulk writes)."""
     return (
-        session_id, seq, msg.uuid, msg.parent_uuid, msg.role, msg.type, msg.subtype, msg.timestamp,
-        msg.api_message_id, dumps(msg.usage) if msg.usage is not None else None, msg.is_meta,
-        msg.is_compact_summary, dumps(msg.metadata) if msg.metadata else None, content_json, tokens,
+        session_id,
+        seq,
+        msg.uuid,
+        msg.parent_uuid,
+        msg.role,
+        msg.type,
+        msg.subtype,
+        msg.timestamp,
+        msg.api_message_id,
+        dumps(msg.usage) if msg.usage is not None else None,
+        msg.is_meta,
+        msg.is_compact_summary,
+        dumps(msg.metadata) if msg.metadata else None,
+        content_json,
+        tokens,
     )
 
 
@@ -74,20 +99,31 @@ def stored_from_row(row: Sequence[Any], offset: int = 0) -> StoredMessage:
     o = offset
     usage, meta = row[o + 8], row[o + 11]
     return StoredMessage(
-        row[o], row[o + 1], row[o + 3], row[o + 4], loads_stored(row[o + 12]), row[o + 5], row[o + 2],
-        row[o + 6], row[o + 7], loads_stored(usage) if usage else None, row[o + 9] is True or row[o + 9] == 1,
-        row[o + 10] is True or row[o + 10] == 1, loads_stored(meta) if meta else {}, row[o + 13],
+        row[o],
+        row[o + 1],
+        row[o + 3],
+        row[o + 4],
+        loads_stored(row[o + 12]),
+        row[o + 5],
+        row[o + 2],
+        row[o + 6],
+        row[o + 7],
+        loads_stored(usage) if usage else None,
+        row[o + 9] is True or row[o + 9] == 1,
+        row[o + 10] is True or row[o + 10] == 1,
+        loads_stored(meta) if meta else {},
+        row[o + 13],
     )
 
 
-def iter_message_rows(db: "Database", session_id: str, after_seq: int = 0, batch: int = 1000, *,
-                      columns: str = MESSAGE_COLUMNS) -> Iterator[Any]:
+def iter_message_rows(
+    db: "Database", session_id: str, after_seq: int = 0, batch: int = 1000, *, columns: str = MESSAGE_COLUMNS
+) -> Iterator[Any]:
     """A session's transcript rows (`columns`, seq first) in seq order, fetched in batches: constant memory."""
     last = after_seq
     while True:
         rows = db.all(
-            f"SELECT {columns} FROM messages WHERE session_id = :id AND seq > :after "
-            f"ORDER BY seq LIMIT {int(batch)}",
+            f"SELECT {columns} FROM messages WHERE session_id = :id AND seq > :after ORDER BY seq LIMIT {int(batch)}",
             {"id": session_id, "after": last},
         )
         if not rows:

@@ -190,12 +190,14 @@ def parse_query(query: str) -> list[str]:
             seen.add(term.casefold())
             terms.append(term)
     if not terms:
-        raise SearchQueryError("the search query is empty: give a word, a \"phrase\" or a path")
+        raise SearchQueryError('the search query is empty: give a word, a "phrase" or a path')
     if not any(ch.isalnum() for term in terms for ch in term):
         raise SearchQueryError(f"the search query {query!r} has no letter or digit to search for")
     if len(terms) > MAX_TERMS:
-        raise SearchQueryError(f"the search query holds {len(terms):,} words or phrases; at most {MAX_TERMS} "
-                               "are searched together: keep the ones that tell the message apart")
+        raise SearchQueryError(
+            f"the search query holds {len(terms):,} words or phrases; at most {MAX_TERMS} "
+            "are searched together: keep the ones that tell the message apart"
+        )
     return terms
 
 
@@ -207,12 +209,17 @@ def parse_since(value: str | None, now: dt.datetime | None = None) -> str | None
     if match:
         amount, unit = int(match.group(1)), match.group(2)
         try:
-            delta = {"m": dt.timedelta(minutes=amount), "h": dt.timedelta(hours=amount),
-                     "d": dt.timedelta(days=amount), "w": dt.timedelta(weeks=amount)}[unit]
+            delta = {
+                "m": dt.timedelta(minutes=amount),
+                "h": dt.timedelta(hours=amount),
+                "d": dt.timedelta(days=amount),
+                "w": dt.timedelta(weeks=amount),
+            }[unit]
             start = (now or dt.datetime.now(dt.timezone.utc)) - delta
         except OverflowError:
-            raise SearchQueryError(f"--since {value!r} reaches back before the year 1; "
-                                   "leave --since out to search every message") from None
+            raise SearchQueryError(
+                f"--since {value!r} reaches back before the year 1; leave --since out to search every message"
+            ) from None
         return start.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     try:
         parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
@@ -244,13 +251,20 @@ def _like(term: str) -> str:
 
 def pending_count(db: "Database") -> int:
     """How many messages wait to be indexed (from the session counters: one scan of `sessions`)."""
-    row = db.one("SELECT COALESCE(SUM(s.last_seq - COALESCE(m.indexed_seq, 0)), 0) FROM sessions s "
-                 "LEFT JOIN search_marks m ON m.session_id = s.id WHERE s.last_seq > COALESCE(m.indexed_seq, 0)")
+    row = db.one(
+        "SELECT COALESCE(SUM(s.last_seq - COALESCE(m.indexed_seq, 0)), 0) FROM sessions s "
+        "LEFT JOIN search_marks m ON m.session_id = s.id WHERE s.last_seq > COALESCE(m.indexed_seq, 0)"
+    )
     return int(row[0])
 
 
-def catch_up(db: "Database", *, max_chars: int = INDEXED_CHARS, batch_chars: int = 1_000_000,
-             progress: Callable[[int], None] | None = None) -> int:
+def catch_up(
+    db: "Database",
+    *,
+    max_chars: int = INDEXED_CHARS,
+    batch_chars: int = 1_000_000,
+    progress: Callable[[int], None] | None = None,
+) -> int:
     """Index every message above each session's mark; returns how many were indexed.
 
     `progress(n)` is called after each committed batch with the messages it indexed.
@@ -269,8 +283,11 @@ def catch_up(db: "Database", *, max_chars: int = INDEXED_CHARS, batch_chars: int
             if not more:
                 break
     if done and db.is_sqlite:
-        db.run_write(lambda d: d.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('merge', :n)",
-                                         {"n": max(64, done // 4)}).close())
+        db.run_write(
+            lambda d: d.execute(
+                "INSERT INTO search_fts(search_fts, rank) VALUES ('merge', :n)", {"n": max(64, done // 4)}
+            ).close()
+        )
     return done
 
 
@@ -317,7 +334,9 @@ def _insert_docs(db: "Database", sid: str, rows: list[Any], max_chars: int) -> i
         cur = db.conn.cursor()
         cur.executemany(
             "INSERT INTO search_docs (session_id, seq, kind, timestamp, body) VALUES (%s, %s, %s, %s, %s) "
-            "ON CONFLICT (session_id, seq) DO NOTHING", docs)
+            "ON CONFLICT (session_id, seq) DO NOTHING",
+            docs,
+        )
         cur.close()
     return chars
 
@@ -344,21 +363,22 @@ def rebuild(store: "SessionStore") -> int:
     store.db.run_write(clear_index)
     if store.db.is_sqlite:
         store.db.run_write(lambda d: d.execute("INSERT INTO search_fts(search_fts) VALUES ('rebuild')").close())
-    indexed = catch_up(store.db, max_chars=store.config.search_max_chars,
-                       batch_chars=store.config.search_batch_chars)
+    indexed = catch_up(store.db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
     if store.db.is_sqlite:
         store.db.run_write(lambda d: d.execute("INSERT INTO search_fts(search_fts) VALUES ('optimize')").close())
     return indexed
 
 
-def index_problems(db: "Database", session_id: str | None = None,
-                   max_chars: int = INDEXED_CHARS) -> list[tuple[str, str, str | None]]:
+def index_problems(
+    db: "Database", session_id: str | None = None, max_chars: int = INDEXED_CHARS
+) -> list[tuple[str, str, str | None]]:
     """(code, message, session) for each way the index disagrees with the transcript (all sessions or one)."""
     problems: list[tuple[str, str, str | None]] = []
     only = " WHERE s.id = :id" if session_id is not None else ""
     for sid, last_seq, mark in db.all(
         "SELECT s.id, COALESCE((SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id), 0), COALESCE(m.indexed_seq, 0) FROM sessions s "
-        f"LEFT JOIN search_marks m ON m.session_id = s.id{only}", {"id": session_id}
+        f"LEFT JOIN search_marks m ON m.session_id = s.id{only}",
+        {"id": session_id},
     ):
         if int(mark) > int(last_seq):
             problems.append(("search-mark-ahead", f"search index mark {mark} is past the last seq {last_seq}", sid))
@@ -370,6 +390,7 @@ def index_problems(db: "Database", session_id: str | None = None,
 
 def reindex_session(store: "SessionStore", session_id: str) -> int:
     """Forget one session's index rows and mark, then index it again; returns the messages indexed."""
+
     def forget(db: "Database") -> None:
         table = "search_rows" if db.is_sqlite else "search_docs"
         db.execute(f"DELETE FROM {table} WHERE session_id = :id", {"id": session_id}).close()
@@ -394,9 +415,11 @@ def _session_index_problems(db: "Database", sid: str, mark: int, max_chars: int)
         if kind != search_role(role, bool(is_summary), content) or body != indexed_body(content_json, max_chars):
             wrong.append(seq)
     out: list[tuple[str, str, str | None]] = []
-    for code, seqs, what in (("search-missing", missing, "not in the search index"),
-                             ("search-stale", wrong, "indexed with other text or role than the transcript holds"),
-                             ("search-beyond-mark", beyond, "indexed past the search mark")):
+    for code, seqs, what in (
+        ("search-missing", missing, "not in the search index"),
+        ("search-stale", wrong, "indexed with other text or role than the transcript holds"),
+        ("search-beyond-mark", beyond, "indexed past the search mark"),
+    ):
         if seqs:
             shown = ", ".join(str(s) for s in seqs[:5]) + (f" ... {len(seqs) - 5} more" if len(seqs) > 5 else "")
             out.append((code, f"message seq {shown} {what}", sid))
@@ -405,16 +428,20 @@ def _session_index_problems(db: "Database", sid: str, mark: int, max_chars: int)
 
 def _paired_rows(db: "Database", sid: str) -> Iterator[tuple[int, str, Any, str, str | None, str | None]]:
     """Every transcript row of the session with its index row (kind, body), in seq batches."""
-    body_sql = ("SELECT m.seq, m.role, m.is_compact_summary, m.content_json, r.kind, f.body FROM messages m "
-                "LEFT JOIN search_rows r ON r.session_id = m.session_id AND r.seq = m.seq "
-                "LEFT JOIN search_fts f ON f.rowid = r.id "
-                if db.is_sqlite else
-                "SELECT m.seq, m.role, m.is_compact_summary, m.content_json, d.kind, d.body FROM messages m "
-                "LEFT JOIN search_docs d ON d.session_id = m.session_id AND d.seq = m.seq ")
+    body_sql = (
+        "SELECT m.seq, m.role, m.is_compact_summary, m.content_json, r.kind, f.body FROM messages m "
+        "LEFT JOIN search_rows r ON r.session_id = m.session_id AND r.seq = m.seq "
+        "LEFT JOIN search_fts f ON f.rowid = r.id "
+        if db.is_sqlite
+        else "SELECT m.seq, m.role, m.is_compact_summary, m.content_json, d.kind, d.body FROM messages m "
+        "LEFT JOIN search_docs d ON d.session_id = m.session_id AND d.seq = m.seq "
+    )
     after = 0
     while True:
-        rows = db.all(body_sql + "WHERE m.session_id = :id AND m.seq > :after ORDER BY m.seq LIMIT 500",
-                      {"id": sid, "after": after})
+        rows = db.all(
+            body_sql + "WHERE m.session_id = :id AND m.seq > :after ORDER BY m.seq LIMIT 500",
+            {"id": sid, "after": after},
+        )
         for row in rows:
             yield int(row[0]), row[1], row[2], row[3], row[4], row[5]
         if len(rows) < 500:
@@ -452,8 +479,9 @@ def search(store: "SessionStore", query: str, filters: Filters) -> list[Hit]:
     return [_hit(r, bodies.get(r[0], ""), terms, boundaries) for r in rows]
 
 
-def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str | None,
-             since: str | None) -> list[Any]:
+def _matches(
+    db: "Database", terms: list[str], filters: Filters, session_id: str | None, since: str | None
+) -> list[Any]:
     """The page of matching rows: (doc key, session, seq, role, timestamp, uuid, title, cwd, rank, active)."""
     params: dict[str, Any] = {"limit": int(filters.limit)}
     where: list[str] = []
@@ -467,12 +495,14 @@ def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str
     joined = f"{source} JOIN sessions s ON s.id = {alias}.session_id" if needs_session else source
     if db.is_sqlite and "match" in params:
         _window(db, joined, where, params)
-    ranked = db.all(f"SELECT {columns} FROM {joined} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit",
-                    params)
+    ranked = db.all(f"SELECT {columns} FROM {joined} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit", params)
     out = []
     for key, sid, seq, kind, timestamp, rank in ranked:
-        row = db.one(f"SELECT m.uuid, s.title, s.cwd, {_active('m')} FROM messages m JOIN sessions s "
-                     "ON s.id = m.session_id WHERE m.session_id = :sid AND m.seq = :seq", {"sid": sid, "seq": seq})
+        row = db.one(
+            f"SELECT m.uuid, s.title, s.cwd, {_active('m')} FROM messages m JOIN sessions s "
+            "ON s.id = m.session_id WHERE m.session_id = :sid AND m.seq = :seq",
+            {"sid": sid, "seq": seq},
+        )
         if row is not None:
             out.append((key, sid, int(seq), kind, timestamp, row[0], row[1], row[2], rank, bool(row[3])))
     return out
@@ -480,12 +510,15 @@ def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str
 
 def _active(alias: str) -> str:
     """SQL: the message `alias` is in its session's active view (implicit tail or an open view row)."""
-    return (f"({alias}.seq > s.base_seq OR EXISTS (SELECT 1 FROM view_entries v WHERE v.session_id = "
-            f"{alias}.session_id AND v.seq = {alias}.seq AND v.valid_to IS NULL))")
+    return (
+        f"({alias}.seq > s.base_seq OR EXISTS (SELECT 1 FROM view_entries v WHERE v.session_id = "
+        f"{alias}.session_id AND v.seq = {alias}.seq AND v.valid_to IS NULL))"
+    )
 
 
-def _filter_clauses(alias: str, filters: Filters, session_id: str | None, since: str | None,
-                    params: dict[str, Any], where: list[str]) -> bool:
+def _filter_clauses(
+    alias: str, filters: Filters, session_id: str | None, since: str | None, params: dict[str, Any], where: list[str]
+) -> bool:
     """Add the filters' WHERE clauses; True when they need the sessions table joined (as `s`)."""
     if session_id is not None:
         where.append(f"{alias}.session_id = :session")
@@ -517,11 +550,16 @@ def _window(db: "Database", joined: str, where: list[str], params: dict[str, Any
     a query with fewer matches finds none and is ranked whole.
     """
     if len(where) == 1:
-        row = db.one("SELECT rowid FROM search_fts WHERE search_fts MATCH :match ORDER BY rowid DESC "
-                     "LIMIT 1 OFFSET :window", {**params, "window": RANK_WINDOW})
+        row = db.one(
+            "SELECT rowid FROM search_fts WHERE search_fts MATCH :match ORDER BY rowid DESC LIMIT 1 OFFSET :window",
+            {**params, "window": RANK_WINDOW},
+        )
     else:
-        row = db.one(f"SELECT search_fts.rowid FROM {joined} WHERE {' AND '.join(where)} "
-                     "ORDER BY search_fts.rowid DESC LIMIT 1 OFFSET :window", {**params, "window": RANK_WINDOW})
+        row = db.one(
+            f"SELECT search_fts.rowid FROM {joined} WHERE {' AND '.join(where)} "
+            "ORDER BY search_fts.rowid DESC LIMIT 1 OFFSET :window",
+            {**params, "window": RANK_WINDOW},
+        )
     if row is not None:
         where.append("search_fts.rowid > :floor")
         params["floor"] = int(row[0])
@@ -537,10 +575,16 @@ def _sqlite_match(terms: list[str], params: dict[str, Any], where: list[str]) ->
     if long_terms:
         params["match"] = " ".join('"' + t.replace('"', '""') + '"' for t in long_terms)
         where.insert(0, "search_fts MATCH :match")
-        return ("r.id, r.session_id, r.seq, r.kind, r.timestamp, search_fts.rank",
-                "search_fts JOIN search_rows r ON r.id = search_fts.rowid", "search_fts.rank, r.timestamp DESC, r.seq DESC")
-    return ("r.id, r.session_id, r.seq, r.kind, r.timestamp, 0",
-            "search_rows r JOIN search_fts ON search_fts.rowid = r.id", "r.timestamp DESC, r.seq DESC")
+        return (
+            "r.id, r.session_id, r.seq, r.kind, r.timestamp, search_fts.rank",
+            "search_fts JOIN search_rows r ON r.id = search_fts.rowid",
+            "search_fts.rank, r.timestamp DESC, r.seq DESC",
+        )
+    return (
+        "r.id, r.session_id, r.seq, r.kind, r.timestamp, 0",
+        "search_rows r JOIN search_fts ON search_fts.rowid = r.id",
+        "r.timestamp DESC, r.seq DESC",
+    )
 
 
 def _postgres_match(terms: list[str], params: dict[str, Any], where: list[str]) -> tuple[str, str, str]:
@@ -549,9 +593,12 @@ def _postgres_match(terms: list[str], params: dict[str, Any], where: list[str]) 
         where.append(f"d.body ILIKE :t{i}")
         params[f"t{i}"] = _like(term)
     params["words"] = " ".join(terms)
-    return ("d.session_id || ':' || d.seq, d.session_id, d.seq, d.kind, d.timestamp, "
-            "ts_rank(d.tsv, plainto_tsquery('simple', :words)) AS score", "search_docs d",
-            "score DESC, d.timestamp DESC NULLS LAST, d.seq DESC")
+    return (
+        "d.session_id || ':' || d.seq, d.session_id, d.seq, d.kind, d.timestamp, "
+        "ts_rank(d.tsv, plainto_tsquery('simple', :words)) AS score",
+        "search_docs d",
+        "score DESC, d.timestamp DESC NULLS LAST, d.seq DESC",
+    )
 
 
 def _bodies(db: "Database", keys: list[Any]) -> dict[Any, str]:
@@ -574,8 +621,9 @@ def _boundaries_of(db: "Database", hits: Iterable[tuple[str, int]]) -> dict[tupl
         by_session.setdefault(sid, []).append(seq)
     out: dict[tuple[str, int], int | None] = {}
     for sid, seqs in by_session.items():
-        rows = db.all("SELECT id, boundary_seq FROM compactions WHERE session_id = :id ORDER BY boundary_seq",
-                      {"id": sid})
+        rows = db.all(
+            "SELECT id, boundary_seq FROM compactions WHERE session_id = :id ORDER BY boundary_seq", {"id": sid}
+        )
         compactions = [(int(cid), int(b)) for cid, b in rows]
         for seq in seqs:
             out[(sid, seq)] = _replacing_boundary(db, seq, compactions)
@@ -614,8 +662,18 @@ def _hit(row: Any, body: str, terms: list[str], boundaries: dict[tuple[str, int]
     _, sid, seq, role, timestamp, uuid, title, cwd, _, active = row
     boundary = None if active else boundaries.get((sid, int(seq)))
     command = f"sessionstore show {sid} {uuid}"
-    return Hit(session=sid, title=title, cwd=cwd, seq=int(seq), uuid=uuid, role=role, timestamp=timestamp,
-               snippet=snippet(body, terms), boundary=boundary, open=command)
+    return Hit(
+        session=sid,
+        title=title,
+        cwd=cwd,
+        seq=int(seq),
+        uuid=uuid,
+        role=role,
+        timestamp=timestamp,
+        snippet=snippet(body, terms),
+        boundary=boundary,
+        open=command,
+    )
 
 
 def snippet(body: str, terms: list[str], context: int = SNIPPET_CONTEXT) -> str:

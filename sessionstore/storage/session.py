@@ -181,8 +181,14 @@ class Session:
         self._state = None
         state, tails = self.db.run_write(body, session_id=self.id, point="append")
         added = prepared[0][2]
-        new_state = ViewState(state.last_seq + 1, state.base_seq, state.view_version,
-                              state.view_tokens + added, state.explicit_count, tails[-1])
+        new_state = ViewState(
+            state.last_seq + 1,
+            state.base_seq,
+            state.view_version,
+            state.view_tokens + added,
+            state.explicit_count,
+            tails[-1],
+        )
         stored = [stored_from_new(state.last_seq + 1, batch[0], added)]
         self._after_append(new_state, stored, [prepared[0][1]])
         return stored[0]
@@ -204,23 +210,34 @@ class Session:
         state, rows, tails = self._validated(self.db, prepared, self._state)
         point = "append" if len(prepared) == 1 else "append_many"
         try:
-            written = self.db.run_write(lambda db: _insert_checked(db, self.id, state.view_version, rows),
-                                        point=point, single_statement=len(rows) == 1)
+            written = self.db.run_write(
+                lambda db: _insert_checked(db, self.id, state.view_version, rows),
+                point=point,
+                single_statement=len(rows) == 1,
+            )
         except _LostRace:
             written = False
         if not written:
             self._state = None
-            state, tails = self.db.run_write(lambda db: self._append_locked(db, prepared), session_id=self.id,
-                                             point=point)
+            state, tails = self.db.run_write(
+                lambda db: self._append_locked(db, prepared), session_id=self.id, point=point
+            )
         added = sum(tokens for _, _, tokens in prepared)
-        new_state = ViewState(state.last_seq + len(prepared), state.base_seq, state.view_version,
-                              state.view_tokens + added, state.explicit_count, tails[-1])
+        new_state = ViewState(
+            state.last_seq + len(prepared),
+            state.base_seq,
+            state.view_version,
+            state.view_tokens + added,
+            state.explicit_count,
+            tails[-1],
+        )
         stored = [stored_from_new(state.last_seq + i + 1, m, t) for i, (m, _, t) in enumerate(prepared)]
         self._after_append(new_state, stored, [cj for _, cj, _ in prepared])
         return stored
 
-    def _append_locked(self, db: "Database", prepared: list[tuple[NewMessage, str, int]]
-                       ) -> tuple[ViewState, list[TailState]]:
+    def _append_locked(
+        self, db: "Database", prepared: list[tuple[NewMessage, str, int]]
+    ) -> tuple[ViewState, list[TailState]]:
         """After a lost race: validate against the state read under the session lock, then write."""
         state, rows, tails = self._validated(db, prepared, None)
         if not _insert_checked(db, self.id, state.view_version, rows):
@@ -247,8 +264,7 @@ class Session:
         total = state.view_tokens
         for i, (m, cj, tokens) in enumerate(prepared):
             total += tokens
-            rows.append(message_row(self.id, state.last_seq + i + 1, m, cj, tokens)
-                        + (total, tails[i].dumps(), now))
+            rows.append(message_row(self.id, state.last_seq + i + 1, m, cj, tokens) + (total, tails[i].dumps(), now))
         return state, rows, tails
 
     def _after_append(self, state: ViewState, stored: list[StoredMessage], texts: list[str]) -> None:
@@ -264,8 +280,9 @@ class Session:
             self._texts.extend((m.role, text) for m, text in zip(stored, texts, strict=True))
             self._texts_at = (state.view_version, state.last_seq)
 
-    def fork(self, at: str | int | None = None, *, before_boundary: int | None = None,
-             title: str | None = None) -> "Session":
+    def fork(
+        self, at: str | int | None = None, *, before_boundary: int | None = None, title: str | None = None
+    ) -> "Session":
         """A new session whose view is this one's: right after message `at` (seq, uuid or unique uuid
         prefix), exactly before boundary `before_boundary`, or (neither) the active view.
 
@@ -454,9 +471,11 @@ def _guarded_insert_sql(db: "Database") -> str:
     """
     mark = "?" if db.is_sqlite else "%s"
     lock = "" if db.is_sqlite else " FOR SHARE"
-    return (f"INSERT INTO messages ({', '.join(APPEND_COLUMNS)}) "
-            f"SELECT {', '.join([mark] * len(APPEND_COLUMNS))} FROM sessions "
-            f"WHERE id = {mark} AND view_version = {mark}{lock}")
+    return (
+        f"INSERT INTO messages ({', '.join(APPEND_COLUMNS)}) "
+        f"SELECT {', '.join([mark] * len(APPEND_COLUMNS))} FROM sessions "
+        f"WHERE id = {mark} AND view_version = {mark}{lock}"
+    )
 
 
 def _insert_checked(db: "Database", session_id: str, version: int, rows: list[tuple[Any, ...]]) -> bool:
@@ -517,8 +536,9 @@ def _duplicate_message(session_id: str, uuids: list[str]) -> str:
     return f"one of the {len(uuids)} uuids is already in session {session_id}"
 
 
-def _view_texts(db: "Database", session_id: str, after_seq: int, upto_seq: int, *,
-                explicit: bool) -> list[tuple[str, str]]:
+def _view_texts(
+    db: "Database", session_id: str, after_seq: int, upto_seq: int, *, explicit: bool
+) -> list[tuple[str, str]]:
     """(role, content JSON) of the view's rows: the explicit open rows (when asked), then seqs in (after, upto]."""
     rows: list[tuple[str, str]] = []
     if explicit:
@@ -528,11 +548,13 @@ def _view_texts(db: "Database", session_id: str, after_seq: int, upto_seq: int, 
             "WHERE v.session_id = :id AND v.valid_to IS NULL ORDER BY v.key",
             {"id": session_id},
         )
-    rows.extend(db.all(
-        "SELECT role, content_json FROM messages WHERE session_id = :id AND seq > :after AND seq <= :upto "
-        "ORDER BY seq",
-        {"id": session_id, "after": after_seq, "upto": upto_seq},
-    ))
+    rows.extend(
+        db.all(
+            "SELECT role, content_json FROM messages WHERE session_id = :id AND seq > :after AND seq <= :upto "
+            "ORDER BY seq",
+            {"id": session_id, "after": after_seq, "upto": upto_seq},
+        )
+    )
     return rows
 
 
@@ -577,8 +599,9 @@ def _messages_by_seq(db: "Database", session_id: str, seqs: list[int]) -> dict[i
                 found[int(row[0])] = stored_from_row(row)
         return found
     for start in range(0, len(seqs), 500):
-        chunk = ",".join(str(s) for s in seqs[start:start + 500])
-        for row in db.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq IN ({chunk})",
-                          {"id": session_id}):
+        chunk = ",".join(str(s) for s in seqs[start : start + 500])
+        for row in db.all(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq IN ({chunk})", {"id": session_id}
+        ):
             found[int(row[0])] = stored_from_row(row)
     return found

@@ -44,8 +44,13 @@ class SpillInfo:
     created_at: float
 
     def to_dict(self) -> dict[str, object]:
-        return {"tool_use_id": self.tool_use_id, "kind": self.kind, "original_size": self.original_size,
-                "blob_sha256": self.blob_sha256, "created_at": self.created_at}
+        return {
+            "tool_use_id": self.tool_use_id,
+            "kind": self.kind,
+            "original_size": self.original_size,
+            "blob_sha256": self.blob_sha256,
+            "created_at": self.created_at,
+        }
 
 
 def list_spills(session: "Session") -> list[SpillInfo]:

@@ -33,13 +33,15 @@ def session_stats(session: "Session") -> dict[str, Any]:
     )
     implicit = state.last_seq - state.base_seq
     boundaries = db.one("SELECT COUNT(*) FROM compactions WHERE session_id = :id", sid)[0]
-    spilled_ever = db.one("SELECT COUNT(*) FROM replacements WHERE session_id = :id AND blob_sha256 IS NOT NULL",
-                          sid)[0]
+    spilled_ever = db.one("SELECT COUNT(*) FROM replacements WHERE session_id = :id AND blob_sha256 IS NOT NULL", sid)[
+        0
+    ]
     # Spilled and still shown: a compaction that summarized the result took its preview out of the view.
     spilled_now = db.one(
         "SELECT COUNT(*) FROM replacements r WHERE r.session_id = :id AND r.kind = 'spilled' AND EXISTS "
         "(SELECT 1 FROM view_entries v WHERE v.session_id = r.session_id AND v.valid_to IS NULL "
-        "AND v.content_json LIKE '%' || r.tool_use_id || '%')", sid
+        "AND v.content_json LIKE '%' || r.tool_use_id || '%')",
+        sid,
     )[0]
     return {
         "session": session.id,
@@ -62,5 +64,8 @@ def _lineage_stats(session: "Session") -> dict[str, Any]:
 
     info = lineage(session.db, session.id)
     forks = session.db.one("SELECT COUNT(*) FROM session_forks WHERE parent_id = :id", {"id": session.id})[0]
-    return {"forked_from": info.parent_id if info else None, "fork_point": info.point if info else None,
-            "forks": int(forks)}
+    return {
+        "forked_from": info.parent_id if info else None,
+        "fork_point": info.point if info else None,
+        "forks": int(forks),
+    }

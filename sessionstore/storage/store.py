@@ -32,8 +32,9 @@ class SessionStore:
         self._index_db: Database | None = None
 
     @classmethod
-    def open(cls, url: str | None = None, *, config: Config | None = None, upgrade: bool = True,
-             read_only: bool = False) -> "SessionStore":
+    def open(
+        cls, url: str | None = None, *, config: Config | None = None, upgrade: bool = True, read_only: bool = False
+    ) -> "SessionStore":
         """Open (creating if needed) the store at `url`, default `SESSIONSTORE_DB_URL` or XDG.
 
         `read_only` (every reader: the MCP server, view, search, export...): the store's connection
@@ -44,8 +45,9 @@ class SessionStore:
         """
         config = config or Config.from_env()
         url = url or default_db_url()
-        db = open_database(url, busy_timeout_ms=config.busy_timeout_ms, write_retries=config.write_retries,
-                           read_only=read_only)
+        db = open_database(
+            url, busy_timeout_ms=config.busy_timeout_ms, write_retries=config.write_retries, read_only=read_only
+        )
         if read_only or upgrade:
             current = stored_revision(db.conn)
             if current != SCHEMA_HEAD:
@@ -74,8 +76,9 @@ class SessionStore:
         if not self.db.read_only:
             return self.db
         if self._index_db is None:
-            self._index_db = open_database(self.url, busy_timeout_ms=self.config.busy_timeout_ms,
-                                           write_retries=self.config.write_retries)
+            self._index_db = open_database(
+                self.url, busy_timeout_ms=self.config.busy_timeout_ms, write_retries=self.config.write_retries
+            )
             if self._index_db.is_sqlite:
                 self._index_db.conn.set_authorizer(_index_only)
         return self._index_db
@@ -194,8 +197,17 @@ class SessionStore:
         session = self.get(session_id)
 
         def remove(db: Database) -> None:
-            for table in ("view_entries", "compactions", "replacements", "session_memory", "pipeline_states",
-                          "source_lines", "import_files", "imports", "messages"):
+            for table in (
+                "view_entries",
+                "compactions",
+                "replacements",
+                "session_memory",
+                "pipeline_states",
+                "source_lines",
+                "import_files",
+                "imports",
+                "messages",
+            ):
                 db.execute(f"DELETE FROM {table} WHERE session_id = :id", {"id": session.id}).close()
             db.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = :id", {"id": session.id}).close()
             db.execute("DELETE FROM sessions WHERE id = :id", {"id": session.id}).close()

@@ -205,7 +205,7 @@ def _text_cost(text: str) -> float:
     """
     if len(text) <= SLICE_CHARS:
         return _slice_cost(text)
-    return sum(_slice_cost(text[i:i + SLICE_CHARS]) for i in range(0, len(text), SLICE_CHARS))
+    return sum(_slice_cost(text[i : i + SLICE_CHARS]) for i in range(0, len(text), SLICE_CHARS))
 
 
 def _slice_cost(text: str) -> float:
@@ -300,9 +300,9 @@ def _runs_of(data: bytes, mark: bytes, min_len: int) -> list[tuple[int, int]]:
     pos = data.find(chunk)
     while pos != -1:
         end = pos + min_len
-        while data[end:end + 64] == step:
+        while data[end : end + 64] == step:
             end += 64
-        tail = data[end:end + 64]
+        tail = data[end : end + 64]
         end += len(tail) - len(tail.lstrip(mark))
         spans.append((pos, end))
         pos = data.find(chunk, end)
@@ -366,7 +366,7 @@ def _exact_chunked(text: str) -> int | None:
     """tiktoken's count of `text`, in EXACT_CHUNK_CHARS pieces; None when no BPE file loads."""
     if not exact_available():
         return None
-    return sum(exact_count(text[i:i + EXACT_CHUNK_CHARS]) for i in range(0, len(text), EXACT_CHUNK_CHARS))
+    return sum(exact_count(text[i : i + EXACT_CHUNK_CHARS]) for i in range(0, len(text), EXACT_CHUNK_CHARS))
 
 
 def estimate_text(text: str) -> int:
@@ -393,7 +393,7 @@ def _make_json_dumps() -> Callable[[Any], str]:
         return plain
     try:
         encoder = make(None, str, basestring, None, ": ", ", ", False, False, True)
-        probe = {"a": [1, 2.5, None, True, "é\n\"x\""], "b": {"c": "d"}}
+        probe = {"a": [1, 2.5, None, True, 'é\n"x"'], "b": {"c": "d"}}
         if "".join(encoder(probe, 0)) != json.dumps(probe, ensure_ascii=False):
             return plain
     except Exception:

@@ -57,8 +57,11 @@ class Response:
 
     def merged(self, other: "Response") -> "Response":
         """Both pieces as one response: the largest count of each kind, the earlier hour, a known model."""
-        return Response(min(self.hour, other.hour), self.model or other.model,
-                        [max(a, b) for a, b in zip(self.counts, other.counts, strict=True)])
+        return Response(
+            min(self.hour, other.hour),
+            self.model or other.model,
+            [max(a, b) for a, b in zip(self.counts, other.counts, strict=True)],
+        )
 
 
 def token_counts(usage: dict[str, Any]) -> list[int]:
@@ -72,8 +75,13 @@ def token_counts(usage: dict[str, Any]) -> list[int]:
     if isinstance(split, dict) and not total_write:
         total_write = one_hour + _int(split.get("ephemeral_5m_input_tokens"))
     one_hour = min(one_hour, total_write)
-    return [_int(usage.get("input_tokens")), _int(usage.get("output_tokens")), total_write - one_hour, one_hour,
-            _int(usage.get("cache_read_input_tokens"))]
+    return [
+        _int(usage.get("input_tokens")),
+        _int(usage.get("output_tokens")),
+        total_write - one_hour,
+        one_hour,
+        _int(usage.get("cache_read_input_tokens")),
+    ]
 
 
 def _int(value: Any) -> int:
@@ -149,20 +157,25 @@ def _newest_row(db: "Database") -> tuple[int, str, int] | None:
 
 def _unchanged_since_last_check(db: "Database", tail: tuple[int, str, int]) -> bool:
     """True when `tail` is the row recorded by the last complete check and its session is counted past it."""
-    row = db.one("SELECT t.last_rowid, t.session_id, t.seq, m.counted_seq FROM usage_state t "
-                 "LEFT JOIN usage_marks m ON m.session_id = t.session_id WHERE t.name = 'tail'")
-    return (row is not None and (int(row[0]), row[1], int(row[2])) == tail and row[3] is not None
-            and int(row[3]) >= tail[2])
+    row = db.one(
+        "SELECT t.last_rowid, t.session_id, t.seq, m.counted_seq FROM usage_state t "
+        "LEFT JOIN usage_marks m ON m.session_id = t.session_id WHERE t.name = 'tail'"
+    )
+    return (
+        row is not None and (int(row[0]), row[1], int(row[2])) == tail and row[3] is not None and int(row[3]) >= tail[2]
+    )
 
 
 def _record_tail(db: "Database", tail: tuple[int, str, int]) -> None:
     params = {"r": tail[0], "s": tail[1], "q": tail[2]}
     if db.one("SELECT 1 FROM usage_state WHERE name = 'tail'") is None:
-        db.execute("INSERT INTO usage_state (name, last_rowid, session_id, seq) VALUES ('tail', :r, :s, :q)",
-                   params).close()
+        db.execute(
+            "INSERT INTO usage_state (name, last_rowid, session_id, seq) VALUES ('tail', :r, :s, :q)", params
+        ).close()
     else:
-        db.execute("UPDATE usage_state SET last_rowid = :r, session_id = :s, seq = :q WHERE name = 'tail'",
-                   params).close()
+        db.execute(
+            "UPDATE usage_state SET last_rowid = :r, session_id = :s, seq = :q WHERE name = 'tail'", params
+        ).close()
 
 
 def _count_batch(db: "Database", sid: str) -> tuple[int, bool]:
@@ -187,31 +200,43 @@ def _count_batch(db: "Database", sid: str) -> tuple[int, bool]:
             {"id": sid, "after": after, "limit": limit, "n": _FETCH_ROWS},
         )
         for seq, api_id, timestamp, written_at, usage_json, metadata_json in rows:
-            _fold(folded, api_id or f"seq:{seq}", _response(timestamp, written_at, usage_json, metadata_json,
-                                                            session[0] or "", float(session[1])))
+            _fold(
+                folded,
+                api_id or f"seq:{seq}",
+                _response(timestamp, written_at, usage_json, metadata_json, session[0] or "", float(session[1])),
+            )
         if len(rows) < _FETCH_ROWS:
             break
         after = int(rows[-1][0])
     _apply(db, sid, folded)
     if limit > mark:
         if row is None:
-            db.execute("INSERT INTO usage_marks (session_id, counted_seq) VALUES (:id, :s)",
-                       {"id": sid, "s": limit}).close()
+            db.execute(
+                "INSERT INTO usage_marks (session_id, counted_seq) VALUES (:id, :s)", {"id": sid, "s": limit}
+            ).close()
         else:
-            db.execute("UPDATE usage_marks SET counted_seq = :s WHERE session_id = :id",
-                       {"id": sid, "s": limit}).close()
+            db.execute(
+                "UPDATE usage_marks SET counted_seq = :s WHERE session_id = :id", {"id": sid, "s": limit}
+            ).close()
     return limit - mark, limit < top
 
 
-def _response(timestamp: str | None, written_at: float | None, usage_json: str, metadata_json: str | None,
-              session_model: str, created_at: float) -> Response:
+def _response(
+    timestamp: str | None,
+    written_at: float | None,
+    usage_json: str,
+    metadata_json: str | None,
+    session_model: str,
+    created_at: float,
+) -> Response:
     usage = loads_stored(usage_json)
     usage = usage if isinstance(usage, dict) else {}
     metadata = loads_stored(metadata_json) if metadata_json else {}
     model = metadata.get("model") if isinstance(metadata, dict) else None
     model = model if isinstance(model, str) and model else session_model
-    return Response(hour_of(timestamp, written_at if written_at is not None else created_at), model[:200],
-                    token_counts(usage))
+    return Response(
+        hour_of(timestamp, written_at if written_at is not None else created_at), model[:200], token_counts(usage)
+    )
 
 
 def _fold(folded: dict[str, Response], key: str, response: Response) -> None:
@@ -244,8 +269,9 @@ def _apply(db: "Database", sid: str, folded: dict[str, Response]) -> None:
         mark = "?" if db.is_sqlite else "%s"
         sets = ", ".join(f"{c} = {mark}" for c in ("hour", "model", "band", *KINDS))
         cur = db.conn.cursor()
-        cur.executemany(f"UPDATE usage_responses SET {sets} WHERE session_id = {mark} AND response_id = {mark}",
-                        updates)
+        cur.executemany(
+            f"UPDATE usage_responses SET {sets} WHERE session_id = {mark} AND response_id = {mark}", updates
+        )
         cur.close()
     _add_to_rollup(db, sid, deltas, columns)
 
@@ -254,7 +280,7 @@ def _stored_responses(db: "Database", sid: str, keys: list[str]) -> dict[str, Re
     """The usage_responses rows of these response ids, read in chunks."""
     out: dict[str, Response] = {}
     for start in range(0, len(keys), 500):
-        chunk = keys[start:start + 500]
+        chunk = keys[start : start + 500]
         names = {f"k{i}": k for i, k in enumerate(chunk)}
         rows = db.all(
             f"SELECT response_id, hour, model, {', '.join(KINDS)} FROM usage_responses "
@@ -274,8 +300,7 @@ def _add(deltas: dict[tuple[int, str, int], list[int]], key: tuple[int, str, int
 
 def _add_to_rollup(db: "Database", sid: str, deltas: dict[tuple[int, str, int], list[int]], columns: str) -> None:
     """Add each delta to its rollup row (creating it), then drop rows no response is summed in any more."""
-    changed = [(sid, hour, model, band, *values) for (hour, model, band), values in deltas.items()
-               if any(values)]
+    changed = [(sid, hour, model, band, *values) for (hour, model, band), values in deltas.items() if any(values)]
     if not changed:
         return
     mark = "?" if db.is_sqlite else "%s"
@@ -290,4 +315,3 @@ def _add_to_rollup(db: "Database", sid: str, deltas: dict[tuple[int, str, int], 
     )
     cur.close()
     db.execute("DELETE FROM usage_rollup WHERE session_id = :id AND responses = 0", {"id": sid}).close()
-

@@ -97,7 +97,9 @@ def check_timestamp(value: str | None) -> str | None:
     try:
         datetime.fromisoformat(value)
     except ValueError:
-        raise InvalidMessage(f"timestamp must be an ISO-8601 time such as 2026-01-02T03:04:05Z, got {value!r}") from None
+        raise InvalidMessage(
+            f"timestamp must be an ISO-8601 time such as 2026-01-02T03:04:05Z, got {value!r}"
+        ) from None
     return value
 
 
@@ -134,9 +136,7 @@ def _plain_content(content: Any) -> Content:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise InvalidContent(
-            f"content must be a string or a list of blocks, got {type(content).__name__}"
-        )
+        raise InvalidContent(f"content must be a string or a list of blocks, got {type(content).__name__}")
     blocks = [block.copy() for block in content if type(block) is dict]  # the common case: plain dicts only
     if len(blocks) == len(content):
         return blocks
@@ -274,8 +274,11 @@ def normalize(message: Any, *, sendable: bool = True) -> NewMessage:
     data = _message_data(message)
     if not _ALLOWED_KEYS.issuperset(data):
         unknown = set(data) - _ALLOWED_KEYS
-        hint = ("; this is a line of a sessionstore jsonl export: bring the file in with "
-                "`sessionstore import jsonl FILE`" if {"seq", "message"} <= unknown else "")
+        hint = (
+            "; this is a line of a sessionstore jsonl export: bring the file in with `sessionstore import jsonl FILE`"
+            if {"seq", "message"} <= unknown
+            else ""
+        )
         raise InvalidMessage(f"unknown message field(s): {', '.join(sorted(map(str, unknown)))}{hint}")
     role = data.get("role")
     if role not in ROLES:
@@ -400,8 +403,7 @@ class TailState:
             return
         if self.pending:
             raise PendingToolUse(
-                "a new assistant turn while tool_use id(s) "
-                f"{', '.join(self.pending)} still await their tool_result"
+                f"a new assistant turn while tool_use id(s) {', '.join(self.pending)} still await their tool_result"
             )
         if len(set(ids)) != len(ids):
             raise InvalidMessage("duplicate tool_use id(s) in one assistant message")
@@ -417,8 +419,7 @@ class TailState:
             for rid in results:
                 if rid not in expected:
                     raise OrphanToolResult(
-                        f"tool_result for {rid!r} answers no pending tool_use of the preceding "
-                        "assistant turn"
+                        f"tool_result for {rid!r} answers no pending tool_use of the preceding assistant turn"
                     )
                 expected.discard(rid)
             self.answered = self.answered + results

@@ -65,8 +65,9 @@ def _merge(role: str, contents: list[Content], *, copy: bool = True) -> dict[str
     return {"role": role, "content": blocks}
 
 
-def _grouped(pairs: Iterable[tuple[str, Any]], *, copy: bool,
-             decode: Callable[[Any], Content] | None = None) -> list[dict[str, Any]]:
+def _grouped(
+    pairs: Iterable[tuple[str, Any]], *, copy: bool, decode: Callable[[Any], Content] | None = None
+) -> list[dict[str, Any]]:
     """API messages from (role, content) pairs in view order: system skipped, same roles merged.
 
     With `decode`, each pair holds stored content JSON, decoded only when sent.

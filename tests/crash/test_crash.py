@@ -54,8 +54,7 @@ def _wait_for_dead_backends(url: str, name: str, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     with SessionStore.open(url) as st:
         while time.monotonic() < deadline:
-            alive = st.db.one("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = :name",
-                              {"name": name})[0]
+            alive = st.db.one("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = :name", {"name": name})[0]
             if alive == 0:
                 return
             time.sleep(0.02)
@@ -100,7 +99,7 @@ def _check_after_kill(url: str, sid: str, log: Path, seen: int) -> dict[str, Any
     lines = log.read_text().splitlines() if log.exists() else []
     logged = [ln.split(" ") for ln in lines if ln.strip()]
     fresh = logged[seen:]
-    since_start = logged[max((i for i, p in enumerate(logged) if p[0] == "start"), default=0):]
+    since_start = logged[max((i for i, p in enumerate(logged) if p[0] == "start"), default=0) :]
     befores = [parts for parts in since_start if parts[0] == "before"]
     with SessionStore.open(url) as st:
         s = st.get(sid)
@@ -117,8 +116,9 @@ def _check_after_kill(url: str, sid: str, log: Path, seen: int) -> dict[str, Any
         spilled = _check_spills(s, [(p[1], int(p[2])) for p in fresh if p[0] == "prepared"])
         _check_imports(st, [p[1:] for p in fresh if p[0] == "import"])
         found = boundaries(s)
-        assert sum(1 for _, sub in rows if sub == "compact_boundary") == len(found), \
+        assert sum(1 for _, sub in rows if sub == "compact_boundary") == len(found), (
             "a boundary without its compactions row (or the reverse)"
+        )
         state = s.refresh_state()
         entries = s.active_entries()
         assert sum(e.tokens for e in entries) == state.view_tokens, "token total out of step with the view"
@@ -128,8 +128,13 @@ def _check_after_kill(url: str, sid: str, log: Path, seen: int) -> dict[str, Any
         if found:
             last = found[-1]
             assert entries[0].uuid == last.boundary_uuid, "the latest compaction's view is in force"
-        return {"messages": len(uuids), "boundaries": len(found), "logged": len(logged), "phase": phase,
-                "spills": spilled}
+        return {
+            "messages": len(uuids),
+            "boundaries": len(found),
+            "logged": len(logged),
+            "phase": phase,
+            "spills": spilled,
+        }
 
 
 def _check_old_or_new(s, state, entries, before: list[str], uuids: set[str]) -> str:
@@ -156,9 +161,12 @@ def _check_fresh_messages(st, sid: str, logged: list[list[str]]) -> None:
     if not logged:
         return
     wanted = {p[1]: p[2] for p in logged}
-    rows = st.db.all("SELECT uuid, seq, content_json FROM messages WHERE session_id = :id AND uuid IN ("
-                     + ",".join(f":u{i}" for i in range(len(wanted))) + ")",
-                     {"id": sid, **{f"u{i}": u for i, u in enumerate(wanted)}})
+    rows = st.db.all(
+        "SELECT uuid, seq, content_json FROM messages WHERE session_id = :id AND uuid IN ("
+        + ",".join(f":u{i}" for i in range(len(wanted)))
+        + ")",
+        {"id": sid, **{f"u{i}": u for i, u in enumerate(wanted)}},
+    )
     by_uuid = {u: (int(seq), content_digest(json.loads(cj))) for u, seq, cj in rows}
     changed = [u for u, sha in wanted.items() if by_uuid[u][1] != sha]
     assert not changed, f"stored content differs from what was committed: {changed[:3]}"
@@ -179,7 +187,7 @@ def _check_spills(s, prepared: list[tuple[str, int]]) -> int:
     for tool_use_id, seq in prepared:
         kind, blob = decided.get(tool_use_id, (None, None))
         assert kind in ("spilled", "cleared") and blob, f"the big result {tool_use_id} was not spilled: {kind}"
-        block, = _blocks_at(s, seq)
+        (block,) = _blocks_at(s, seq)
         assert block["tool_use_id"] == tool_use_id
         assert spill_original(s, tool_use_id) == block["content"].encode(), "the spilled blob is not the original"
     return len(prepared)
@@ -195,14 +203,17 @@ def _check_imports(store, logged: list[list[str]]) -> None:
     """Each import the child saw commit is complete; no session is half imported."""
     for session_id, count in logged:
         assert len(list(store.get(session_id).transcript())) == int(count)
-    rows = store.db.all("SELECT s.id, COUNT(m.seq) FROM sessions s LEFT JOIN messages m "
-                        "ON m.session_id = s.id GROUP BY s.id")
+    rows = store.db.all(
+        "SELECT s.id, COUNT(m.seq) FROM sessions s LEFT JOIN messages m ON m.session_id = s.id GROUP BY s.id"
+    )
     for session_id, count in rows:
         # last_seq as the session reads it (the session row, or its last appended message's figures)
         last_seq = store.get(session_id).refresh_state().last_seq
         assert last_seq == int(count), f"session {session_id} is half written"
-    orphans = store.db.one("SELECT COUNT(*) FROM sessions s WHERE s.id NOT IN (SELECT session_id FROM imports) "
-                           "AND s.title IS NOT NULL AND s.title <> 'crash'")[0]
+    orphans = store.db.one(
+        "SELECT COUNT(*) FROM sessions s WHERE s.id NOT IN (SELECT session_id FROM imports) "
+        "AND s.title IS NOT NULL AND s.title <> 'crash'"
+    )[0]
     assert orphans == 0, "an import left a session without its imports row"
 
 
@@ -216,9 +227,14 @@ def test_sigkill_during_appends_and_compactions(store_url: str, tmp_path: Path) 
     spills = 0
     errors = tmp_path / "worker.stderr"
     with open(errors, "wb") as err:
-        zygote = subprocess.Popen([sys.executable, "-m", "tests.crash.worker", sid, str(log)], cwd=ROOT,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                  env={**os.environ, "CRASH_TMP": str(tmp_path)})
+        zygote = subprocess.Popen(
+            [sys.executable, "-m", "tests.crash.worker", sid, str(log)],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env={**os.environ, "CRASH_TMP": str(tmp_path)},
+        )
     try:
         for trial in range(TRIALS):
             name = f"crash{os.getpid()}t{trial}"
@@ -233,8 +249,9 @@ def test_sigkill_during_appends_and_compactions(store_url: str, tmp_path: Path) 
         zygote.stdout.close()
     print(f"\ncrash kills by the operation in flight ({store_url.split(':')[0]}): {dict(sorted(phases.items()))}")
     ops = {phase.split(":")[0] for phase in phases}
-    assert len(ops) >= 4 and ops & {"full", "from", "up_to", "memory", "prepare"}, \
+    assert len(ops) >= 4 and ops & {"full", "from", "up_to", "memory", "prepare"}, (
         f"the kills should land in several kinds of operation, compactions among them: {dict(phases)}"
+    )
     assert spills > 0, "no prepare committed a spill, so no spill was checked"
     with SessionStore.open(store_url) as st:
         assert doctor.check(st).problems == [], "the whole store is clean at the end"

@@ -33,11 +33,24 @@ def _round(rng: random.Random, tag: str, big: bool = False) -> list[dict]:
     size = rng.randint(60_000, 120_000) if big else rng.randint(10, 3000)
     return [
         {"role": "user", "content": f"{tag}: please check module {rng.randint(0, 99)}", "uuid": str(uuid.uuid4())},
-        {"role": "assistant", "uuid": str(uuid.uuid4()), "api_message_id": f"m-{tid}",
-         "content": [{"type": "tool_use", "id": tid, "name": rng.choice(["Read", "Bash"]),
-                      "input": {"file_path": f"src/m{rng.randint(0, 9)}.py"}}]},
-        {"role": "user", "uuid": str(uuid.uuid4()),
-         "content": [{"type": "tool_result", "tool_use_id": tid, "content": f"{tid} " + "x" * size}]},
+        {
+            "role": "assistant",
+            "uuid": str(uuid.uuid4()),
+            "api_message_id": f"m-{tid}",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": tid,
+                    "name": rng.choice(["Read", "Bash"]),
+                    "input": {"file_path": f"src/m{rng.randint(0, 9)}.py"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "uuid": str(uuid.uuid4()),
+            "content": [{"type": "tool_result", "tool_use_id": tid, "content": f"{tid} " + "x" * size}],
+        },
         {"role": "assistant", "uuid": str(uuid.uuid4()), "content": f"checked ({tag})"},
     ]
 
@@ -75,8 +88,11 @@ def _finish_pending(session, log) -> None:
     """After a kill mid-round, answer what is still pending so the conversation goes on."""
     tail = session.refresh_state().tail
     if tail.pending:
-        msg = {"role": "user", "uuid": str(uuid.uuid4()),
-               "content": [{"type": "tool_result", "tool_use_id": i, "content": "recovered"} for i in tail.pending]}
+        msg = {
+            "role": "user",
+            "uuid": str(uuid.uuid4()),
+            "content": [{"type": "tool_result", "tool_use_id": i, "content": "recovered"} for i in tail.pending],
+        }
         _append(session, log, "append", [msg])
     if session.refresh_state().tail.last_role == "user":
         msg = {"role": "assistant", "uuid": str(uuid.uuid4()), "content": "resumed"}
@@ -101,6 +117,7 @@ def write_until_killed(url: str, session_id: str, log_path: str, seed: int) -> N
     """One writer: open the store, say so, then loop over random operations until killed."""
     rng = random.Random(seed)
     with open(log_path, "a", encoding="utf-8") as log_file, SessionStore.open(url) as store:
+
         def log(line: str) -> None:
             log_file.write(line + "\n")
             log_file.flush()
@@ -112,8 +129,20 @@ def write_until_killed(url: str, session_id: str, log_path: str, seed: int) -> N
         step = 0
         while True:
             step += 1
-            op = rng.choice(["append", "append", "append_many", "append_many", "full", "from", "up_to", "memory",
-                             "prepare", "import"])
+            op = rng.choice(
+                [
+                    "append",
+                    "append",
+                    "append_many",
+                    "append_many",
+                    "full",
+                    "from",
+                    "up_to",
+                    "memory",
+                    "prepare",
+                    "import",
+                ]
+            )
             msgs = _round(rng, f"s{seed}-{step}", big=op == "prepare")
             if op == "prepare":
                 stored = _append(session, log, "append_many", msgs)
@@ -144,9 +173,19 @@ def _import(store, rng: random.Random, log) -> None:
     for i in range(rng.randint(2, 40)):
         u = str(uuid.uuid4())
         role = "user" if i % 2 == 0 else "assistant"
-        lines.append(json.dumps({"type": role, "uuid": u, "parentUuid": parent, "sessionId": sid,
-                                 "timestamp": f"2026-01-01T00:00:{i % 60:02d}Z", "isSidechain": False,
-                                 "message": {"role": role, "content": f"line {i} of {sid}"}}))
+        lines.append(
+            json.dumps(
+                {
+                    "type": role,
+                    "uuid": u,
+                    "parentUuid": parent,
+                    "sessionId": sid,
+                    "timestamp": f"2026-01-01T00:00:{i % 60:02d}Z",
+                    "isSidechain": False,
+                    "message": {"role": role, "content": f"line {i} of {sid}"},
+                }
+            )
+        )
         parent = u
     fd, path = tempfile.mkstemp(suffix=".jsonl", dir=os.environ.get("CRASH_TMP"))
     with os.fdopen(fd, "w") as f:
@@ -157,8 +196,9 @@ def _import(store, rng: random.Random, log) -> None:
 
 def _compact(session, op: str, rng: random.Random, log) -> None:
     entries = session.active_entries()
-    prompts = [e for e in entries if e.role == "user" and isinstance(e.content, str)
-               and not e.message.is_compact_summary]
+    prompts = [
+        e for e in entries if e.role == "user" and isinstance(e.content, str) and not e.message.is_compact_summary
+    ]
     kwargs: dict = {}
     if op in ("from", "up_to"):
         if len(prompts) < 2:
@@ -169,8 +209,14 @@ def _compact(session, op: str, rng: random.Random, log) -> None:
         if len(entries) < 8:
             return
         last = entries[-6]
-        save_memory(session, f"# Current State\nworking, seed step {rng.random()}\n",
-                    covers_seq=last.seq, covers_uuid=last.uuid, tokens=0, tool_calls=0)
+        save_memory(
+            session,
+            f"# Current State\nworking, seed step {rng.random()}\n",
+            covers_seq=last.seq,
+            covers_uuid=last.uuid,
+            tokens=0,
+            tool_calls=0,
+        )
         kwargs = {"use_memory": True}
     _before(session, log, op, [])
     try:

@@ -33,10 +33,17 @@ def writer(url: str, sid: str, tag: str, seconds: float, out: Any) -> None:
                 batch = [{"role": "user", "content": f"{tag} says {i}", "uuid": str(uuid.uuid4())}]
             else:
                 batch = [
-                    {"role": "assistant", "uuid": str(uuid.uuid4()), "api_message_id": f"m-{tid}",
-                     "content": [{"type": "tool_use", "id": tid, "name": "Read", "input": {"file_path": "f"}}]},
-                    {"role": "user", "uuid": str(uuid.uuid4()),
-                     "content": [{"type": "tool_result", "tool_use_id": tid, "content": "x" * 500}]},
+                    {
+                        "role": "assistant",
+                        "uuid": str(uuid.uuid4()),
+                        "api_message_id": f"m-{tid}",
+                        "content": [{"type": "tool_use", "id": tid, "name": "Read", "input": {"file_path": "f"}}],
+                    },
+                    {
+                        "role": "user",
+                        "uuid": str(uuid.uuid4()),
+                        "content": [{"type": "tool_result", "tool_use_id": tid, "content": "x" * 500}],
+                    },
                 ]
             t = time.perf_counter()
             try:
@@ -100,8 +107,10 @@ def run(url: str, seconds: float) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     procs = [ctx.Process(target=writer, args=(url, sid, f"w{i}", seconds, out)) for i in range(4)]
-    procs += [ctx.Process(target=compactor, args=(url, sid, seconds, out)),
-              ctx.Process(target=reader, args=(url, sid, seconds, out))]
+    procs += [
+        ctx.Process(target=compactor, args=(url, sid, seconds, out)),
+        ctx.Process(target=reader, args=(url, sid, seconds, out)),
+    ]
     for p in procs:
         p.start()
     results = [out.get(timeout=seconds + 300) for _ in procs]

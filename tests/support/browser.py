@@ -85,8 +85,9 @@ def problems(driver: Any) -> list[str]:
     page = _plain(driver.current_url)
     errors = [e["message"] for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
-    return (errors + [f"resource loaded: {r}" for r in resources]
-            + [f"request sent: {u}" for u in requests(driver, page)])
+    return (
+        errors + [f"resource loaded: {r}" for r in resources] + [f"request sent: {u}" for u in requests(driver, page)]
+    )
 
 
 def _plain(url: str) -> str:

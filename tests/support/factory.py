@@ -102,9 +102,7 @@ def entries_from(messages: Iterable[StoredMessage]) -> list[ViewEntry]:
     entries = []
     for position, stored in enumerate(messages):
         numbered = dataclasses.replace(stored, seq=position + 1, tokens=estimate(stored))
-        entries.append(
-            ViewEntry(position=position, message=numbered, content=numbered.content, tokens=numbered.tokens)
-        )
+        entries.append(ViewEntry(position=position, message=numbered, content=numbered.content, tokens=numbered.tokens))
     return entries
 
 
@@ -114,9 +112,7 @@ def conversation(rounds: int, *, words: int = 20) -> list[StoredMessage]:
     messages = [user(f"Please fix the bug. {filler}")]
     for i in range(rounds):
         tool_id = f"toolu_r{i:03d}"
-        messages.append(
-            assistant_tool_use("Read", {"path": f"src/file_{i}.py"}, tool_id, text=f"Reading {i}")
-        )
+        messages.append(assistant_tool_use("Read", {"path": f"src/file_{i}.py"}, tool_id, text=f"Reading {i}"))
         messages.append(tool_result(tool_id, f"contents of file {i}: {filler}"))
     messages.append(assistant_text("Fixed it."))
     return messages

@@ -79,9 +79,7 @@ class Reply:
         return cls(content=({"type": "text", "text": text},), stop_reason=stop_reason)
 
     @classmethod
-    def tool_use(
-        cls, name: str, input: dict[str, Any], id: str | None = None, *, text: str | None = None
-    ) -> Reply:
+    def tool_use(cls, name: str, input: dict[str, Any], id: str | None = None, *, text: str | None = None) -> Reply:
         """One tool call, optionally preceded by a text block; the id is generated when omitted."""
         return cls.tool_uses([(name, input, id)], text=text)
 
@@ -106,9 +104,7 @@ class Reply:
         return cls(content=tuple(blocks), stop_reason=stop_reason)
 
     @classmethod
-    def error(
-        cls, status: int, error_type: str, message: str, headers: dict[str, str] | None = None
-    ) -> Reply:
+    def error(cls, status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> Reply:
         """An API error response with the API's JSON error shape."""
         return cls(status=status, error_type=error_type, error_message=message, headers=headers or {})
 
@@ -120,9 +116,7 @@ class Reply:
     @classmethod
     def prompt_too_long(cls, actual: int, maximum: int) -> Reply:
         """The API's 400 for a prompt over the model's window."""
-        return cls.error(
-            400, "invalid_request_error", f"prompt is too long: {actual} tokens > {maximum} maximum"
-        )
+        return cls.error(400, "invalid_request_error", f"prompt is too long: {actual} tokens > {maximum} maximum")
 
 
 Responder = Callable[["RecordedRequest"], "Reply | str | None"]
@@ -243,9 +237,7 @@ class FakeAPI:
         """Close the server when the block ends."""
         self.close()
 
-    def record(
-        self, method: str, path: str, headers: dict[str, str], body: dict[str, Any]
-    ) -> RecordedRequest:
+    def record(self, method: str, path: str, headers: dict[str, str], body: dict[str, Any]) -> RecordedRequest:
         """Store a received request and return it."""
         with self._lock:
             request = RecordedRequest(method, path, headers, body, len(self._requests))
@@ -264,9 +256,7 @@ class FakeAPI:
                 return _as_reply(answer)
         if self.default is not None:
             return _as_reply(self.default)
-        return Reply.error(
-            400, "invalid_request_error", f"fake api: no scripted reply for request #{request.index}"
-        )
+        return Reply.error(400, "invalid_request_error", f"fake api: no scripted reply for request #{request.index}")
 
     def answer_messages(self, request: RecordedRequest) -> Reply:
         """What `POST /v1/messages` answers: validation and window errors first, then the script."""
@@ -339,9 +329,7 @@ def _block_deltas(block: dict[str, Any], size: int) -> list[dict[str, Any]]:
     return []
 
 
-def stream_events(
-    reply: Reply, request: RecordedRequest, chunk_chars: int
-) -> Iterator[tuple[str, dict[str, Any]]]:
+def stream_events(reply: Reply, request: RecordedRequest, chunk_chars: int) -> Iterator[tuple[str, dict[str, Any]]]:
     """The SSE events of a streamed answer, in the API's order."""
     message = message_json(reply, request)
     start = dict(message, content=[], stop_reason=None)

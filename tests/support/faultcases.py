@@ -78,14 +78,21 @@ def _memory_setup(store: SessionStore) -> str:
     s = store.get(sid)
     entries = s.active_entries()
     covered = entries[len(entries) // 2]
-    save_memory(s, "# Current State\nhalf way through the requests\n", covers_seq=covered.seq,
-                covers_uuid=covered.uuid, tokens=0, tool_calls=0)
+    save_memory(
+        s,
+        "# Current State\nhalf way through the requests\n",
+        covers_seq=covered.seq,
+        covers_uuid=covered.uuid,
+        tokens=0,
+        tool_calls=0,
+    )
     return sid
 
 
 def _run_memory(store: SessionStore, sid: str) -> None:
-    config = store.config.replace(memory_keep_min_tokens=500, memory_keep_min_text_messages=1,
-                                  memory_keep_max_tokens=5_000)
+    config = store.config.replace(
+        memory_keep_min_tokens=500, memory_keep_min_text_messages=1, memory_keep_max_tokens=5_000
+    )
     compact(store.get(sid), use_memory=True, config=config)
 
 
@@ -103,8 +110,13 @@ def _run_micro(store: SessionStore, sid: str) -> None:
 
 
 def _snip_setup(store: SessionStore) -> str:
-    msgs = [user("Fix the failing test"), assistant("Fixed it."), user("ok"), user("Now update the docs"),
-            assistant("Updated.", usage={"input_tokens": 5_000, "output_tokens": 100})]
+    msgs = [
+        user("Fix the failing test"),
+        assistant("Fixed it."),
+        user("ok"),
+        user("Now update the docs"),
+        assistant("Updated.", usage={"input_tokens": 5_000, "output_tokens": 100}),
+    ]
     return _session(store, _fixed(msgs, "n"))
 
 
@@ -145,29 +157,37 @@ def _doctor_setup(store: SessionStore) -> str:
     """A session whose stored running total is off by 7 (on the session row, where a repair writes it)."""
     sid = _conversation_setup(store)
     state = store.get(sid).refresh_state()
-    store.db.run_write(lambda db: db.execute(
-        "UPDATE sessions SET last_seq = :last, view_tokens = :tokens, tail_state = :tail WHERE id = :id",
-        {"last": state.last_seq, "tokens": state.view_tokens + 7, "tail": state.tail.dumps(), "id": sid}).close())
+    store.db.run_write(
+        lambda db: db.execute(
+            "UPDATE sessions SET last_seq = :last, view_tokens = :tokens, tail_state = :tail WHERE id = :id",
+            {"last": state.last_seq, "tokens": state.view_tokens + 7, "tail": state.tail.dumps(), "id": sid},
+        ).close()
+    )
     return sid
 
 
-CASES: dict[str, Case] = {c.name: c for c in [
-    Case("append", _conversation_setup,
-         lambda st, sid: st.get(sid).append(_batch("a1")[0])),
-    Case("append_many", _conversation_setup,
-         lambda st, sid: st.get(sid).append_many(_batch("a2"))),
-    Case("rewrite.full", _conversation_setup, lambda st, sid: compact(st.get(sid))),
-    Case("rewrite.partial-from", _conversation_setup,
-         lambda st, sid: compact(st.get(sid), from_uuid=_pivot(st, sid))),
-    Case("rewrite.partial-up_to", _conversation_setup,
-         lambda st, sid: compact(st.get(sid), up_to_uuid=_pivot(st, sid))),
-    Case("rewrite.session-memory", _memory_setup, _run_memory),
-    Case("rewrite.microcompact", _micro_setup, _run_micro),
-    Case("rewrite.snip", _snip_setup, _run_snip),
-    Case("rewrite.collapse", _collapse_setup, _run_collapse),
-    Case("rewrite.spill", _spill_setup, _run_spill),
-    Case("doctor.repair", _doctor_setup, lambda st, sid: doctor.repair(st, sid)),
-]}
+CASES: dict[str, Case] = {
+    c.name: c
+    for c in [
+        Case("append", _conversation_setup, lambda st, sid: st.get(sid).append(_batch("a1")[0])),
+        Case("append_many", _conversation_setup, lambda st, sid: st.get(sid).append_many(_batch("a2"))),
+        Case("rewrite.full", _conversation_setup, lambda st, sid: compact(st.get(sid))),
+        Case(
+            "rewrite.partial-from", _conversation_setup, lambda st, sid: compact(st.get(sid), from_uuid=_pivot(st, sid))
+        ),
+        Case(
+            "rewrite.partial-up_to",
+            _conversation_setup,
+            lambda st, sid: compact(st.get(sid), up_to_uuid=_pivot(st, sid)),
+        ),
+        Case("rewrite.session-memory", _memory_setup, _run_memory),
+        Case("rewrite.microcompact", _micro_setup, _run_micro),
+        Case("rewrite.snip", _snip_setup, _run_snip),
+        Case("rewrite.collapse", _collapse_setup, _run_collapse),
+        Case("rewrite.spill", _spill_setup, _run_spill),
+        Case("doctor.repair", _doctor_setup, lambda st, sid: doctor.repair(st, sid)),
+    ]
+}
 
 
 def case_for(point: str) -> str:
@@ -192,10 +212,19 @@ def write_import_files(folder: Path, tag: str) -> dict[str, int]:
         for i in range(n):
             u = f"{sid}-{i:05d}"
             role = "user" if i % 2 == 0 else "assistant"
-            lines.append(json.dumps({"type": role, "uuid": u, "parentUuid": parent, "sessionId": sid,
-                                     "timestamp": f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
-                                     "isSidechain": False,
-                                     "message": {"role": role, "content": f"line {i} of {sid}"}}))
+            lines.append(
+                json.dumps(
+                    {
+                        "type": role,
+                        "uuid": u,
+                        "parentUuid": parent,
+                        "sessionId": sid,
+                        "timestamp": f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
+                        "isSidechain": False,
+                        "message": {"role": role, "content": f"line {i} of {sid}"},
+                    }
+                )
+            )
             parent = u
         path = folder / f"{name}.jsonl"
         path.write_text("\n".join(lines) + "\n")

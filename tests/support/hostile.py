@@ -38,8 +38,10 @@ PAYLOADS = {
 HOSTILE = "".join(PAYLOADS.values())
 WITH_NUL = HOSTILE + "\x00nul"
 #: A hostile string for fields limited to 100 characters (model, uuids, ids).
-MEDIUM = ("\x1b]0;PWN\x07\x1b]52;c;eA==\x07\x1b[2J\x1bP1$q\x1b\\\x9b2J\x85\u202eevil\u202c"
-          "[link=https://e.x]x[/link][/]<img onerror=f()>\x7f\x1b[31mr")
+MEDIUM = (
+    "\x1b]0;PWN\x07\x1b]52;c;eA==\x07\x1b[2J\x1bP1$q\x1b\\\x9b2J\x85\u202eevil\u202c"
+    "[link=https://e.x]x[/link][/]<img onerror=f()>\x7f\x1b[31mr"
+)
 #: A short hostile string for fields with a length limit (subtype: 64 characters).
 SHORT = "\x1b]0;T\x07[/]\x9b\u202e<b>[link=x]"
 #: A word every hostile message holds, so search finds them.
@@ -64,29 +66,55 @@ def append_hostile(store: SessionStore) -> str:
     s = store.create_session(title=HOSTILE, model=MEDIUM, cwd="/tmp/" + HOSTILE)
     uid = iter(f"{MEDIUM}-{i}" for i in range(1000))
     s.append({"role": "user", "content": hostile_text("user"), "uuid": next(uid)})
-    s.append({"role": "assistant", "uuid": next(uid), "content": [
-        {"type": "thinking", "thinking": hostile_text("thinking"), "signature": "sig"},
-        {"type": "text", "text": hostile_text("assistant")},
-        {"type": "tool_use", "id": "toolu_" + MEDIUM, "name": "Bash", "input": {"command": hostile_text("input")}},
-    ]})
-    s.append({"role": "user", "uuid": next(uid), "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_" + MEDIUM, "content": hostile_text("result") * 40},
-    ]})
-    s.append({"role": "system", "type": "system", "subtype": SHORT, "uuid": next(uid),
-              "content": hostile_text("system")})
+    s.append(
+        {
+            "role": "assistant",
+            "uuid": next(uid),
+            "content": [
+                {"type": "thinking", "thinking": hostile_text("thinking"), "signature": "sig"},
+                {"type": "text", "text": hostile_text("assistant")},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_" + MEDIUM,
+                    "name": "Bash",
+                    "input": {"command": hostile_text("input")},
+                },
+            ],
+        }
+    )
+    s.append(
+        {
+            "role": "user",
+            "uuid": next(uid),
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_" + MEDIUM, "content": hostile_text("result") * 40},
+            ],
+        }
+    )
+    s.append(
+        {"role": "system", "type": "system", "subtype": SHORT, "uuid": next(uid), "content": hostile_text("system")}
+    )
     for i in range(4):
         s.append({"role": "user", "content": hostile_text(f"more {i}") * 20, "uuid": next(uid)})
         s.append({"role": "assistant", "content": hostile_text(f"reply {i}") * 20, "uuid": next(uid)})
-    config = dataclasses.replace(store.config, tool_result_max_chars=500, microcompact_enabled=False,
-                                 snip_enabled=False)
+    config = dataclasses.replace(
+        store.config, tool_result_max_chars=500, microcompact_enabled=False, snip_enabled=False
+    )
     Pipeline(store, config=config).prepare(s)
     compact(s, summarizer=make_summarizer("extractive"), custom_instructions=HOSTILE)
     # NUL last, after the pipeline: on PostgreSQL the text it derives (spill previews, notes, summaries)
     # cannot hold NUL yet, a limit of its own outside what is tested here.
     s.append({"role": "user", "content": hostile_text("after", nul=True), "uuid": next(uid)})
-    s.append({"role": "assistant", "content": [{"type": "text", "text": hostile_text("nul text", nul=True)},
-                                                {"type": "thinking", "thinking": WITH_NUL, "signature": "s"}],
-              "uuid": next(uid)})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": hostile_text("nul text", nul=True)},
+                {"type": "thinking", "thinking": WITH_NUL, "signature": "s"},
+            ],
+            "uuid": next(uid),
+        }
+    )
     return s.id
 
 
@@ -99,27 +127,77 @@ def claude_code_lines(session_id: str = "hostile-session") -> list[dict[str, Any
     def add(entry: dict[str, Any]) -> None:
         nonlocal parent
         uuid = f"{SHORT}-{len(lines)}"
-        entry.update({"uuid": uuid, "parentUuid": parent, "sessionId": session_id, "cwd": cwd,
-                      "timestamp": f"2026-11-01T10:00:{len(lines):02d}.000Z", "version": "2.0.0",
-                      "gitBranch": HOSTILE, "isSidechain": False, "userType": "external"})
+        entry.update(
+            {
+                "uuid": uuid,
+                "parentUuid": parent,
+                "sessionId": session_id,
+                "cwd": cwd,
+                "timestamp": f"2026-11-01T10:00:{len(lines):02d}.000Z",
+                "version": "2.0.0",
+                "gitBranch": HOSTILE,
+                "isSidechain": False,
+                "userType": "external",
+            }
+        )
         lines.append(entry)
         parent = uuid
 
     add({"type": "user", "message": {"role": "user", "content": hostile_text("imported user")}})
     tool_id = "toolu_" + SHORT
-    add({"type": "assistant", "message": {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": MEDIUM, "content": [
-            {"type": "thinking", "thinking": hostile_text("imported thinking"), "signature": "s"},
-            {"type": "text", "text": hostile_text("imported text", nul=True)},
-            {"type": "tool_use", "id": tool_id, "name": HOSTILE, "input": {"x": hostile_text("imported input")}}],
-        "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}}})
-    add({"type": "user", "message": {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": tool_id, "content": hostile_text("imported result", nul=True)}]}})
+    add(
+        {
+            "type": "assistant",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": MEDIUM,
+                "content": [
+                    {"type": "thinking", "thinking": hostile_text("imported thinking"), "signature": "s"},
+                    {"type": "text", "text": hostile_text("imported text", nul=True)},
+                    {
+                        "type": "tool_use",
+                        "id": tool_id,
+                        "name": HOSTILE,
+                        "input": {"x": hostile_text("imported input")},
+                    },
+                ],
+                "stop_reason": "tool_use",
+                "usage": {"input_tokens": 10, "output_tokens": 5},
+            },
+        }
+    )
+    add(
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": tool_id,
+                        "content": hostile_text("imported result", nul=True),
+                    }
+                ],
+            },
+        }
+    )
     add({"type": "system", "subtype": SHORT, "content": hostile_text("imported system"), "level": "info"})
-    add({"type": "assistant", "message": {
-        "id": "msg_2", "type": "message", "role": "assistant", "model": MEDIUM,
-        "content": [{"type": "text", "text": hostile_text("imported answer")}],
-        "stop_reason": "end_turn", "usage": {"input_tokens": 12, "output_tokens": 5}}})
+    add(
+        {
+            "type": "assistant",
+            "message": {
+                "id": "msg_2",
+                "type": "message",
+                "role": "assistant",
+                "model": MEDIUM,
+                "content": [{"type": "text", "text": hostile_text("imported answer")}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 12, "output_tokens": 5},
+            },
+        }
+    )
     return [{"type": "summary", "summary": HOSTILE, "leafUuid": parent}, *lines]
 
 

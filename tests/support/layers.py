@@ -17,13 +17,28 @@ def at(minutes: float = 0.0) -> str:
     return (T0 + timedelta(minutes=minutes)).isoformat().replace("+00:00", "Z")
 
 
-def tool_round(tid: str, output: Any, *, name: str = "Read", tool_input: dict | None = None,
-               when: float = 0.0, usage: dict | None = None, is_error: bool = False) -> list[dict[str, Any]]:
+def tool_round(
+    tid: str,
+    output: Any,
+    *,
+    name: str = "Read",
+    tool_input: dict | None = None,
+    when: float = 0.0,
+    usage: dict | None = None,
+    is_error: bool = False,
+) -> list[dict[str, Any]]:
     """An assistant tool call and the user message with its result."""
     assistant: dict[str, Any] = {
-        "role": "assistant", "timestamp": at(when),
-        "content": [{"type": "tool_use", "id": tid, "name": name,
-                     "input": tool_input if tool_input is not None else {"file_path": f"/src/{tid}.py"}}],
+        "role": "assistant",
+        "timestamp": at(when),
+        "content": [
+            {
+                "type": "tool_use",
+                "id": tid,
+                "name": name,
+                "input": tool_input if tool_input is not None else {"file_path": f"/src/{tid}.py"},
+            }
+        ],
     }
     if usage is not None:
         assistant["usage"] = usage
@@ -36,10 +51,16 @@ def tool_round(tid: str, output: Any, *, name: str = "Read", tool_input: dict | 
 def parallel_round(outputs: dict[str, Any], *, name: str = "Read", when: float = 0.0) -> list[dict[str, Any]]:
     """One assistant message with several tool calls, all results in one user message."""
     return [
-        {"role": "assistant", "timestamp": at(when),
-         "content": [{"type": "tool_use", "id": tid, "name": name, "input": {"file_path": tid}} for tid in outputs]},
-        {"role": "user", "timestamp": at(when),
-         "content": [{"type": "tool_result", "tool_use_id": tid, "content": out} for tid, out in outputs.items()]},
+        {
+            "role": "assistant",
+            "timestamp": at(when),
+            "content": [{"type": "tool_use", "id": tid, "name": name, "input": {"file_path": tid}} for tid in outputs],
+        },
+        {
+            "role": "user",
+            "timestamp": at(when),
+            "content": [{"type": "tool_result", "tool_use_id": tid, "content": out} for tid, out in outputs.items()],
+        },
     ]
 
 
@@ -60,7 +81,7 @@ def assert_transcript_kept(session: Session, before: list[dict[str, Any]]) -> li
     """Every message recorded before is still there, byte-identical; returns what was added."""
     after = transcript(session)
     assert after[: len(before)] == before
-    return after[len(before):]
+    return after[len(before) :]
 
 
 def assert_valid_view(messages: list[dict[str, Any]]) -> None:

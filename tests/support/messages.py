@@ -40,21 +40,38 @@ def _endless(rng: random.Random, prefix: str) -> Iterator[dict[str, Any]]:
         for step in range(rng.randint(1, 3)):
             api_id = f"msg_{prefix}{turn}_{step}"
             calls = [
-                {"type": "tool_use", "id": f"toolu_{prefix}{turn}_{step}_{k}",
-                 "name": rng.choice(["Read", "Bash", "Grep"]),
-                 "input": {"file_path": rng.choice(FILES)} if k % 2 == 0 else {"command": "pytest -x -q"}}
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{prefix}{turn}_{step}_{k}",
+                    "name": rng.choice(["Read", "Bash", "Grep"]),
+                    "input": {"file_path": rng.choice(FILES)} if k % 2 == 0 else {"command": "pytest -x -q"},
+                }
                 for k in range(rng.choice([1, 1, 2, 3]))
             ]
-            yield {"role": "assistant", "api_message_id": api_id,
-                   "content": [{"type": "thinking", "thinking": f"Step {step}: look at {rng.choice(FILES)}.",
-                                "signature": "sig"}],
-                   "usage": {"input_tokens": 1000 + turn, "output_tokens": 50}}
+            yield {
+                "role": "assistant",
+                "api_message_id": api_id,
+                "content": [
+                    {"type": "thinking", "thinking": f"Step {step}: look at {rng.choice(FILES)}.", "signature": "sig"}
+                ],
+                "usage": {"input_tokens": 1000 + turn, "output_tokens": 50},
+            }
             yield {"role": "assistant", "api_message_id": api_id, "content": calls}
-            yield {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": c["id"], "content": tool_output(rng),
-                 **({"is_error": True} if rng.random() < 0.1 else {})}
-                for c in calls
-            ]}
-        yield {"role": "assistant", "api_message_id": f"msg_{prefix}{turn}_end",
-               "content": [{"type": "text", "text": f"Done with request {turn}: {tool_output(rng)[:200]}"}]}
+            yield {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": c["id"],
+                        "content": tool_output(rng),
+                        **({"is_error": True} if rng.random() < 0.1 else {}),
+                    }
+                    for c in calls
+                ],
+            }
+        yield {
+            "role": "assistant",
+            "api_message_id": f"msg_{prefix}{turn}_end",
+            "content": [{"type": "text", "text": f"Done with request {turn}: {tool_output(rng)[:200]}"}],
+        }
         turn += 1

@@ -79,28 +79,41 @@ def catalogue(base: str, database: str) -> dict[str, Any]:
     """What a database holds, as the superuser sees it: extensions, relations, columns, indexes,
     constraints, policies, triggers, functions, and every row of every table (as text)."""
     with _admin(base, database) as conn:
+
         def rows(sql: str) -> list[tuple[Any, ...]]:
             return [tuple(r) for r in conn.execute(sql).fetchall()]
 
         user_ns = "n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'"
         out: dict[str, Any] = {
             "extensions": rows("SELECT extname FROM pg_extension ORDER BY 1"),
-            "relations": rows(f"SELECT n.nspname, c.relname, c.relkind, c.relrowsecurity, c.relforcerowsecurity "
-                              f"FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {user_ns} "
-                              "ORDER BY 1, 2"),
-            "columns": rows("SELECT table_name, column_name, data_type, is_nullable, column_default "
-                            "FROM information_schema.columns WHERE table_schema NOT IN "
-                            "('pg_catalog', 'information_schema') ORDER BY 1, 2"),
-            "indexes": rows("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname NOT IN "
-                            "('pg_catalog', 'information_schema') ORDER BY 1"),
-            "constraints": rows(f"SELECT c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c "
-                                f"JOIN pg_namespace n ON n.oid = c.connamespace WHERE {user_ns} ORDER BY 1, 2"),
+            "relations": rows(
+                f"SELECT n.nspname, c.relname, c.relkind, c.relrowsecurity, c.relforcerowsecurity "
+                f"FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {user_ns} "
+                "ORDER BY 1, 2"
+            ),
+            "columns": rows(
+                "SELECT table_name, column_name, data_type, is_nullable, column_default "
+                "FROM information_schema.columns WHERE table_schema NOT IN "
+                "('pg_catalog', 'information_schema') ORDER BY 1, 2"
+            ),
+            "indexes": rows(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname NOT IN "
+                "('pg_catalog', 'information_schema') ORDER BY 1"
+            ),
+            "constraints": rows(
+                f"SELECT c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c "
+                f"JOIN pg_namespace n ON n.oid = c.connamespace WHERE {user_ns} ORDER BY 1, 2"
+            ),
             "policies": rows("SELECT tablename, policyname, cmd, qual, with_check FROM pg_policies ORDER BY 1, 2"),
             "triggers": rows("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1"),
-            "functions": rows(f"SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-                              f"WHERE {user_ns} ORDER BY 1"),
+            "functions": rows(
+                f"SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                f"WHERE {user_ns} ORDER BY 1"
+            ),
         }
-        tables = rows(f"SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                      f"WHERE c.relkind = 'r' AND {user_ns} ORDER BY 1, 2")
+        tables = rows(
+            f"SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            f"WHERE c.relkind = 'r' AND {user_ns} ORDER BY 1, 2"
+        )
         out["rows"] = {f"{s}.{t}": rows(f'SELECT x::text FROM "{s}"."{t}" x ORDER BY 1') for s, t in tables}
     return out

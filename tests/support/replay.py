@@ -26,14 +26,15 @@ def load_span(transcripts: Path, url: str, *, messages: int = 40) -> list[dict[s
     try:
         import_paths(store, [transcripts / SPOTTER], source="claude-code")
         session = store.get(store.list(limit=1)[0]["id"])
-        recorded = [{"role": m.role, "content": m.content,
-                     **({"api_message_id": m.api_message_id} if m.api_message_id else {})}
-                    for m in session.transcript()
-                    if m.role in ("user", "assistant") and not m.is_meta and not m.is_compact_summary]
+        recorded = [
+            {"role": m.role, "content": m.content, **({"api_message_id": m.api_message_id} if m.api_message_id else {})}
+            for m in session.transcript()
+            if m.role in ("user", "assistant") and not m.is_meta and not m.is_compact_summary
+        ]
         accepted = _valid_sequence(store, recorded, messages)
     finally:
         store.close()
-    return accepted[:_round_end(accepted, messages)]
+    return accepted[: _round_end(accepted, messages)]
 
 
 def _valid_sequence(store: SessionStore, recorded: list[dict[str, Any]], wanted: int) -> list[dict[str, Any]]:

@@ -30,8 +30,9 @@ def use_test_revisions(monkeypatch: pytest.MonkeyPatch, folder: str, head: str) 
     def with_test_versions(url: str | None = None) -> Any:
         cfg = shipped_config(url)
         cfg.set_main_option("path_separator", "os")
-        cfg.set_main_option("version_locations",
-                            os.pathsep.join([str(migrate.MIGRATIONS_DIR / "versions"), str(TESTS / folder)]))
+        cfg.set_main_option(
+            "version_locations", os.pathsep.join([str(migrate.MIGRATIONS_DIR / "versions"), str(TESTS / folder)])
+        )
         return cfg
 
     monkeypatch.setattr(migrate, "alembic_config", with_test_versions)

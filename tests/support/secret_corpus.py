@@ -32,7 +32,7 @@ def _b64url(data: dict[str, Any]) -> str:
 
 def _pem(label: str) -> str:
     body = base64.b64encode(bytes(_RNG.randrange(256) for _ in range(600))).decode()
-    lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
     return "\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----"])
 
 
@@ -56,11 +56,16 @@ def corpus() -> list[Planted]:
     ghp = "ghp_" + _chars(ALNUM, 36)
     fine = "github_pat_" + _chars(ALNUM, 22) + "_" + _chars(ALNUM, 59)
     slack_bot = f"xoxb-{_chars(string.digits, 11)}-{_chars(string.digits, 13)}-{_chars(ALNUM, 24).lower()}"
-    slack_user = f"xoxp-{_chars(string.digits, 11)}-{_chars(string.digits, 11)}-{_chars(string.digits, 13)}-" \
-                 + _chars(string.hexdigits.lower()[:16], 32)
-    jwt = ".".join([_b64url({"alg": "HS256", "typ": "JWT"}),
-                    _b64url({"sub": "1234567890", "name": "Synthetic User", "iat": 1516239022}),
-                    _chars(ALNUM + "-_", 43)])
+    slack_user = f"xoxp-{_chars(string.digits, 11)}-{_chars(string.digits, 11)}-{_chars(string.digits, 13)}-" + _chars(
+        string.hexdigits.lower()[:16], 32
+    )
+    jwt = ".".join(
+        [
+            _b64url({"alg": "HS256", "typ": "JWT"}),
+            _b64url({"sub": "1234567890", "name": "Synthetic User", "iat": 1516239022}),
+            _chars(ALNUM + "-_", 43),
+        ]
+    )
     rsa, openssh = _pem("RSA PRIVATE KEY"), _pem("OPENSSH PRIVATE KEY")
     pg_password, at_password = "Sy" + _chars(ALNUM, 14), "p@" + _chars(ALNUM, 10) + "@x"
     return [
@@ -77,8 +82,7 @@ def corpus() -> list[Planted]:
         Planted("jwt", jwt, f"Authorization: Bearer {jwt}"),
         Planted("private-key", rsa, f"$ cat ~/.ssh/id_rsa\n{rsa}\n"),
         Planted("private-key", openssh, f"{openssh}\n"),
-        Planted("url-password", pg_password,
-                f"DATABASE_URL=postgresql://app:{pg_password}@db.internal:5432/app"),
+        Planted("url-password", pg_password, f"DATABASE_URL=postgresql://app:{pg_password}@db.internal:5432/app"),
         Planted("url-password", at_password, f"git clone https://deploy:{at_password}@git.example.com/r.git"),
     ]
 
@@ -118,7 +122,7 @@ def plant(source: Path, target: Path, planted: list[Planted]) -> dict[str, Plant
     used: set[int] = set()
     for i, secret in enumerate(planted):
         choices = by_where.get(order[i % len(order)]) or slots
-        line, _, add = next(s for s in choices[(i * 7) % len(choices):] + choices if id(s[0]) not in used)
+        line, _, add = next(s for s in choices[(i * 7) % len(choices) :] + choices if id(s[0]) not in used)
         used.add(id(line))
         add(secret.text)
         placed[str(line.get("uuid") or uuid.uuid4())] = secret

@@ -123,7 +123,11 @@ def _document_source(where: str, source: Any) -> list[str]:
         ok = source.get("media_type") == "text/plain" and isinstance(source.get("data"), str)
         return [] if ok else [f"{where}: document text source needs text/plain data"]
     if kind == "content":
-        return [] if isinstance(source.get("content"), (str, list)) else [f"{where}: document content source without content"]
+        return (
+            []
+            if isinstance(source.get("content"), (str, list))
+            else [f"{where}: document content source without content"]
+        )
     if kind in ("url", "file"):
         key = "url" if kind == "url" else "file_id"
         return [] if not _is_blank(source.get(key)) else [f"{where}: document {kind} source without {key}"]
@@ -290,9 +294,7 @@ def _user_pairing(i: int, blocks: list[Any], messages: list[Any]) -> list[str]:
     problems = []
     for tool_id in result_ids:
         if tool_id not in offered:
-            problems.append(
-                f"messages[{i}]: tool_result for {tool_id!r} answers no tool_use of the previous message"
-            )
+            problems.append(f"messages[{i}]: tool_result for {tool_id!r} answers no tool_use of the previous message")
     duplicates = sorted({t for t in result_ids if result_ids.count(t) > 1 and t is not None})
     if duplicates:
         problems.append(f"messages[{i}]: several tool_result blocks for {duplicates}")

@@ -70,14 +70,28 @@ def session_rows(store: SessionStore, sid: str) -> dict[str, list[tuple[Any, ...
     for table, columns in _session_tables(store).items():
         where = "id" if table == "sessions" else "session_id"
         select = ", ".join(columns) if columns else "1"
-        rows = [tuple(_text(v) for v in r)
-                for r in store.db.all(f"SELECT {select} FROM {table} WHERE {where} = :sid", {"sid": sid})]
+        rows = [
+            tuple(_text(v) for v in r)
+            for r in store.db.all(f"SELECT {select} FROM {table} WHERE {where} = :sid", {"sid": sid})
+        ]
         rows.sort(key=_masked)
-        out[table] = [tuple(ISO_TIME.sub("<t>", UUID.sub(number, v)) if isinstance(v, str) else v for v in r)
-                      for r in rows]
-    shas = sorted({r[0] for r in store.db.all(
-        "SELECT blob_sha256 FROM replacements WHERE session_id = :sid AND blob_sha256 IS NOT NULL", {"sid": sid})})
-    out["blobs (referenced)"] = [tuple(_text(v) for v in store.db.one(
-        "SELECT sha256, size, compression, data FROM blobs WHERE sha256 = :s", {"s": sha}) or (sha, None, None, None))
-        for sha in shas]
+        out[table] = [
+            tuple(ISO_TIME.sub("<t>", UUID.sub(number, v)) if isinstance(v, str) else v for v in r) for r in rows
+        ]
+    shas = sorted(
+        {
+            r[0]
+            for r in store.db.all(
+                "SELECT blob_sha256 FROM replacements WHERE session_id = :sid AND blob_sha256 IS NOT NULL", {"sid": sid}
+            )
+        }
+    )
+    out["blobs (referenced)"] = [
+        tuple(
+            _text(v)
+            for v in store.db.one("SELECT sha256, size, compression, data FROM blobs WHERE sha256 = :s", {"s": sha})
+            or (sha, None, None, None)
+        )
+        for sha in shas
+    ]
     return out

@@ -75,7 +75,7 @@ class SourceImport(Protocol):
 
 
 def detect_source(path: str | os.PathLike[str]) -> str:
-    """"codex" for a rollout file (by name or first line), "jsonl" for our export, else "claude-code"."""
+    """ "codex" for a rollout file (by name or first line), "jsonl" for our export, else "claude-code"."""
     if Path(path).name.startswith("rollout-"):
         return "codex"
     with open(path, "rb") as handle:

@@ -88,7 +88,6 @@ class ClaudeCodeImport(LineStream):
         self._seen: dict[str, int] = {}
         self._header = _Header()
 
-
     def plan(self) -> ImportPlan:
         """The plan (without lines) once `lines()` has been consumed."""
         chain = build_chain(self.nodes, path=self.path)
@@ -109,9 +108,11 @@ class ClaudeCodeImport(LineStream):
 
     def _summary_warnings(self) -> list[str]:
         """One warning per summary entry naming a leaf outside the file (it titles nothing)."""
-        return [f"{where(self.path, line_no)}: summary entry names leaf {leaf}, which is not in this file; "
-                "kept as a side line, not used as the title"
-                for line_no, leaf in self._header.foreign_summaries(set(self._seen))]
+        return [
+            f"{where(self.path, line_no)}: summary entry names leaf {leaf}, which is not in this file; "
+            "kept as a side line, not used as the title"
+            for line_no, leaf in self._header.foreign_summaries(set(self._seen))
+        ]
 
     def _session_ids(self) -> tuple[str | None, str]:
         """(parent session id, this file's session id); sub-agent files get a parent."""
@@ -163,17 +164,24 @@ class ClaudeCodeImport(LineStream):
         """A user/assistant/system/attachment entry: a message, or a side line saying why not."""
         uuid = entry.get("uuid")
         if not isinstance(uuid, str) or not uuid:
-            return ImportedLine(line_no, raw, "side", etype,
-                                warning=f"{where(self.path, line_no)}: {etype} entry without a uuid")
+            return ImportedLine(
+                line_no, raw, "side", etype, warning=f"{where(self.path, line_no)}: {etype} entry without a uuid"
+            )
         first = self._seen.get(uuid)
         if first is not None:
-            return ImportedLine(line_no, raw, "side", etype,
-                                warning=f"{where(self.path, line_no)}: duplicate uuid {uuid} (first on line {first})")
+            return ImportedLine(
+                line_no,
+                raw,
+                "side",
+                etype,
+                warning=f"{where(self.path, line_no)}: duplicate uuid {uuid} (first on line {first})",
+            )
         message, problem = build_message(entry, etype, len(raw))
         if message is None:
             node = self._side_node(line_no, entry, etype)
-            return ImportedLine(line_no, raw, "side", etype, warning=f"{where(self.path, line_no)}: {problem}",
-                                node=node)
+            return ImportedLine(
+                line_no, raw, "side", etype, warning=f"{where(self.path, line_no)}: {problem}", node=node
+            )
         self._seen[uuid] = line_no
         return ImportedLine(line_no, raw, "message", etype, message=message, node=_node(line_no, entry, etype, message))
 
@@ -550,7 +558,7 @@ class _Graph:
     def _previous_main(self, line_no: int, *, conversation: bool = False) -> ChainNode | None:
         """The last main-chain entry (a conversation message, if asked) written before line `line_no`."""
         at = bisect_left(self.main_lines, line_no)
-        for node in reversed(self.main[:at]) if conversation else self.main[max(at - 1, 0):at]:
+        for node in reversed(self.main[:at]) if conversation else self.main[max(at - 1, 0) : at]:
             if not conversation or (node.role is not None and node.in_view):
                 return node
         return None
@@ -566,8 +574,11 @@ class _Graph:
         previous = self._previous_main(node.line_no)
         if previous is None:
             return None
-        self._warn(node.line_no, f"parent {node.parent} of {node.uuid} is not in the file; linked to the main-chain "
-                                 f"entry written before it (line {previous.line_no})")
+        self._warn(
+            node.line_no,
+            f"parent {node.parent} of {node.uuid} is not in the file; linked to the main-chain "
+            f"entry written before it (line {previous.line_no})",
+        )
         return previous.uuid
 
     def _warn(self, line_no: int, text: str) -> None:
@@ -631,8 +642,11 @@ class _Graph:
         found: dict[str, ChainNode] = {}
         for piece in pieces:
             for tool_id in piece.tool_use_ids:
-                candidates = [r for r in self.results.get(tool_id, [])
-                              if r.sidechain == piece.sidechain and r.line_no < before_line]
+                candidates = [
+                    r
+                    for r in self.results.get(tool_id, [])
+                    if r.sidechain == piece.sidechain and r.line_no < before_line
+                ]
                 chosen = next((r for r in candidates if r.uuid in in_chain), candidates[0] if candidates else None)
                 if chosen is not None:
                     found[chosen.uuid] = chosen
@@ -664,13 +678,19 @@ class _Graph:
     def _view_before_unlinked(self, node: ChainNode) -> list[ChainNode]:
         """A boundary whose logical parent is missing: the main chain ending at the last message before it."""
         last = self._previous_main(node.line_no, conversation=True)
-        said = (f"its logical parent {node.logical_parent} is not in the file" if node.logical_parent
-                else "it names no logical parent")
+        said = (
+            f"its logical parent {node.logical_parent} is not in the file"
+            if node.logical_parent
+            else "it names no logical parent"
+        )
         if last is None:
             self._warn(node.line_no, f"boundary {node.uuid}: {said}, and no message comes before it")
             return []
-        self._warn(node.line_no, f"boundary {node.uuid}: {said}; the view before it is rebuilt from the "
-                                 f"main chain ending at line {last.line_no} ({last.uuid})")
+        self._warn(
+            node.line_no,
+            f"boundary {node.uuid}: {said}; the view before it is rebuilt from the "
+            f"main chain ending at line {last.line_no} ({last.uuid})",
+        )
         before, _ = self.view(last.uuid, before_line=node.line_no)
         return before
 

@@ -261,7 +261,9 @@ class CodexImport:
                 self.typed[message["uuid"]] = len(typed)
         return ImportedLine(line_no, raw, "message", entry_type, message=message, node=_node(line_no, message))
 
-    def _compacted(self, line_no: int, raw: bytes, payload: dict[str, Any], timestamp: str | None) -> list[ImportedLine]:
+    def _compacted(
+        self, line_no: int, raw: bytes, payload: dict[str, Any], timestamp: str | None
+    ) -> list[ImportedLine]:
         """The boundary line, then the messages of the replacement history."""
         facts = BoundaryFacts(trigger="auto", pre_tokens=self._context_tokens)
         self._group = None
@@ -277,19 +279,32 @@ class CodexImport:
         if not isinstance(payload.get("replacement_history"), list):
             self.rebuilt.add(message["uuid"])
             has_summary = bool(_replacement_items(payload))
-            warning = (f"{where(self.path, line_no)}: compacted line without a replacement history; the view after "
-                       f"it is rebuilt as Codex rebuilds it: the user messages before it (newest first, within "
-                       f"{CARRIED_USER_TOKENS:,} tokens), then " + ("the summary" if has_summary else
-                                                                   "no summary (its message is empty)"))
-        out = [ImportedLine(line_no, raw, "message", "compacted", message=message, warning=warning,
-                            node=_node(line_no, message, facts))]
+            warning = (
+                f"{where(self.path, line_no)}: compacted line without a replacement history; the view after "
+                f"it is rebuilt as Codex rebuilds it: the user messages before it (newest first, within "
+                f"{CARRIED_USER_TOKENS:,} tokens), then "
+                + ("the summary" if has_summary else "no summary (its message is empty)")
+            )
+        out = [
+            ImportedLine(
+                line_no,
+                raw,
+                "message",
+                "compacted",
+                message=message,
+                warning=warning,
+                node=_node(line_no, message, facts),
+            )
+        ]
         for k, item in enumerate(_replacement_items(payload)):
             mapped = map_item(item)
             if mapped is None:
                 continue
             derived = self._envelope(mapped, f"codex-{line_no}-{k}", timestamp)
             node = _node(line_no, derived)
-            out.append(ImportedLine(line_no, b"", "message", "compacted:replacement_history", message=derived, node=node))
+            out.append(
+                ImportedLine(line_no, b"", "message", "compacted:replacement_history", message=derived, node=node)
+            )
         return out
 
     def _envelope(
@@ -302,7 +317,7 @@ class CodexImport:
             metadata["logicalParentUuid"] = self._last_uuid
         api_id = None
         if mapped["role"] == "assistant":
-            self._group = self._group or f"codex-response-{uuid[len('codex-'):]}"
+            self._group = self._group or f"codex-response-{uuid[len('codex-') :]}"
             api_id = self._group
         else:
             self._group = None
@@ -360,7 +375,12 @@ def _call_item(item: dict[str, Any]) -> dict[str, Any] | None:
     else:
         action = item.get("action")
         name, tool_input = "local_shell", action if isinstance(action, dict) else {"action": action}
-    block = {"type": "tool_use", "id": call_id, "name": name if isinstance(name, str) and name else kind, "input": tool_input}
+    block = {
+        "type": "tool_use",
+        "id": call_id,
+        "name": name if isinstance(name, str) and name else kind,
+        "input": tool_input,
+    }
     return {"role": "assistant", "type": "assistant", "content": [block], "metadata": {"codex_type": kind}}
 
 
@@ -386,7 +406,13 @@ def _compaction_item(item: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(text, str) or not text.strip():
         size = len(item.get("encrypted_content") or "")
         text = f"[Codex compaction summary: {size} characters, encrypted by the provider]"
-    return {"role": "user", "type": "user", "content": text, "is_compact_summary": True, "metadata": {"codex_type": "compaction"}}
+    return {
+        "role": "user",
+        "type": "user",
+        "content": text,
+        "is_compact_summary": True,
+        "metadata": {"codex_type": "compaction"},
+    }
 
 
 def _arguments(arguments: Any) -> dict[str, Any]:
@@ -465,7 +491,10 @@ def _node(line_no: int, message: dict[str, Any], facts: BoundaryFacts | None = N
 
 
 def build_chain(
-    nodes: Sequence[ChainNode], *, path: str = "", rebuilt: set[str] | None = None,
+    nodes: Sequence[ChainNode],
+    *,
+    path: str = "",
+    rebuilt: set[str] | None = None,
     typed: dict[str, int] | None = None,
 ) -> ChainResult:
     """Active view and boundaries of a linear rollout: each boundary restarts the view.

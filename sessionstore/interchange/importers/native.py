@@ -133,19 +133,31 @@ class NativeImport(LineStream):
             return ImportedLine(line_no, raw, "side", "blank")
         etype = entry.get("type") if isinstance(entry.get("type"), str) else ""
         if not looks_native(entry):
-            return ImportedLine(line_no, raw, "bad", str(etype),
-                                warning=f"{here}: not a sessionstore export line (no seq, uuid or message)")
+            return ImportedLine(
+                line_no,
+                raw,
+                "bad",
+                str(etype),
+                warning=f"{here}: not a sessionstore export line (no seq, uuid or message)",
+            )
         message, problem = build_message(entry)
         if message is None:
             return ImportedLine(line_no, raw, "side", str(etype), warning=f"{here}: {problem}")
         uuid = message["uuid"]
         if uuid in self._seen:
-            return ImportedLine(line_no, raw, "side", str(etype),
-                                warning=f"{here}: duplicate uuid {uuid} (first on line {self._seen[uuid]})")
+            return ImportedLine(
+                line_no,
+                raw,
+                "side",
+                str(etype),
+                warning=f"{here}: duplicate uuid {uuid} (first on line {self._seen[uuid]})",
+            )
         self._seen[uuid] = line_no
         self._identity = self._identity or session_identity(raw)
         self._observe(message)
-        return ImportedLine(line_no, raw, "message", message["type"], message=message, node=self._node(line_no, message))
+        return ImportedLine(
+            line_no, raw, "message", message["type"], message=message, node=self._node(line_no, message)
+        )
 
     def _observe(self, message: dict[str, Any]) -> None:
         """Header facts: title (first prompt), cwd and model from metadata."""
@@ -309,8 +321,9 @@ def build_chain(
 class _ViewBuilder:
     """Replays the transcript, keeping the view as each compaction left it."""
 
-    def __init__(self, compactions: dict[str, CompactionFacts], reinjected: set[str], path: str,
-                 snips: dict[str, frozenset[str]]) -> None:
+    def __init__(
+        self, compactions: dict[str, CompactionFacts], reinjected: set[str], path: str, snips: dict[str, frozenset[str]]
+    ) -> None:
         self.compactions = compactions
         self.reinjected = reinjected
         self.snips = snips
@@ -452,8 +465,12 @@ def split_view(
     index = {n.uuid: i for i, n in enumerate(before)}
     head, tail = index.get(segment["head_uuid"]), index.get(segment["tail_uuid"])
     if head is None or tail is None or head > tail:
-        return _Split([], before, [], note="preserved segment not found in the view before the boundary; "
-                                           "nothing of it is kept in the view after")
+        return _Split(
+            [],
+            before,
+            [],
+            note="preserved segment not found in the view before the boundary; nothing of it is kept in the view after",
+        )
     kept = before[head : tail + 1]
     if prefix:
         rest = before[tail + 1 :]

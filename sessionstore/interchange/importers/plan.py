@@ -364,15 +364,9 @@ def _orphan_results(turn: list[ChainNode], previous: list[ChainNode]) -> dict[st
 def _unanswered_uses(turn: list[ChainNode], following: list[ChainNode]) -> dict[str, str]:
     """Assistant responses with a tool_use the next user turn does not answer."""
     answered = {r for n in following for r in n.tool_result_ids}
-    failing = {
-        n.api_message_id or n.uuid
-        for n in turn
-        if any(u not in answered for u in n.tool_use_ids)
-    }
+    failing = {n.api_message_id or n.uuid for n in turn if any(u not in answered for u in n.tool_use_ids)}
     return {
-        n.uuid: "tool_use without a tool_result (interrupted)"
-        for n in turn
-        if (n.api_message_id or n.uuid) in failing
+        n.uuid: "tool_use without a tool_result (interrupted)" for n in turn if (n.api_message_id or n.uuid) in failing
     }
 
 
