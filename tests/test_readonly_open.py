@@ -74,7 +74,7 @@ def test_a_reader_refuses_in_one_line_naming_db_upgrade(
     assert before[0] == OLD
     result = run_cli(capsys, *args, "--db", old_store)
     lines = result.err.strip().splitlines()
-    assert result.code == 2 and len(lines) == 1, (result.code, result.err)
+    assert result.code == 1 and len(lines) == 1, (result.code, result.err)  # the store's state: exit 1, not 2
     assert "sessionstore db upgrade" in lines[0] and OLD in lines[0]
     _assert_untouched(old_store, before)
 
@@ -82,7 +82,7 @@ def test_a_reader_refuses_in_one_line_naming_db_upgrade(
 def test_mcp_refuses_before_serving(old_store: str) -> None:
     before = _state(old_store)
     result = run_cli_process("mcp", "--db", old_store, input=b"")
-    assert result.code == 2 and "sessionstore db upgrade" in result.err and "Traceback" not in result.err
+    assert result.code == 1 and "sessionstore db upgrade" in result.err and "Traceback" not in result.err
     _assert_untouched(old_store, before)
 
 
