@@ -102,11 +102,15 @@ class BrowseApp(App[None]):
         return resume_command(self.store.get(session_id), db_option=db)
 
     def fork(self, session_id: str, *, at: int | None = None, before_boundary: int | None = None) -> None:
-        """Fork the session (right after message seq `at`, or before boundary K) and open the fork."""
+        """Fork the session (right after message seq `at`, or before boundary K) and open the fork.
+
+        The browser reads through a read-only store; the fork, its one write, goes through a store of its own.
+        """
         from sessionstore import SessionStoreError
 
         try:
-            made = self.store.get(session_id).fork(at, before_boundary=before_boundary)
+            with SessionStore.open(self.store.url) as writer:
+                made = writer.get(session_id).fork(at, before_boundary=before_boundary)
         except SessionStoreError as exc:  # shown to the person, never raised into the UI
             self.notify(one_line(str(exc)), title="cannot fork here", severity="error")
             return

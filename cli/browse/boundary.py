@@ -9,6 +9,8 @@ preserved segment is the run K kept verbatim, read from the view K made.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -25,9 +27,17 @@ from .keybar import KeyBar
 from .sources import PastView, Segment
 from .viewlist import ViewList
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from .app import BrowseApp
+
 
 class BoundaryScreen(Screen[None]):
     """Boundary K of a session, in three panes."""
+
+    if TYPE_CHECKING:  # `self.app` is the browser (Textual's own idiom, for the type checker only)
+        app = getters.app(BrowseApp)
 
     BINDINGS = [
         Binding("q,escape", "app.back", "Back", id="back"),
@@ -119,7 +129,7 @@ class BoundaryScreen(Screen[None]):
 
     def action_fork(self) -> None:
         """A new session holding exactly the view before this boundary (undo the compaction, apart)."""
-        self.app.fork(self.session.id, before_boundary=self.index)  # type: ignore[attr-defined]
+        self.app.fork(self.session.id, before_boundary=self.index)
 
     def action_move(self, step: int) -> None:
         target = self.index + step
