@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import machine_info as common_machine_info, write_section  # noqa: E402
+from bench.common import machine_info as common_machine_info, write_section  # noqa: E402  (after the sys.path line above)
 
 BASELINE = "raw-sqlite3"
 SESSION_ID = "bench-session"

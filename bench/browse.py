@@ -26,14 +26,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402
-from bench.rewrite import build_big_session  # noqa: E402
-from sessionstore import SessionStore  # noqa: E402
-from sessionstore.cli.browse.app import make_app  # noqa: E402
-from sessionstore.cli.browse.boundary import BoundaryScreen  # noqa: E402
-from sessionstore.cli.browse.session import SessionScreen  # noqa: E402
-from sessionstore.cli.browse.viewlist import ViewList  # noqa: E402
-from tests.support.messages import conversation  # noqa: E402
+from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402  (after the sys.path line above)
+from bench.rewrite import build_big_session  # noqa: E402  (after the sys.path line above)
+from sessionstore import SessionStore  # noqa: E402  (after the sys.path line above)
+from sessionstore.cli.browse.app import make_app  # noqa: E402  (after the sys.path line above)
+from sessionstore.cli.browse.boundary import BoundaryScreen  # noqa: E402  (after the sys.path line above)
+from sessionstore.cli.browse.session import SessionScreen  # noqa: E402  (after the sys.path line above)
+from sessionstore.cli.browse.viewlist import ViewList  # noqa: E402  (after the sys.path line above)
+from tests.support.messages import conversation  # noqa: E402  (after the sys.path line above)
 
 RUNS = 9
 SIZE = (120, 40)

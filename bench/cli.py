@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import load_note, machine_info, machine_line, write_section  # noqa: E402
-from bench.import_export import MB, build_transcript  # noqa: E402
+from bench.common import load_note, machine_info, machine_line, write_section  # noqa: E402  (after the sys.path line above)
+from bench.import_export import MB, build_transcript  # noqa: E402  (after the sys.path line above)
 
 FULL_MB = 200
 QUICK_MB = 20

@@ -28,14 +28,14 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RESULTS, load_note, machine_info, machine_line, write_section  # noqa: E402
-from bench.history import SUMMARY  # noqa: E402
-from sessionstore import SessionStore  # noqa: E402
-from sessionstore.storage import history as hist  # noqa: E402
-from sessionstore.storage.rewrite import Add, CompactionRecord, Keep, commit_rewrite  # noqa: E402
-from sessionstore.storage.session import Session  # noqa: E402
-from sessionstore.storage.validate import normalize  # noqa: E402
-from tests.support.messages import conversation  # noqa: E402
+from bench.common import RESULTS, load_note, machine_info, machine_line, write_section  # noqa: E402  (after the sys.path line above)
+from bench.history import SUMMARY  # noqa: E402  (after the sys.path line above)
+from sessionstore import SessionStore  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage import history as hist  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage.rewrite import Add, CompactionRecord, Keep, commit_rewrite  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage.session import Session  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage.validate import normalize  # noqa: E402  (after the sys.path line above)
+from tests.support.messages import conversation  # noqa: E402  (after the sys.path line above)
 
 CYCLE = 250
 KEEP = 100

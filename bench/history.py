@@ -31,15 +31,15 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402
-from sessionstore import SessionStore  # noqa: E402
-from sessionstore.cli.app import main as cli_main  # noqa: E402
-from sessionstore.cli.compactcmd import HISTORY_PAGE, history_cmd  # noqa: E402
-from sessionstore.storage import history as hist  # noqa: E402
-from sessionstore.storage.rewrite import Add, CompactionRecord, Keep, commit_rewrite  # noqa: E402
-from sessionstore.storage.session import Session  # noqa: E402
-from sessionstore.storage.validate import normalize  # noqa: E402
-from tests.support.messages import conversation  # noqa: E402
+from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402  (after the sys.path line above)
+from sessionstore import SessionStore  # noqa: E402  (after the sys.path line above)
+from sessionstore.cli.app import main as cli_main  # noqa: E402  (after the sys.path line above)
+from sessionstore.cli.compactcmd import HISTORY_PAGE, history_cmd  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage import history as hist  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage.rewrite import Add, CompactionRecord, Keep, commit_rewrite  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage.session import Session  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage.validate import normalize  # noqa: E402  (after the sys.path line above)
+from tests.support.messages import conversation  # noqa: E402  (after the sys.path line above)
 
 SMALL = 20
 KEEP = 25

@@ -51,7 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import write_section  # noqa: E402
+from bench.common import write_section  # noqa: E402  (after the sys.path line above)
 
 TRANSCRIPTS = REPO.parent / "shared" / "transcripts" / "claude-code"
 MB = 1_000_000

@@ -25,15 +25,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RESULTS, load_note, machine_info, machine_line, write_section  # noqa: E402
-from sessionstore import SessionStore  # noqa: E402
-from sessionstore.compaction.engine import compact  # noqa: E402
-from sessionstore.compaction.pinning import split_pins  # noqa: E402
-from sessionstore.storage.tokens import estimate_text  # noqa: E402
-from tests.support.replay import ROOT, load_span, replay  # noqa: E402
+from bench.common import RESULTS, load_note, machine_info, machine_line, write_section  # noqa: E402  (after the sys.path line above)
+from sessionstore import SessionStore  # noqa: E402  (after the sys.path line above)
+from sessionstore.compaction.engine import compact  # noqa: E402  (after the sys.path line above)
+from sessionstore.compaction.pinning import split_pins  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage.tokens import estimate_text  # noqa: E402  (after the sys.path line above)
+from tests.support.replay import ROOT, load_span, replay  # noqa: E402  (after the sys.path line above)
 
 TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"
 WINDOW = 30_000
@@ -52,7 +53,7 @@ def file_bytes(path: Path) -> int:
     return os.path.getsize(path)
 
 
-def run(compactions: int, workdir: Path, log) -> dict[str, list[float]]:  # type: ignore[no-untyped-def]
+def run(compactions: int, workdir: Path, log: Callable[[str], None]) -> dict[str, list[float]]:
     """Replay and compact `compactions` times; per-boundary figures."""
     span = load_span(TRANSCRIPTS, f"sqlite:///{workdir / 'span.db'}", messages=60)
     db = workdir / "life.db"

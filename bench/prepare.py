@@ -35,10 +35,10 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402
-from sessionstore.compaction.pipeline import Pipeline  # noqa: E402
-from sessionstore import SessionStore  # noqa: E402
-from tests.support.messages import conversation  # noqa: E402
+from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402  (after the sys.path line above)
+from sessionstore.compaction.pipeline import Pipeline  # noqa: E402  (after the sys.path line above)
+from sessionstore import SessionStore  # noqa: E402  (after the sys.path line above)
+from tests.support.messages import conversation  # noqa: E402  (after the sys.path line above)
 
 SIZES = (500, 2_000, 10_000)
 STEADY_RUNS = 31

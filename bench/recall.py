@@ -36,8 +36,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import machine_info, load_note, machine_line, write_section  # noqa: E402
-from bench.import_export import build_transcript  # noqa: E402
+from bench.common import machine_info, load_note, machine_line, write_section  # noqa: E402  (after the sys.path line above)
+from bench.import_export import build_transcript  # noqa: E402  (after the sys.path line above)
 
 FULL_MB = 200
 QUICK_MB = 20

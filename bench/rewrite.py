@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RESULTS, machine_info, machine_line, write_section  # noqa: E402
-from sessionstore.compaction.commit import commit_compaction  # noqa: E402
-from sessionstore.compaction.rounds import adjust_split  # noqa: E402
-from sessionstore import SessionStore  # noqa: E402
-from tests.support.messages import conversation  # noqa: E402
+from bench.common import RESULTS, machine_info, machine_line, write_section  # noqa: E402  (after the sys.path line above)
+from sessionstore.compaction.commit import commit_compaction  # noqa: E402  (after the sys.path line above)
+from sessionstore.compaction.rounds import adjust_split  # noqa: E402  (after the sys.path line above)
+from sessionstore import SessionStore  # noqa: E402  (after the sys.path line above)
+from tests.support.messages import conversation  # noqa: E402  (after the sys.path line above)
 
 RUNS = 5
 #: Fresh processes per resume subject: each is short and the machine noisy.

@@ -32,9 +32,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.append_resume import make_messages  # noqa: E402
-from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402
-from sessionstore.storage import tokens  # noqa: E402
+from bench.append_resume import make_messages  # noqa: E402  (after the sys.path line above)
+from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage import tokens  # noqa: E402  (after the sys.path line above)
 
 PASSES = 15
 

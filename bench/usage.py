@@ -26,14 +26,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rich.console import Console  # noqa: E402
-from sqlalchemy import insert  # noqa: E402
+from rich.console import Console  # noqa: E402  (after the sys.path line above)
+from sqlalchemy import insert  # noqa: E402  (after the sys.path line above)
+from sqlalchemy.engine import Engine  # noqa: E402  (after the sys.path line above)
 
-from bench.common import RESULTS, load_note, machine_info, machine_line, write_section  # noqa: E402
-from sessionstore import SessionStore  # noqa: E402
-from sessionstore.cli.tables import sessions_table  # noqa: E402
-from sessionstore.storage.models import MessageRow, SessionRow  # noqa: E402
-from sessionstore.usage import cost_text, session_usage, usage_report  # noqa: E402
+from bench.common import RESULTS, load_note, machine_info, machine_line, write_section  # noqa: E402  (after the sys.path line above)
+from sessionstore import SessionStore  # noqa: E402  (after the sys.path line above)
+from sessionstore.cli.tables import sessions_table  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage.models import MessageRow, SessionRow  # noqa: E402  (after the sys.path line above)
+from sessionstore.usage import cost_text, session_usage, usage_report  # noqa: E402  (after the sys.path line above)
 
 MODELS = ("claude-opus-4-6", "claude-sonnet-4-5-20250929", "acme-coder-9")
 DAY = 86_400.0
@@ -112,10 +113,10 @@ def generate(store: SessionStore, sessions: int, messages: int, seed: int = 7) -
     return time.perf_counter() - began
 
 
-def _flush(engine: object, batch: list[dict[str, object]]) -> None:
+def _flush(engine: Engine, batch: list[dict[str, object]]) -> None:
     if not batch:
         return
-    with engine.begin() as conn:  # type: ignore[attr-defined]
+    with engine.begin() as conn:
         conn.execute(insert(MessageRow.__table__), batch)
     batch.clear()
 

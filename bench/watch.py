@@ -41,7 +41,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.common import machine_info, load_note, machine_line, write_section  # noqa: E402
+from bench.common import machine_info, load_note, machine_line, write_section  # noqa: E402  (after the sys.path line above)
 
 TRANSCRIPTS = REPO.parent / "shared" / "transcripts"
 P95_TARGET_S = 1.0

@@ -90,6 +90,6 @@ def test_two_growing_copies_and_local_writes_lose_nothing(
     forks = store.db.all("SELECT session_id FROM session_forks WHERE parent_id = :p", {"p": sid})
     assert len(forks) == 1, "every local write went to the one continuation"
     local = store.get(str(forks[0][0]))
-    assert lineage(store.db, local.id).parent_id == sid  # type: ignore[union-attr]
+    assert lineage(store.db, local.id).parent_id == sid  # type: ignore[union-attr]  # a fork: its lineage is there
     assert [m.content for m in local.transcript()][-1] == "continued here"
     assert all(m.content != "continued here" for m in store.get(sid).transcript())

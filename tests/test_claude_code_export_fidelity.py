@@ -23,7 +23,7 @@ from sessionstore.interchange.importing import import_file
 from sessionstore.storage.continuation import continuation_of
 from sessionstore.storage.history import boundaries
 from tests.support.cli import run_cli
-from tests.test_claude_code_roundtrip import other_url, round_trip  # noqa: F401
+from tests.test_claude_code_roundtrip import other_url, round_trip  # noqa: F401  (other_url is a fixture)
 from tests.test_roundtrip import build_session
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
@@ -34,7 +34,7 @@ PIVOT = "11503a95-8cfe-4979-8e77-5600dcc250c3"
 def test_a_partial_compaction_of_an_imported_session_never_imports_as_another_view(
     capsys: pytest.CaptureFixture[str],
     store_url: str,
-    other_url: str,  # noqa: F811
+    other_url: str,  # noqa: F811  (the fixture imported above)
     transcripts_dir: Path,
     tmp_path: Path,
 ) -> None:
@@ -121,7 +121,11 @@ def test_a_snipped_view_is_refused_in_the_claude_code_format(
     assert result.code == 2 and result.out == "" and result.err.count("\n") == 1 and "jsonl" in result.err
 
 
-def test_every_kind_comes_back_with_its_kind(store_url: str, other_url: str, tmp_path: Path) -> None:  # noqa: F811
+def test_every_kind_comes_back_with_its_kind(
+    store_url: str,
+    other_url: str,  # noqa: F811  (the fixture imported above)
+    tmp_path: Path,
+) -> None:
     with SessionStore.open(store_url) as st, SessionStore.open(other_url) as other:
         original = build_session(st, store_url, tmp_path)
         copy = round_trip(st, other, original.id, tmp_path, "claude-code")

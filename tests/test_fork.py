@@ -131,7 +131,7 @@ def test_fork_before_each_boundary_of_a_real_session_and_of_a_fork(
     s = store.get(result.session_id)
     # The compaction is a local write: it lands on the imported session's local continuation (s becomes it).
     compact(s, summarizer=make_summarizer("extractive"))
-    assert lineage(store.db, s.id).parent_id == result.session_id  # type: ignore[union-attr]
+    assert lineage(store.db, s.id).parent_id == result.session_id  # type: ignore[union-attr]  # a fork: its lineage is there
     count = hist.boundary_count(s)
     assert count == 1
     before = parent_state(s)

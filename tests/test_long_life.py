@@ -113,7 +113,7 @@ def _check_condensed(session: Session, holders: dict[str, list[str]], summary: s
     ranges = _reference_ranges(summary)
     assert "paths" in ranges, "hundreds of replays condense files: the summary names a reference for them"
     first, last = ranges["paths"]
-    replay_of = {p: int(re.search(r"/r(\d+)/", p).group(1)) for p in holders}  # type: ignore[union-attr]
+    replay_of = {p: int(re.search(r"/r(\d+)/", p).group(1)) for p in holders}  # type: ignore[union-attr]  # every holder path has a /rN/ part
     sampled = [
         p
         for p in holders

@@ -37,5 +37,5 @@ async def test_a_tool_error_prints_nothing_on_stderr(tmp_path: Path) -> None:
             async with ClientSession(read, write) as client:
                 await client.initialize()
                 result = await client.call_tool("recall", {"session": "nope"})
-    assert result.is_error and "no session 'nope'" in result.content[0].text  # type: ignore[union-attr]
+    assert result.is_error and "no session 'nope'" in result.content[0].text  # type: ignore[union-attr]  # an error result is one text block
     assert log.read_text() == ""

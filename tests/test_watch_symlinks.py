@@ -104,7 +104,7 @@ def test_follow_symlinks_takes_the_outside_file(store: SessionStore, planted: di
 def test_a_live_watcher_skips_a_link_planted_after_it_started(
     store_url: str,
     tmp_path: Path,
-    watchers: list[Any],  # noqa: F811
+    watchers: list[Any],  # noqa: F811  (the fixture imported above)
 ) -> None:
     root = tmp_path / "live"
     root.mkdir()

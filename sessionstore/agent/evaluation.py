@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import statistics
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
 from sessionstore.compaction.facts import (
@@ -202,9 +203,9 @@ def score_gated(session: Session, span: Span, facts: Facts, summarizer: Summariz
 
     result, _ = summarize_with_retry(summarizer or ExtractiveSummarizer(), span.entries)
     limit = session.store.config.summary_budget(session.context_window)
-    held = hold_to_budget(result.text, facts, max_tokens=limit, era_of=lambda seq: era_of(session, seq))
+    eras = partial(era_of, session)
+    held = hold_to_budget(result.text, facts, max_tokens=limit, era_of=eras)
     missing = missing_facts(held.text, facts)
-    eras = lambda seq: era_of(session, seq)  # noqa: E731
     referenced = {
         kind for kind, group in held.facts.condensed.items() if reference_line(kind, group, eras) in held.text
     }
