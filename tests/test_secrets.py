@@ -142,6 +142,10 @@ def test_no_command_writes_the_key(
 
     sid = json.loads(run("new", "--title", "secrets", "--json").out)["id"]
     run("append", sid, "in.jsonl")
+    first = json.loads(run("view", sid, "--json").out)["entries"][0]["uuid"]
+    run("pin", sid, first)
+    run("pins", sid, "--json")
+    run("unpin", sid, first)
     for args in (
         ("view", sid),
         ("view", sid, "--json"),
