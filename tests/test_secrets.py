@@ -260,6 +260,7 @@ def test_the_mcp_server_writes_no_key(sandbox: Path) -> None:
 
     import anyio
     from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
 
     work = sandbox / "work"
     (work / "in.jsonl").write_text("\n".join(json.dumps(m) for m in conversation(40, seed=3)) + "\n")
@@ -275,7 +276,9 @@ def test_the_mcp_server_writes_no_key(sandbox: Path) -> None:
     async def talk() -> list[str]:
         answers = []
         with anyio.fail_after(60):
-            async with Client(params) as client:
+            # stdio_client's errlog defaults to the sys.stderr of when mcp was first imported: in this suite that
+            # may be an earlier test's capture (the CLI imports mcp lazily), which has no file descriptor.
+            async with Client(stdio_client(params, errlog=sys.__stderr__)) as client:
                 for tool, args in (
                     ("list_sessions", {}),
                     ("history", {"session": sid}),
