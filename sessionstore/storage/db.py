@@ -172,6 +172,17 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def restore_transactions(dbapi_conn: Any) -> None:
+    """Turn a psycopg connection's autocommit off (rolling back anything open), so BEGIN means one transaction."""
+    if getattr(dbapi_conn, "closed", False) or not dbapi_conn.autocommit:
+        return
+    try:
+        dbapi_conn.rollback()
+        dbapi_conn.autocommit = False
+    except Exception:  # a broken connection: the pool's pre-ping replaces it
+        pass
+
+
 class Database:
     """One DBAPI connection with dialect-neutral SQL and retried write transactions."""
 
@@ -191,7 +202,13 @@ class Database:
         self.fault_scope = ""
 
     def close(self) -> None:
-        """Return the connection to the pool."""
+        """Return the connection to the pool, in the transactional mode SQLAlchemy expects of it.
+
+        A PostgreSQL connection left in autocommit would make the next `engine.begin()` on it (an
+        upgrade, say) run each statement as its own transaction: not one transaction at all.
+        """
+        if not self.is_sqlite:
+            restore_transactions(self.conn)
         self._proxy.close()
 
     def sql(self, statement: str) -> str:

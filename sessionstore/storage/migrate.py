@@ -8,7 +8,8 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
@@ -17,6 +18,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection, Engine
 
+from .db import restore_transactions
 from .errors import MigrationError
 from .faults import fault
 
@@ -90,7 +92,7 @@ def _run_upgrade(engine: Engine, revision: str, *, recheck: bool) -> bool:
     """
     cfg = alembic_config()
     try:
-        with engine.begin() as conn:
+        with one_transaction(engine) as conn:
             fault("migration.begin")
             if recheck and not _still_needs_upgrade(conn):
                 return False
@@ -120,9 +122,28 @@ def _still_needs_upgrade(conn: Connection) -> bool:
 def downgrade(engine: Engine, revision: str = "base") -> None:
     """Take the database back to `revision` in one transaction."""
     cfg = alembic_config()
-    with engine.begin() as conn:
+    with one_transaction(engine) as conn:
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, revision)
+
+
+@contextmanager
+def one_transaction(engine: Engine) -> Iterator[Connection]:
+    """A connection in one real transaction, committed at the end, rolled back on any error.
+
+    A pooled PostgreSQL connection may come back in autocommit (the hot paths use it that
+    way); `engine.begin()` on it would commit statement by statement, and a revision failing
+    half-way would leave the database half-migrated. So autocommit is switched off first, and
+    checked: an upgrade never runs outside a transaction.
+    """
+    with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            dbapi = conn.connection.driver_connection
+            restore_transactions(dbapi)
+            if dbapi.autocommit:
+                raise MigrationError("the database connection is in autocommit; the upgrade needs one transaction")
+        with conn.begin():
+            yield conn
 
 
 def stored_revision(dbapi_conn: Any) -> str | None:
