@@ -16,7 +16,7 @@ from rich.text import Text
 from sessionstore import SessionStoreError
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, importcmd, mcpcmd, pipelinecmd,
-               recallcmd, searchcmd, watchcmd)
+               recallcmd, searchcmd, sharecmd, watchcmd)
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, console, err_console,
                      open_store, preview, print_json, short_ids)
 from .tables import sessions_table
@@ -85,13 +85,14 @@ def sessions_cmd(
                                        callback=bounded("--limit", 0, MAX_LIMIT))] = 50,
     offset: Annotated[int, typer.Option(help="Skip this many (paging).",
                                         callback=bounded("--offset", 0, INT64_MAX))] = 0,
+    host: Annotated[Optional[str], typer.Option(help="Only sessions captured on this host.")] = None,
 ) -> None:
-    """List sessions, most recently updated first.
+    """List sessions, most recently updated first (with whose they are, on a shared store).
 
-    Example: sessionstore sessions --limit 10 --json
+    Example: sessionstore sessions --limit 10 --host laptop --json
     """
     with open_store(db) as store:
-        rows = store.list(limit=limit, offset=offset)
+        rows = store.list(limit=limit, offset=offset, host=host)
     if json_out:
         print_json(rows)
         return
@@ -292,5 +293,5 @@ def stats_cmd(
 
 
 for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
-                mcpcmd, evalcmd, recallcmd):
+                mcpcmd, evalcmd, recallcmd, sharecmd):
     _module.register(app)

@@ -54,6 +54,7 @@ def search_cmd(
     since: Annotated[Optional[str], typer.Option(help="A date (2026-11-01) or an age (7d, 12h, 2w).")] = None,
     cwd: Annotated[Optional[str], typer.Option(help="Only sessions whose working directory is under this path.")] = None,
     in_: Annotated[str, typer.Option("--in", help="active, compacted or all.")] = "all",
+    host: Annotated[Optional[str], typer.Option(help="Only sessions captured on this host.")] = None,
     limit: Annotated[int, typer.Option(help="How many hits at most.", callback=bounded("--limit", 1, MAX_LIMIT))] = 20,
     db: DbOption = None,
     json_out: JsonOption = False,
@@ -63,7 +64,8 @@ def search_cmd(
     parse_query(query)
     with open_store(db) as store:
         _catch_up_with_progress(store)
-        hits = store.search(query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_, limit=limit)
+        hits = store.search(query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_, limit=limit,
+                            host=host)
     if json_out:
         print_json({"query": query, "total": len(hits), "hits": [h.to_dict() for h in hits]})
         return

@@ -76,9 +76,14 @@ def sessions_table(rows: list[dict[str, Any]], width: int,
     """
     ids = [source_id(r) if source_id else "" for r in rows]
     cells = [(r["id"][:8], ids[i], " ".join((r["title"] or "").split()), short_model(r["model"]),
-              f"{r['messages']:,}", f"{r['view_tokens']:,}", short_time(r["updated_at"])) for i, r in enumerate(rows)]
-    heads = ("id", "source id", "title", "model", "msgs", "tokens", "updated")
-    shown = [i for i in range(len(heads)) if i != 1 or any(ids)]
+              f"{r['messages']:,}", f"{r['view_tokens']:,}", short_time(r["updated_at"]),
+              ellipsize(r.get("owner"), 12), ellipsize(r.get("host"), 12)) for i, r in enumerate(rows)]
+    heads = ("id", "source id", "title", "model", "msgs", "tokens", "updated", "owner", "host")
+    # Whose session: shown once a store has owners (PostgreSQL); the host once sessions come from two machines.
+    owners = any(r.get("owner") not in (None, "local") for r in rows)
+    hosts = len({r.get("host") for r in rows}) > 1
+    hidden = {1: not any(ids), 7: not owners, 8: not hosts}
+    shown = [i for i in range(len(heads)) if not hidden.get(i, False)]
     widths = {i: max([len(heads[i])] + [len(c[i]) for c in cells]) for i in shown}
     widths[3] = min(widths[3], 12)
     if 1 in widths:

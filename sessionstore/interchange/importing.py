@@ -209,7 +209,9 @@ def _import_once(
         importer = cached if cached is not None and not attempts else open_import(resolved, importer_source)
         importer.limit, importer.hold_tail = limit, live and hold_tail
         attempts.append(importer)
-        return _Writer(db, resolved, importer_source, existing, strict, progress, importer).run()
+        writer = _Writer(db, resolved, importer_source, existing, strict, progress, importer)
+        writer.host = store.config.host_name()
+        return writer.run()
 
     # Nothing an import builds is cyclic; collections would only walk its ever-growing graph facts.
     try:
@@ -238,16 +240,39 @@ def _imported_source(db: "Database", path: str) -> str | None:
 
 
 def _offsets(db: "Database", source: str, path: str) -> tuple[Any, ...] | None:
-    """(session, bytes done, lines done, prefix digest) of a file imported before, else None."""
+    """(session, bytes done, lines done, prefix digest) of a file imported before, else None.
+
+    The same file seen from another machine (a synced `~/.claude`) has another path but the same
+    name and the same first bytes: it is the session imported from there, continued here.
+    """
     row = db.one("SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM imports WHERE source = :s AND path = :p",
                  {"s": source, "p": path})
+    if row is None:
+        row = _same_file_elsewhere(db, source, path)
     return None if row is None else (row[0], int(row[1]), int(row[2]), row[3])
 
 
+def _same_file_elsewhere(db: "Database", source: str, path: str) -> Any:
+    """The imports row of a file with this name under another path whose imported bytes are this file's first bytes."""
+    name = Path(path).name
+    pattern = "%/" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return None
+    for row in db.all("SELECT session_id, bytes_done, lines_done, prefix_sha256, path FROM imports "
+                      "WHERE source = :s AND path LIKE :p ESCAPE '\\' AND path <> :path ORDER BY bytes_done DESC",
+                      {"s": source, "p": pattern, "path": path}):
+        if Path(row[4]).name == name and int(row[1]) <= size and _prefix_sha(path, int(row[1])) == row[3]:
+            return row
+    return None
+
+
 def _lock_file(db: "Database", source: str, path: str) -> None:
-    """Serialize importers of one file (PostgreSQL; SQLite's write transactions are serialized already)."""
+    """Serialize importers of one file, on every machine (PostgreSQL; SQLite's write transactions are serialized
+    already): the lock is named by the file's name, which a synced copy keeps."""
     if not db.is_sqlite:
-        key = int.from_bytes(hashlib.sha256(f"{source}\0{path}".encode()).digest()[:8], "big", signed=True)
+        key = int.from_bytes(hashlib.sha256(f"{source}\0{Path(path).name}".encode()).digest()[:8], "big", signed=True)
         db.execute("SELECT pg_advisory_xact_lock(:k)", {"k": key}).close()
 
 
@@ -287,6 +312,8 @@ class _Writer:
         #: Earliest and latest source timestamps of the messages this import adds (epoch seconds).
         self.first_time: float | None = None
         self.last_time: float | None = None
+        #: The machine a new session is recorded as captured on.
+        self.host: str | None = None
 
     def run(self) -> ImportResult:
         if self.existing:
@@ -336,10 +363,10 @@ class _Writer:
     def _create_session(self) -> None:
         now = time.time()
         self.db.execute(
-            "INSERT INTO sessions (id, title, context_window, created_at, updated_at, metadata_json) "
-            "VALUES (:id, :title, :cw, :now, :now, :meta)",
+            "INSERT INTO sessions (id, title, context_window, created_at, updated_at, metadata_json, host) "
+            "VALUES (:id, :title, :cw, :now, :now, :meta, :host)",
             {"id": self.session_id, "title": Path(self.path).stem, "cw": 200_000, "now": now,
-             "meta": dumps({"imported_from": self.source})},
+             "meta": dumps({"imported_from": self.source}), "host": self.host},
         ).close()
 
     def _load_existing(self) -> None:

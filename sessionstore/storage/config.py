@@ -110,6 +110,9 @@ class Config:
     #: `watch`: longest a burst of writes is gathered (ms) before its lines are imported.
     watch_debounce_ms: int = 200
 
+    #: The machine sessions are recorded as captured on (`sessions --host`); empty: this host's name.
+    host: str = ""
+
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -140,6 +143,12 @@ class Config:
         if self.collapse_start_ratio > self.collapse_block_ratio:
             raise ConfigError(f"{ENV_PREFIX}COLLAPSE_START_RATIO ({self.collapse_start_ratio:g}) must not exceed "
                               f"{ENV_PREFIX}COLLAPSE_BLOCK_RATIO ({self.collapse_block_ratio:g})")
+
+    def host_name(self) -> str:
+        """The host new sessions record: `SESSIONSTORE_HOST`, else this machine's name."""
+        import socket
+
+        return (self.host.strip() or socket.gethostname() or "unknown")[:255]
 
     def replace(self, **changes: Any) -> "Config":
         """A copy with some fields changed."""

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from .errors import SessionStoreError
 from .fastjson import loads_stored
+from .ownership import writable_clause
 
 if TYPE_CHECKING:
     from .db import Database
@@ -91,6 +92,8 @@ class Filters:
     cwd: str | None = None
     in_: str = "all"
     limit: int = 20
+    #: Only sessions captured on this host (`sessions.host`).
+    host: str | None = None
 
 
 # ------------------------------------------------------------------ extraction
@@ -229,14 +232,19 @@ def catch_up(db: "Database", *, max_chars: int = 1_000_000, batch_chars: int = 1
 
     `progress(n)` is called after each committed batch with the messages it indexed.
     """
+    # Only sessions this role may write get indexed by it (index rows are written as the session
+    # owner's); a session shared read-only is searched as far as its writers indexed it.
+    mine = "1" if db.is_sqlite else "CASE WHEN s.owner = current_user THEN 1 ELSE 0 END"
     lagging = db.all(
-        "SELECT s.id FROM sessions s LEFT JOIN search_marks m ON m.session_id = s.id "
-        "WHERE (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) > COALESCE(m.indexed_seq, 0)"
+        f"SELECT s.id, {mine} FROM sessions s LEFT JOIN search_marks m ON m.session_id = s.id "
+        "WHERE (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) > COALESCE(m.indexed_seq, 0) "
+        f"AND {writable_clause(db, 's')}"
     )
     done = 0
-    for (sid,) in lagging:
+    for sid, own in lagging:
         while True:
-            added, more = db.run_write(lambda d, sid=sid: _index_batch(d, sid, max_chars, batch_chars))
+            added, more = db.run_write(lambda d, sid=sid: _index_batch(d, sid, max_chars, batch_chars),
+                                       session_id=None if own else sid)
             done += added
             if progress is not None:
                 progress(added)
@@ -475,11 +483,14 @@ def _filter_clauses(alias: str, filters: Filters, session_id: str | None, since:
         where.append("(s.cwd = :cwd OR s.cwd LIKE :cwd_like ESCAPE '\\')")
         params["cwd"] = prefix
         params["cwd_like"] = _like(prefix.rstrip("/") + "/")[1:]
+    if filters.host is not None:
+        where.append("s.host = :host")
+        params["host"] = filters.host
     if filters.in_ == "active":
         where.append(_active(alias))
     elif filters.in_ == "compacted":
         where.append(f"NOT {_active(alias)}")
-    return bool(filters.cwd) or filters.in_ != "all"
+    return bool(filters.cwd) or filters.host is not None or filters.in_ != "all"
 
 
 def _window(db: "Database", joined: str, where: list[str], params: dict[str, Any]) -> None:
