@@ -17,6 +17,7 @@ import pytest
 from sessionstore import Config, SessionStore
 from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.importing import import_file
+from sessionstore.storage.paging import list_sessions
 from tests.support.cli import run_cli
 from tests.test_watch import FASTHOOKS, WatchProcess, watchers, writer  # noqa: F401  (watchers: a fixture)
 
@@ -53,6 +54,10 @@ def test_a_session_records_its_host_and_filters_by_it(store_url: str, capsys: py
     assert [h["session"] for h in json.loads(found.out)["hits"]] == [a.id]
     table = run_cli(capsys, "sessions", "--db", store_url)
     assert "host" in table.out and "alpha" in table.out
+    with SessionStore.open(store_url) as store:
+        assert [r.id for r in list_sessions(store.db, text="host:alpha")] == [a.id]
+        assert [r.id for r in list_sessions(store.db, text="on host:beta")] == [b.id]
+        assert [r.id for r in list_sessions(store.db, text="host:gamma")] == []
 
 
 def test_the_same_file_from_two_hosts_is_one_session(store_url: str, transcripts_dir: Path, tmp_path: Path) -> None:
