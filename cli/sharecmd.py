@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 
 def share_cmd(
     session: Annotated[str, typer.Argument(help="One of your sessions (id, source id or a prefix).")],
-    with_: Annotated[str, typer.Option("--with", help="The role to share it with.")],
+    with_: Annotated[Optional[str], typer.Option("--with", help="The role to share it with (required).")] = None,
     read_only: Annotated[bool, typer.Option("--read-only", help="The role may read it, not write it.")] = False,
     db: DbOption = None,
     json_out: JsonOption = False,
@@ -30,7 +30,7 @@ def share_cmd(
     Example: sessionstore share 3f2a --with bob --read-only
     """
     with open_store(db) as store:
-        made = share(store, session, with_, read_only=read_only)
+        made = share(store, session, with_ or "", read_only=read_only)
     if json_out:
         print_json(made.to_dict())
     else:
@@ -39,7 +39,7 @@ def share_cmd(
 
 def unshare_cmd(
     session: Annotated[str, typer.Argument(help="One of your sessions (id, source id or a prefix).")],
-    with_: Annotated[str, typer.Option("--with", help="The role to stop sharing it with.")],
+    with_: Annotated[Optional[str], typer.Option("--with", help="The role to stop sharing it with (required).")] = None,
     db: DbOption = None,
 ) -> None:
     """Stop sharing one of your sessions with a role.
@@ -47,7 +47,7 @@ def unshare_cmd(
     Example: sessionstore unshare 3f2a --with bob
     """
     with open_store(db) as store:
-        removed = unshare(store, session, with_)
+        removed = unshare(store, session, with_ or "")
     typer.echo(f"{'no longer shared' if removed else 'was not shared'} with {with_}")
 
 

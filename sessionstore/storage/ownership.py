@@ -60,7 +60,9 @@ def writable_clause(db: "Database", alias: str) -> str:
 
 def check_role(role: str) -> str:
     """`role` if it is a plain PostgreSQL role name, else OwnershipError."""
-    if not _ROLE.match(role or ""):
+    if not role:
+        raise OwnershipError("name the role: --with ROLE")
+    if not _ROLE.match(role):
         raise OwnershipError(f"{role!r} is not a role name (letters, digits, _ $ . -, at most 63)")
     return role
 
