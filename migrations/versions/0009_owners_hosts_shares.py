@@ -170,14 +170,12 @@ def downgrade() -> None:
         batch.create_unique_constraint("uq_imports_source_source_key", ["source", "source_key"])
     op.drop_index("ix_session_shares_grantee", table_name="session_shares")
     op.drop_table("session_shares")
-    for table in scoped + ["blobs"]:
-        with op.batch_alter_table(table) as batch:
-            batch.drop_column("owner")
     op.drop_index("ix_sessions_owner_host", table_name="sessions")
     op.drop_index("uq_sessions_id_owner", table_name="sessions")
-    with op.batch_alter_table("sessions") as batch:
-        batch.drop_column("host")
-        batch.drop_column("owner")
+    for table, column in [(t, "owner") for t in scoped + ["blobs"]] + [("sessions", "host"), ("sessions", "owner")]:
+        # A plain DROP COLUMN on both engines: a batch copy of `sessions` on SQLite would drop the
+        # table under its children, and ON DELETE CASCADE would empty them.
+        op.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     if pg:
         op.execute("DROP FUNCTION IF EXISTS sessionstore_owner_fixed()")
         op.execute("DROP FUNCTION IF EXISTS sessionstore_writer()")
