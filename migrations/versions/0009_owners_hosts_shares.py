@@ -6,8 +6,10 @@
   time so tables added by other revisions are covered) and on blobs; unique keys scoped by it:
   imports (owner, source, source_key), blobs (owner, sha256).
 * session_shares: a session shared with a role, read-only or not.
-* PostgreSQL: row-level security enabled and FORCED on every one of those tables, with policies
-  by owner and share; a trigger keeps a session's owner fixed. A row of a session-scoped table
+* PostgreSQL: row-level security enabled on every one of those tables, with policies by owner and
+  share, and forced (binding the tables' owner too) on all but search_docs and session_shares, which
+  sessionstore_search_keys() reads as the owner so that substring search keeps its trigram index;
+  a trigger keeps a session's owner fixed. A row of a session-scoped table
   takes its owner from `sessionstore_writer()`: the session's owner when the writing transaction
   named it (a role writing a session shared with it), else current_user.
 
@@ -29,9 +31,32 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 LOCAL_OWNER = "local"
+#: Tables whose row-level security binds every role but their owner: sessionstore_search_keys() reads
+#: them as the owner, applying the policies' rule itself (see SEARCH_KEYS).
+UNFORCED = ("search_docs", "session_shares")
 OWNER_TYPE = sa.String(63)
 WRITER = ("CREATE OR REPLACE FUNCTION sessionstore_writer() RETURNS varchar LANGUAGE sql STABLE AS "
           "$$ SELECT COALESCE(NULLIF(current_setting('sessionstore.owner', true), ''), current_user)::varchar $$")
+#: Substring search under row-level security. PostgreSQL will not use an index for a condition that is
+#: not leakproof (ILIKE) on a table with policies, so the trigram index would go unused and every search
+#: would scan the whole index table. This function runs as the tables' owner (for whom search_docs and
+#: session_shares do not force row-level security), uses the trigram index, and keeps only the rows the
+#: connected role (session_user) owns or has been shared: the same rule as the policies.
+SEARCH_KEYS = """
+CREATE OR REPLACE FUNCTION sessionstore_search_keys(patterns text[])
+RETURNS TABLE (session_id varchar, seq bigint) LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = {schema} AS $fn$
+DECLARE
+    matches text := '';
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(patterns, 1), 0) LOOP
+        matches := matches || format(' AND d.body ILIKE $1[%s]', i);
+    END LOOP;
+    RETURN QUERY EXECUTE 'SELECT d.session_id, d.seq FROM search_docs d WHERE (d.owner = session_user '
+        'OR EXISTS (SELECT 1 FROM session_shares h WHERE h.session_id = d.session_id AND h.owner = d.owner '
+        'AND h.grantee = session_user))' || matches USING patterns;
+END
+$fn$"""
 OWNER_FIXED = (
     "CREATE OR REPLACE FUNCTION sessionstore_owner_fixed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
     "IF NEW.owner IS DISTINCT FROM OLD.owner THEN "
@@ -99,6 +124,9 @@ def upgrade() -> None:
                                  ["owner", "sha256"])
     if pg:
         _policies(scoped)
+        if "search_docs" in scoped:
+            schema = bind.execute(sa.text("SELECT quote_ident(current_schema())")).scalar()
+            op.execute(SEARCH_KEYS.format(schema=schema))
 
 
 def _policies(scoped: list[str]) -> None:
@@ -140,7 +168,8 @@ def _policies(scoped: list[str]) -> None:
         ]
     for table, policies in statements.items():
         op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
-        op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+        if table not in UNFORCED:
+            op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
         for name, command, clause in policies:
             op.execute(f"CREATE POLICY {table}_{name} ON {table} FOR {command} {clause}")
 
@@ -177,5 +206,6 @@ def downgrade() -> None:
         # table under its children, and ON DELETE CASCADE would empty them.
         op.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     if pg:
+        op.execute("DROP FUNCTION IF EXISTS sessionstore_search_keys(text[])")
         op.execute("DROP FUNCTION IF EXISTS sessionstore_owner_fixed()")
         op.execute("DROP FUNCTION IF EXISTS sessionstore_writer()")

@@ -449,7 +449,7 @@ def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str
     joined = f"{source} JOIN sessions s ON s.id = {alias}.session_id" if needs_session else source
     if db.is_sqlite and "match" in params:
         _window(db, joined, where, params)
-    ranked = db.all(f"SELECT {columns} FROM {joined} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit",
+    ranked = db.all(f"SELECT {columns} FROM {joined} WHERE {' AND '.join(where) or '1 = 1'} ORDER BY {order} LIMIT :limit",
                     params)
     out = []
     for key, sid, seq, kind, timestamp, rank in ranked:
@@ -530,12 +530,13 @@ def _sqlite_match(terms: list[str], params: dict[str, Any], where: list[str]) ->
 
 def _postgres_match(terms: list[str], params: dict[str, Any], where: list[str]) -> tuple[str, str, str]:
     """(columns, source, order): ILIKE per term (pg_trgm's index), ranked by the tsvector against the words."""
-    for i, term in enumerate(terms):
-        where.append(f"d.body ILIKE :t{i}")
-        params[f"t{i}"] = _like(term)
+    # The matching runs in sessionstore_search_keys() (revision 0009): under row-level security
+    # PostgreSQL would not use the trigram index for an ILIKE; the function applies the same rule.
+    params["patterns"] = [_like(term) for term in terms]
     params["words"] = " ".join(terms)
     return ("d.session_id || ':' || d.seq, d.session_id, d.seq, d.kind, d.timestamp, "
-            "ts_rank(d.tsv, plainto_tsquery('simple', :words)) AS score", "search_docs d",
+            "ts_rank(d.tsv, plainto_tsquery('simple', :words)) AS score",
+            "sessionstore_search_keys(:patterns) k JOIN search_docs d ON d.session_id = k.session_id AND d.seq = k.seq",
             "score DESC, d.timestamp DESC NULLS LAST, d.seq DESC")
 
 
