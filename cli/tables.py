@@ -79,8 +79,9 @@ def sessions_table(rows: list[dict[str, Any]], width: int,
               f"{r['messages']:,}", f"{r['view_tokens']:,}", short_time(r["updated_at"]),
               ellipsize(r.get("owner"), 12), ellipsize(r.get("host"), 12)) for i, r in enumerate(rows)]
     heads = ("id", "source id", "title", "model", "msgs", "tokens", "updated", "owner", "host")
-    # Whose session: shown once a store has owners (PostgreSQL); the host once sessions come from two machines.
-    owners = any(r.get("owner") not in (None, "local") for r in rows)
+    # Whose session, once the list holds more than one owner's (sessions shared with you); the host,
+    # once it holds sessions from more than one machine. `--json` always has both.
+    owners = len({r.get("owner") for r in rows}) > 1
     hosts = len({r.get("host") for r in rows}) > 1
     hidden = {1: not any(ids), 7: not owners, 8: not hosts}
     shown = [i for i in range(len(heads)) if not hidden.get(i, False)]
@@ -88,7 +89,7 @@ def sessions_table(rows: list[dict[str, Any]], width: int,
     widths[3] = min(widths[3], 12)
     if 1 in widths:
         widths[1] = min(widths[1], 14)
-    for column, narrow in ((1, 8), (3, 10), (6, 11)):
+    for column, narrow in ((1, 8), (3, 10), (6, 11), (7, 8), (8, 8)):
         if _fixed(widths, shown) + 10 > width and column in widths:
             widths[column] = min(widths[column], narrow)
     widths[2] = max(6, min(widths[2], width - _fixed(widths, shown)))

@@ -239,6 +239,10 @@ def test_a_read_only_share_lets_b_read_that_session_only(roles: Roles, capsys: p
         before = _a_rows(roles)
         listed = json.loads(run_cli(capsys, "sessions", "--json", "--db", roles.url(roles.b)).out)
         assert {r["id"] for r in listed if r["owner"] == roles.a} == {roles.a_session}
+        with SessionStore.open(roles.url(roles.b)) as store:
+            store.create_session(title="B's own")
+        table = run_cli(capsys, "sessions", "--db", roles.url(roles.b)).out
+        assert "owner" in table and roles.a[:5] in table  # whose session it is, beside B's own
         view = run_cli(capsys, "export", roles.a_session, "--db", roles.url(roles.b))
         assert view.code == 0 and "A-SECRET-7f3e9" in view.out
         hits = json.loads(run_cli(capsys, "search", "A-SECRET-7f3e9", "--json", "--db", roles.url(roles.b)).out)
