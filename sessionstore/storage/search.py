@@ -428,15 +428,15 @@ def search(store: "SessionStore", query: str, filters: Filters) -> list[Hit]:
     session_id = store.get(filters.session).id if filters.session else None
     catch_up(store.db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
     with store.db.read() as db:
-        rows = _matches(db, terms, filters, session_id, since)
-        bodies = _bodies(db, [r[0] for r in rows])
+        rows, bodies = _matches(db, terms, filters, session_id, since)
         boundaries = _boundaries_of(db, [(r[1], r[2]) for r in rows if not r[9]])
     return [_hit(r, bodies.get(r[0], ""), terms, boundaries) for r in rows]
 
 
 def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str | None,
-             since: str | None) -> list[Any]:
-    """The page of matching rows: (doc key, session, seq, role, timestamp, uuid, title, cwd, rank, active)."""
+             since: str | None) -> tuple[list[Any], dict[Any, str]]:
+    """The page of matching rows, (doc key, session, seq, role, timestamp, uuid, title, cwd, rank, active),
+    and their indexed text by doc key (for snippets)."""
     params: dict[str, Any] = {"limit": int(filters.limit)}
     where: list[str] = []
     if db.is_sqlite:
@@ -449,15 +449,30 @@ def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str
     joined = f"{source} JOIN sessions s ON s.id = {alias}.session_id" if needs_session else source
     if db.is_sqlite and "match" in params:
         _window(db, joined, where, params)
-    ranked = db.all(f"SELECT {columns} FROM {joined} WHERE {' AND '.join(where) or '1 = 1'} ORDER BY {order} LIMIT :limit",
-                    params)
+    ranked_sql = f"SELECT {columns} FROM {joined} WHERE {' AND '.join(where) or '1 = 1'} ORDER BY {order} LIMIT :limit"
+    if not db.is_sqlite:
+        return _postgres_page(db, ranked_sql, params)
+    ranked = db.all(ranked_sql, params)
     out = []
     for key, sid, seq, kind, timestamp, rank in ranked:
         row = db.one(f"SELECT m.uuid, s.title, s.cwd, {_active('m')} FROM messages m JOIN sessions s "
                      "ON s.id = m.session_id WHERE m.session_id = :sid AND m.seq = :seq", {"sid": sid, "seq": seq})
         if row is not None:
             out.append((key, sid, int(seq), kind, timestamp, row[0], row[1], row[2], rank, bool(row[3])))
-    return out
+    return out, _bodies(db, [r[0] for r in out])
+
+
+def _postgres_page(db: "Database", ranked_sql: str, params: dict[str, Any]) -> tuple[list[Any], dict[Any, str]]:
+    """The ranked page with each hit's message, session and indexed text, in one round trip (a server's
+    round trips, not its work, are what a page of 20 hits would otherwise cost)."""
+    rows = db.all(
+        f"SELECT r.key, r.session_id, r.seq, r.kind, r.timestamp, m.uuid, s.title, s.cwd, r.score, {_active('m')}, "
+        f"b.body FROM ({ranked_sql}) r(key, session_id, seq, kind, timestamp, score) "
+        "JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq JOIN sessions s ON s.id = m.session_id "
+        "JOIN search_docs b ON b.session_id = r.session_id AND b.seq = r.seq "
+        "ORDER BY r.score DESC, r.timestamp DESC NULLS LAST, r.seq DESC", params)
+    out = [(r[0], r[1], int(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9])) for r in rows]
+    return out, {r[0]: r[10] or "" for r in rows}
 
 
 def _active(alias: str) -> str:
