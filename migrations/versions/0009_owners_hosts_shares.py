@@ -43,20 +43,22 @@ WRITER = ("CREATE OR REPLACE FUNCTION sessionstore_writer() RETURNS varchar LANG
 #: session_shares do not force row-level security), uses the trigram index, and keeps only the rows the
 #: connected role (session_user) owns or has been shared: the same rule as the policies. ROWS 50 (the
 #: planner's default guess is 1000) has the caller's query fetch each candidate by its key instead of
-#: hashing the whole index table.
+#: hashing the whole index table; enable_seqscan off because the planner prices an ILIKE over long,
+#: TOASTed bodies far below its cost and would scan a table of few rows rather than use the index.
 SEARCH_KEYS = """
 CREATE OR REPLACE FUNCTION sessionstore_search_keys(patterns text[])
 RETURNS TABLE (session_id varchar, seq bigint) LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 50
-SET search_path = {schema} AS $fn$
+SET search_path = {schema} SET enable_seqscan = off AS $fn$
 DECLARE
     matches text := '';
 BEGIN
     FOR i IN 1 .. coalesce(array_length(patterns, 1), 0) LOOP
-        matches := matches || format(' AND d.body ILIKE $1[%s]', i);
+        -- A literal (quoted by %L), not a parameter: the planner must see the pattern to use the index.
+        matches := matches || format(' AND d.body ILIKE %L', patterns[i]);
     END LOOP;
     RETURN QUERY EXECUTE 'SELECT d.session_id, d.seq FROM search_docs d WHERE (d.owner = session_user '
         'OR EXISTS (SELECT 1 FROM session_shares h WHERE h.session_id = d.session_id AND h.owner = d.owner '
-        'AND h.grantee = session_user))' || matches USING patterns;
+        'AND h.grantee = session_user))' || matches;
 END
 $fn$"""
 OWNER_FIXED = (
