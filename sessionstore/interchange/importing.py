@@ -185,11 +185,14 @@ def _import_once(
         if source is None:
             return ImportResult(resolved, "", None, "waiting")
     importer_source = source or open_import(resolved).source
-    existing = _offsets(store.db, importer_source, resolved)
+    existing = _offsets(store.db, importer_source, resolved, size)
     if existing is None and live and size == 0:
         return ImportResult(resolved, importer_source, None, "waiting")
     if existing is not None:
         if size == int(existing[1]) and _prefix_sha(resolved, int(existing[1])) == existing[3]:
+            return ImportResult(resolved, importer_source, existing[0], "unchanged")
+        if size < int(existing[1]) and not _imported_here(store.db, importer_source, resolved):
+            # Another machine's copy of this file got further: nothing here is new.
             return ImportResult(resolved, importer_source, existing[0], "unchanged")
         if size < int(existing[1]):
             raise _truncated(resolved, existing, size)
@@ -203,7 +206,7 @@ def _import_once(
 
     def body(db: "Database") -> ImportResult:
         _lock_file(db, importer_source, resolved)
-        if _offsets(db, importer_source, resolved) != existing:
+        if _offsets(db, importer_source, resolved, size) != existing:
             raise _Stale(resolved)
         # A retried transaction starts over with a fresh importer (the cached one has moved on).
         importer = cached if cached is not None and not attempts else open_import(resolved, importer_source)
@@ -239,31 +242,37 @@ def _imported_source(db: "Database", path: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def _offsets(db: "Database", source: str, path: str) -> tuple[Any, ...] | None:
+def _offsets(db: "Database", source: str, path: str, size: int | None = None) -> tuple[Any, ...] | None:
     """(session, bytes done, lines done, prefix digest) of a file imported before, else None.
 
     The same file seen from another machine (a synced `~/.claude`) has another path but the same
-    name and the same first bytes: it is the session imported from there, continued here.
+    name: it is the session imported from there, continued here (`size`: this copy's whole bytes).
     """
     row = db.one("SELECT session_id, bytes_done, lines_done, prefix_sha256 FROM imports WHERE source = :s AND path = :p",
                  {"s": source, "p": path})
-    if row is None:
-        row = _same_file_elsewhere(db, source, path)
+    if row is None and size is not None:
+        row = _same_file_elsewhere(db, source, path, size)
     return None if row is None else (row[0], int(row[1]), int(row[2]), row[3])
 
 
-def _same_file_elsewhere(db: "Database", source: str, path: str) -> Any:
-    """The imports row of a file with this name under another path whose imported bytes are this file's first bytes."""
+def _imported_here(db: "Database", source: str, path: str) -> bool:
+    """True when this very path made the last import of its session (the row keeps the path that got
+    furthest); a copy on another machine that lags behind it is not truncated, only behind."""
+    return db.one("SELECT 1 FROM imports WHERE source = :s AND path = :p", {"s": source, "p": path}) is not None
+
+
+def _same_file_elsewhere(db: "Database", source: str, path: str, size: int) -> Any:
+    """The imports row of a file with this name under another path: one whose imported bytes are this
+    copy's first bytes, or one that got further than this copy (the copy lags behind; source tools
+    name each file after its session, so the name is the session's)."""
     name = Path(path).name
     pattern = "%/" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        return None
     for row in db.all("SELECT session_id, bytes_done, lines_done, prefix_sha256, path FROM imports "
                       "WHERE source = :s AND path LIKE :p ESCAPE '\\' AND path <> :path ORDER BY bytes_done DESC",
                       {"s": source, "p": pattern, "path": path}):
-        if Path(row[4]).name == name and int(row[1]) <= size and _prefix_sha(path, int(row[1])) == row[3]:
+        if Path(row[4]).name != name:
+            continue
+        if int(row[1]) > size or _prefix_sha(path, int(row[1])) == row[3]:
             return row
     return None
 
@@ -590,7 +599,7 @@ class _Writer:
         self.db.execute(
             "INSERT INTO imports (session_id, source, source_key, path, bytes_done, lines_done, prefix_sha256, "
             "updated_at) VALUES (:id, :s, :k, :p, :b, :n, :sha, :now) ON CONFLICT (session_id) DO UPDATE SET "
-            "bytes_done = excluded.bytes_done, lines_done = excluded.lines_done, "
+            "path = excluded.path, bytes_done = excluded.bytes_done, lines_done = excluded.lines_done, "
             "prefix_sha256 = excluded.prefix_sha256, updated_at = excluded.updated_at",
             params,
         ).close()
