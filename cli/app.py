@@ -18,7 +18,7 @@ from sessionstore.sanitize import one_line
 from sessionstore.usage import cost_text, hit_rate_text, session_usage
 
 from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, forkcmd, importcmd, mcpcmd,
-               pincmd, pipelinecmd, recallcmd, searchcmd, showcmd, usagecmd, watchcmd)
+               pincmd, pipelinecmd, recallcmd, searchcmd, sharecmd, showcmd, usagecmd, watchcmd)
 from . import secretscmd
 from .common import (INT64_MAX, MAX_LIMIT, DbOption, JsonOption, UsageError, bounded, cell, console, err_console,
                      note_local_continuation, one_line, open_store, preview, print_json, short_ids)
@@ -107,14 +107,15 @@ def sessions_cmd(
                                        callback=bounded("--limit", 0, MAX_LIMIT))] = 50,
     offset: Annotated[int, typer.Option(help="Skip this many (paging).",
                                         callback=bounded("--offset", 0, INT64_MAX))] = 0,
+    host: Annotated[Optional[str], typer.Option(help="Only sessions captured on this host.")] = None,
 ) -> None:
-    """List sessions, most recently updated first.
+    """List sessions, most recently updated first (with whose they are, on a shared store).
 
-    Example: sessionstore sessions --limit 10 --json
+    Example: sessionstore sessions --limit 10 --host laptop --json
     """
     with open_store(db, read_only=True) as store:
-        rows = store.list(limit=limit, offset=offset)
-        some = bool(rows) or (limit == 0 and bool(store.list(limit=1, offset=offset)))
+        rows = store.list(limit=limit, offset=offset, host=host)
+        some = bool(rows) or (limit == 0 and bool(store.list(limit=1, offset=offset, host=host)))
         usage = session_usage(store, [r["id"] for r in rows]) if json_out or console.width >= COST_COLUMN_FROM else {}
     if json_out:
         print_json([{**r, "cost_usd": usage[r["id"]].cost_usd} for r in rows])
@@ -332,6 +333,6 @@ def stats_cmd(
 
 
 for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
-                mcpcmd, evalcmd, recallcmd, forkcmd, showcmd, usagecmd, pincmd):
+                mcpcmd, evalcmd, recallcmd, forkcmd, showcmd, usagecmd, pincmd, sharecmd):
     _module.register(app)
 secretscmd.register(app)

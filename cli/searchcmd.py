@@ -55,6 +55,7 @@ def search_cmd(
     since: Annotated[Optional[str], typer.Option(help="A date (2026-11-01) or an age (7d, 12h, 2w).")] = None,
     cwd: Annotated[Optional[str], typer.Option(help="Only sessions whose working directory is under this path.")] = None,
     in_: Annotated[str, typer.Option("--in", help="active, compacted or all.")] = "all",
+    host: Annotated[Optional[str], typer.Option(help="Only sessions captured on this host.")] = None,
     limit: Annotated[int, typer.Option(help="How many hits at most.", callback=bounded("--limit", 1, MAX_LIMIT))] = 20,
     db: DbOption = None,
     json_out: JsonOption = False,
@@ -66,7 +67,7 @@ def search_cmd(
         _catch_up_with_progress(store)
         # One hit past the page tells whether the page holds them all (then `total` is exact).
         hits = store.search(query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_,
-                            limit=min(limit + 1, LIMIT_MAX))
+                            limit=min(limit + 1, LIMIT_MAX), host=host)
     more = len(hits) > limit
     hits = hits[:limit]
     if json_out:

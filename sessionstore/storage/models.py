@@ -11,10 +11,12 @@ from sqlalchemy import (
     Boolean,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Text,
     UniqueConstraint,
@@ -31,6 +33,14 @@ NAMING = {
 
 #: Enough for any seq/key; plain INTEGER on SQLite so it stays a 64-bit rowid type.
 BigInt = BigInteger().with_variant(Integer(), "sqlite")
+
+#: The single implicit owner of every row on SQLite (PostgreSQL: the role, `current_user`).
+LOCAL_OWNER = "local"
+
+
+def owner_column() -> Mapped[str]:
+    """Whose row it is: on PostgreSQL its session's owner (revision 0009 sets the default), on SQLite 'local'."""
+    return mapped_column(String(63), nullable=False, server_default=text(f"'{LOCAL_OWNER}'"))
 
 
 class Base(DeclarativeBase):
@@ -64,14 +74,24 @@ class SessionRow(Base):
     #: Last assistant turn's tool_use ids and which are answered (append validation in O(1)).
     tail_state: Mapped[str] = mapped_column(Text, nullable=False, server_default="{}")
     compact_failures: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    #: Whose session it is (row-level security on PostgreSQL is by this column).
+    owner: Mapped[str] = owner_column()
+    #: The machine it was captured on (SESSIONSTORE_HOST, else the host name).
+    host: Mapped[str | None] = mapped_column(String(255))
 
-    __table_args__ = (Index("ix_sessions_updated_at", "updated_at"),)
+    __table_args__ = (
+        Index("ix_sessions_updated_at", "updated_at"),
+        Index("uq_sessions_id_owner", "id", "owner", unique=True),
+        Index("ix_sessions_owner_host", "owner", "host"),
+    )
 
 
 class MessageRow(Base):
     """The transcript: one row per recorded message, never updated."""
 
     __tablename__ = "messages"
+
+    owner: Mapped[str] = owner_column()
 
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
@@ -106,6 +126,8 @@ class ViewEntryRow(Base):
     """A temporal view row: valid from one view version until a rewrite closes it."""
 
     __tablename__ = "view_entries"
+
+    owner: Mapped[str] = owner_column()
 
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
@@ -145,6 +167,8 @@ class CompactionRow(Base):
 
     __tablename__ = "compactions"
 
+    owner: Mapped[str] = owner_column()
+
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
@@ -181,11 +205,15 @@ class BlobRow(Base):
 
     __tablename__ = "blobs"
 
-    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = owner_column()
+    sha256: Mapped[str] = mapped_column(String(64))
     size: Mapped[int] = mapped_column(BigInt, nullable=False)
     compression: Mapped[str] = mapped_column(String(16), nullable=False)
     data: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+    #: One copy per owner and digest: a blob is never shared across owners by its hash alone.
+    __table_args__ = (PrimaryKeyConstraint("owner", "sha256", name="pk_blobs"),)
 
 
 class ReplacementRow(Base):
@@ -193,21 +221,30 @@ class ReplacementRow(Base):
 
     __tablename__ = "replacements"
 
+    owner: Mapped[str] = owner_column()
+
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
     tool_use_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
     replacement: Mapped[str] = mapped_column(Text, nullable=False)
-    blob_sha256: Mapped[str | None] = mapped_column(String(64), ForeignKey("blobs.sha256"))
+    blob_sha256: Mapped[str | None] = mapped_column(String(64))
     original_size: Mapped[int | None] = mapped_column(BigInt)
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+    __table_args__ = (
+        ForeignKeyConstraint(["owner", "blob_sha256"], ["blobs.owner", "blobs.sha256"],
+                             name="fk_replacements_owner_blobs"),
+    )
 
 
 class SessionMemoryRow(Base):
     """The running session notes and the last message they cover."""
 
     __tablename__ = "session_memory"
+
+    owner: Mapped[str] = owner_column()
 
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
@@ -224,6 +261,8 @@ class PinRow(Base):
     """A pinned message: carried verbatim through every compaction, within the session's pin budget."""
 
     __tablename__ = "pins"
+
+    owner: Mapped[str] = owner_column()
 
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
@@ -242,6 +281,8 @@ class SourceLineRow(Base):
 
     __tablename__ = "source_lines"
 
+    owner: Mapped[str] = owner_column()
+
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
@@ -257,6 +298,8 @@ class ImportRow(Base):
 
     __tablename__ = "imports"
 
+    owner: Mapped[str] = owner_column()
+
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
@@ -269,7 +312,7 @@ class ImportRow(Base):
     updated_at: Mapped[float] = mapped_column(Float, nullable=False)
 
     __table_args__ = (
-        UniqueConstraint("source", "source_key"),
+        UniqueConstraint("owner", "source", "source_key"),
         Index("ix_imports_source_key", "source_key"),
         Index("ix_imports_path", "path"),
     )
@@ -280,6 +323,8 @@ class ImportFileRow(Base):
 
     __tablename__ = "import_files"
 
+    #: Part of the key since revision 0009: each owner reads files of their own (one path, one row per owner).
+    owner: Mapped[str] = mapped_column(String(63), primary_key=True, server_default=text(f"'{LOCAL_OWNER}'"))
     source: Mapped[str] = mapped_column(String(32), primary_key=True)
     path: Mapped[str] = mapped_column(Text, primary_key=True)
     session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
@@ -299,6 +344,8 @@ class PipelineStateRow(Base):
 
     __tablename__ = "pipeline_states"
 
+    owner: Mapped[str] = owner_column()
+
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
@@ -314,6 +361,8 @@ class SearchMarkRow(Base):
 
     __tablename__ = "search_marks"
 
+    owner: Mapped[str] = owner_column()
+
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
@@ -328,6 +377,8 @@ class SessionForkRow(Base):
     """
 
     __tablename__ = "session_forks"
+
+    owner: Mapped[str] = owner_column()
 
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
@@ -354,6 +405,8 @@ class UsageMarkRow(Base):
 
     __tablename__ = "usage_marks"
 
+    owner: Mapped[str] = owner_column()
+
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
@@ -368,6 +421,8 @@ class UsageStateRow(Base):
 
     __tablename__ = "usage_state"
 
+    owner: Mapped[str] = owner_column()
+
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
     last_rowid: Mapped[int] = mapped_column(BigInt, nullable=False)
     session_id: Mapped[str] = mapped_column(String(36), nullable=False)
@@ -378,6 +433,8 @@ class UsageResponseRow(Base):
     """One API response's usage (its streamed pieces folded: the largest count of each kind)."""
 
     __tablename__ = "usage_responses"
+
+    owner: Mapped[str] = owner_column()
 
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
@@ -401,6 +458,8 @@ class UsageRollupRow(Base):
 
     __tablename__ = "usage_rollup"
 
+    owner: Mapped[str] = owner_column()
+
     session_id: Mapped[str] = mapped_column(
         String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
@@ -415,6 +474,22 @@ class UsageRollupRow(Base):
     cache_read: Mapped[int] = mapped_column(BigInt, nullable=False)
 
     __table_args__ = (Index("ix_usage_rollup_hour", "hour"),)
+class SessionShareRow(Base):
+    """A session its owner shares with another role, read-only or not (row-level security reads it)."""
+
+    __tablename__ = "session_shares"
+
+    session_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    grantee: Mapped[str] = mapped_column(String(63), primary_key=True)
+    owner: Mapped[str] = owner_column()
+    read_only: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("false"))
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+    __table_args__ = (
+        ForeignKeyConstraint(["session_id", "owner"], ["sessions.id", "sessions.owner"],
+                             name="fk_session_shares_session_id_sessions", ondelete="CASCADE"),
+        Index("ix_session_shares_grantee", "grantee"),
+    )
 
 
 #: The search index's engine-specific tables (SQLite FTS5 and its shadow tables, PostgreSQL's
