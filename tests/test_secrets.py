@@ -151,6 +151,9 @@ def test_no_command_writes_the_key(
     run("show", sid, "1")
     run("fork", sid)
     run("browse", ok=False)  # refuses without a terminal: one line, exit 2
+    run("pins", sid)
+    for args in (("pin", sid, "no-such-message"), ("unpin", sid, "no-such-message")):
+        run(*args, ok=False)  # no such message: one line, exit 2
     run("shares")
     for args in (("share", sid, "--with", "bob"), ("unshare", sid, "--with", "bob"), ("db", "grant", "bob"),
                  ("db", "revoke", "bob")):
