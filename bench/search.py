@@ -18,6 +18,12 @@ measures it), and then:
   since ripgrep stops at the first match when its output is /dev/null), 3
   runs each, median. Needs Debian's `ripgrep` (`make bench` installs it).
 
+PostgreSQL (when `--pg-url` or SESSIONSTORE_TEST_PG_URL names a superuser URL): the same JSONL
+is imported into a store owned by an ordinary role (bench/pgroles.py: row-level security applies,
+as it does for every person on a shared store), its index built by the same catch-up, and the same
+queries timed the same way, beside the ripgrep figures of the same run. Targets: p50 <= 30 ms,
+p95 <= 150 ms.
+
 Appends: the same append code on a head store with the search tables
 dropped and on one whose index holds the session so far, interleaved, so
 the search index's cost to appends is measured directly (it is kept off
@@ -27,6 +33,7 @@ the append path: a search catches the index up first).
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import statistics
@@ -102,6 +109,11 @@ class ScaleResult:
     hits: list[int] = field(default_factory=list)
     rg_lines: list[int] = field(default_factory=list)
     words: "WordIndexResult | None" = None
+    #: PostgreSQL (empty when not measured): index build seconds, per-query medians (wall, CPU), hits.
+    pg_build_s: float = 0.0
+    pg_ms: list[float] = field(default_factory=list)
+    pg_cpu_ms: list[float] = field(default_factory=list)
+    pg_hits: list[int] = field(default_factory=list)
 
     @property
     def build_mb_s(self) -> float:
@@ -211,7 +223,43 @@ def db_bytes(store: Any, path: Path) -> int:
     return pages * conn.execute("PRAGMA page_size").fetchone()[0]
 
 
-def measure_scale(size_mb: float, tmp: Path, log: Callable[[str], None], word_index: bool = False) -> ScaleResult:
+def _timed_queries(store: Any) -> tuple[list[float], list[float], list[int]]:
+    """Per query: median wall ms and CPU ms of QUERY_RUNS searches after a warm-up, and the hits."""
+    walls, cpus, hits = [], [], []
+    for _, query, _ in QUERIES:
+        hits.append(len(store.search(query, limit=20)))
+        times, cpu_times = [], []
+        for _ in range(QUERY_RUNS):
+            t0, c0 = time.perf_counter(), time.process_time()
+            store.search(query, limit=20)
+            times.append((time.perf_counter() - t0) * 1000)
+            cpu_times.append((time.process_time() - c0) * 1000)
+        walls.append(statistics.median(times))
+        cpus.append(statistics.median(cpu_times))
+    return walls, cpus, hits
+
+
+def measure_postgres(jsonl: Path, pg_url: str, result: ScaleResult, log: Callable[[str], None]) -> None:
+    """The same corpus on PostgreSQL, as an ordinary role (row-level security on): index build and queries."""
+    from bench.pgroles import role_store
+    from sessionstore import SessionStore
+    from sessionstore.interchange.importing import import_file
+    from sessionstore.storage.search import catch_up
+
+    with role_store(pg_url) as url, SessionStore.open(url) as store:
+        log(f"{result.size_mb:.0f} MB: importing into PostgreSQL")
+        import_file(store, str(jsonl), source="claude-code")
+        log(f"{result.size_mb:.0f} MB: building the PostgreSQL index")
+        start = time.perf_counter()
+        catch_up(store.db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
+        result.pg_build_s = time.perf_counter() - start
+        store.db.execute("ANALYZE").close()
+        log(f"{result.size_mb:.0f} MB: PostgreSQL queries")
+        result.pg_ms, result.pg_cpu_ms, result.pg_hits = _timed_queries(store)
+
+
+def measure_scale(size_mb: float, tmp: Path, log: Callable[[str], None], word_index: bool = False,
+                  pg_url: str | None = None) -> ScaleResult:
     """Build, import, index, query and rg one corpus size."""
     from sessionstore import SessionStore
     from sessionstore.interchange.importing import import_file
@@ -255,6 +303,8 @@ def measure_scale(size_mb: float, tmp: Path, log: Callable[[str], None], word_in
             result.words = compare_word_index(store, tmp)
     finally:
         store.close()
+    if pg_url:
+        measure_postgres(jsonl, pg_url, result, log)
     jsonl.unlink(missing_ok=True)
     return result
 
@@ -388,6 +438,8 @@ def section(results: list[ScaleResult], appends: dict[str, float], cmd: str) -> 
     )
     if small.words is not None:
         lines += _word_index_lines(small)
+    if any(r.pg_ms for r in results):
+        lines += _postgres_lines(results)
     slowdown = appends["slowdown"]
     lines.append(
         f"- appends ({APPENDS:,} per round, {APPEND_ROUNDS} rounds interleaved, same code): median "
@@ -397,6 +449,27 @@ def section(results: list[ScaleResult], appends: dict[str, float], cmd: str) -> 
         f"{verdict(slowdown <= TARGETS['append_slowdown'])}"
     )
     return "\n".join(lines)
+
+
+def _postgres_lines(results: list[ScaleResult]) -> list[str]:
+    """The PostgreSQL table: same corpus, same queries, ripgrep from the same run; its targets."""
+    lines = ["", "PostgreSQL, the same corpus imported as an ordinary role (row-level security on), the same "
+             "queries (median of 5 after a warm-up), ripgrep from the same run:", "",
+             "| corpus | index build | p50 wall (CPU) | p95 wall (CPU) | ripgrep p50 | target p50 <= 30 ms, "
+             "p95 <= 150 ms |", "|---|---|---|---|---|---|"]
+    for r in results:
+        if not r.pg_ms:
+            continue
+        p50, p95 = percentile(r.pg_ms, 50), percentile(r.pg_ms, 95)
+        lines.append(f"| {r.size_mb:.0f} MB | {r.size_mb / r.pg_build_s:.1f} MB/s ({r.pg_build_s:.0f} s) | "
+                     f"{p50:.1f} ({percentile(r.pg_cpu_ms, 50):.1f}) ms | {p95:.1f} ({percentile(r.pg_cpu_ms, 95):.1f}) "
+                     f"ms | {percentile(r.rg_ms, 50):.0f} ms | p50 {verdict(p50 <= 30)}, p95 {verdict(p95 <= 150)} |")
+    lines += ["", "| kind | query | " + " | ".join(f"{r.size_mb:.0f} MB PostgreSQL | hits" for r in results if r.pg_ms)
+              + " |", "|---|---|" + "---|---|" * sum(1 for r in results if r.pg_ms)]
+    for i, (kind, query, _) in enumerate(QUERIES):
+        cells = [f"{r.pg_ms[i]:.2f} ({r.pg_cpu_ms[i]:.2f}) | {r.pg_hits[i]}" for r in results if r.pg_ms]
+        lines.append(f"| {kind} | `{query}` | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def _word_index_lines(r: ScaleResult) -> list[str]:
@@ -429,6 +502,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scales", default="1,5", help="comma-separated multiples of --size-mb")
     parser.add_argument("--quick", action="store_true", help=f"one ~{QUICK_MB} MB corpus (smoke run)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "RESULTS.md", help="markdown file to update")
+    parser.add_argument("--pg-url", default=os.environ.get("SESSIONSTORE_TEST_PG_URL"),
+                        help="PostgreSQL superuser URL for the PostgreSQL section (default SESSIONSTORE_TEST_PG_URL)")
+    parser.add_argument("--no-pg", action="store_true", help="SQLite only")
     return parser.parse_args(argv)
 
 
@@ -442,7 +518,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
         for i, size in enumerate(sizes):
-            results.append(measure_scale(size, Path(tmp), log, word_index=i == 0))
+            results.append(measure_scale(size, Path(tmp), log, word_index=i == 0,
+                                         pg_url=None if args.no_pg else args.pg_url))
         log("appends without and with the search tables")
         appends = append_rates(Path(tmp), APPENDS, APPEND_ROUNDS)
     cmd = "python bench/search.py" + (

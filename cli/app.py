@@ -16,25 +16,8 @@ from rich.text import Text
 from sessionstore import SessionStoreError
 from sessionstore.usage import cost_text, hit_rate_text, session_usage
 
-from . import (
-    browsecmd,
-    chatcmd,
-    compactcmd,
-    dbcmd,
-    deletecmd,
-    doctorcmd,
-    evalcmd,
-    forkcmd,
-    importcmd,
-    mcpcmd,
-    pincmd,
-    pipelinecmd,
-    recallcmd,
-    searchcmd,
-    showcmd,
-    usagecmd,
-    watchcmd,
-)
+from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, forkcmd, importcmd, mcpcmd,
+               pincmd, pipelinecmd, recallcmd, searchcmd, sharecmd, showcmd, usagecmd, watchcmd)
 from . import secretscmd
 from .common import (
     INT64_MAX,
@@ -148,20 +131,19 @@ class _OneLineFormatter(logging.Formatter):
 def sessions_cmd(
     db: DbOption = None,
     json_out: JsonOption = False,
-    limit: Annotated[
-        int, typer.Option(help="How many sessions to show.", callback=bounded("--limit", 0, MAX_LIMIT))
-    ] = 50,
-    offset: Annotated[
-        int, typer.Option(help="Skip this many (paging).", callback=bounded("--offset", 0, INT64_MAX))
-    ] = 0,
+    limit: Annotated[int, typer.Option(help="How many sessions to show.",
+                                       callback=bounded("--limit", 0, MAX_LIMIT))] = 50,
+    offset: Annotated[int, typer.Option(help="Skip this many (paging).",
+                                        callback=bounded("--offset", 0, INT64_MAX))] = 0,
+    host: Annotated[Optional[str], typer.Option(help="Only sessions captured on this host.")] = None,
 ) -> None:
-    """List sessions, most recently updated first.
+    """List sessions, most recently updated first (with whose they are, on a shared store).
 
-    Example: sessionstore sessions --limit 10 --json
+    Example: sessionstore sessions --limit 10 --host laptop --json
     """
     with open_store(db, read_only=True) as store:
-        rows = store.list(limit=limit, offset=offset)
-        some = bool(rows) or (limit == 0 and bool(store.list(limit=1, offset=offset)))
+        rows = store.list(limit=limit, offset=offset, host=host)
+        some = bool(rows) or (limit == 0 and bool(store.list(limit=1, offset=offset, host=host)))
         usage = session_usage(store, [r["id"] for r in rows]) if json_out or console.width >= COST_COLUMN_FROM else {}
     if json_out:
         print_json([{**r, "cost_usd": usage[r["id"]].cost_usd} for r in rows])
@@ -397,23 +379,7 @@ def stats_cmd(
     console.print(table)
 
 
-for _module in (
-    compactcmd,
-    importcmd,
-    pipelinecmd,
-    doctorcmd,
-    chatcmd,
-    deletecmd,
-    searchcmd,
-    watchcmd,
-    browsecmd,
-    mcpcmd,
-    evalcmd,
-    recallcmd,
-    forkcmd,
-    showcmd,
-    usagecmd,
-    pincmd,
-):
+for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
+                mcpcmd, evalcmd, recallcmd, forkcmd, showcmd, usagecmd, pincmd, sharecmd):
     _module.register(app)
 secretscmd.register(app)

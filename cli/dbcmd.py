@@ -10,7 +10,7 @@ from sessionstore.storage.config import default_db_url
 from sessionstore.storage.db import open_engine
 from sessionstore.storage.migrate import current_revision, head_revision, upgrade, alembic_config
 
-from .common import DbOption, JsonOption, print_json
+from .common import DbOption, JsonOption, open_store, print_json
 
 app = typer.Typer(help="Schema migrations (Alembic).", no_args_is_help=True)
 
@@ -67,3 +67,31 @@ def history_cmd(json_out: JsonOption = False) -> None:
         return
     for r in revs:
         typer.echo(f"{r.revision}  {r.doc}")
+
+
+@app.command("grant")
+def grant_cmd(role: Annotated[str, typer.Argument(help="An existing PostgreSQL role.")], db: DbOption = None) -> None:
+    """Let a role use this store (run by the owner of its tables): rows in and out, no schema changes.
+
+    Row-level security keeps each role to its own sessions and those shared with it.
+    Example: sessionstore db grant alice --db postgresql://owner@db.example/sessions
+    """
+    from sessionstore.storage.ownership import grant
+
+    with open_store(db) as store:
+        schema = grant(store, role)
+    typer.echo(f"{role} may now use the store in schema {schema}")
+
+
+@app.command("revoke")
+def revoke_cmd(role: Annotated[str, typer.Argument(help="A role given access with `db grant`.")],
+               db: DbOption = None) -> None:
+    """Take a role's access to this store away (its sessions stay, still its own).
+
+    Example: sessionstore db revoke alice
+    """
+    from sessionstore.storage.ownership import revoke
+
+    with open_store(db) as store:
+        schema = revoke(store, role)
+    typer.echo(f"{role} may no longer use the store in schema {schema}")

@@ -67,6 +67,7 @@ def search_cmd(
         Optional[str], typer.Option(help="Only sessions whose working directory is under this path.")
     ] = None,
     in_: Annotated[str, typer.Option("--in", help="active, compacted or all.")] = "all",
+    host: Annotated[Optional[str], typer.Option(help="Only sessions captured on this host.")] = None,
     limit: Annotated[int, typer.Option(help="How many hits at most.", callback=bounded("--limit", 1, MAX_LIMIT))] = 20,
     db: DbOption = None,
     json_out: JsonOption = False,
@@ -77,9 +78,8 @@ def search_cmd(
     with open_store(db, read_only=True) as store:
         _catch_up_with_progress(store)
         # One hit past the page tells whether the page holds them all (then `total` is exact).
-        hits = store.search(
-            query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_, limit=min(limit + 1, LIMIT_MAX)
-        )
+        hits = store.search(query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_,
+                            limit=min(limit + 1, LIMIT_MAX), host=host)
     more = len(hits) > limit
     hits = hits[:limit]
     if json_out:

@@ -87,32 +87,24 @@ def sessions_table(
     `costs` (session id -> cost text) adds a cost column from COST_COLUMN_FROM columns up.
     """
     ids = [source_id(r) if source_id else "" for r in rows]
-    cells = [
-        tuple(
-            map(
-                one_line,
-                (
-                    r["id"][:8],
-                    ids[i],
-                    _forked(r) + " ".join((r["title"] or "").split()),
-                    short_model(r["model"]),
-                    f"{r['messages']:,}",
-                    f"{r['view_tokens']:,}",
-                    short_time(r["updated_at"]),
-                    (costs or {}).get(r["id"], ""),
-                ),
-            )
-        )
-        for i, r in enumerate(rows)
-    ]
-    heads = ("id", "source id", "title", "model", "msgs", "tokens", "updated", "cost")
+    cells = [tuple(map(one_line, (r["id"][:8], ids[i], _forked(r) + " ".join((r["title"] or "").split()),
+                                  short_model(r["model"]), f"{r['messages']:,}", f"{r['view_tokens']:,}",
+                                  short_time(r["updated_at"]), (costs or {}).get(r["id"], ""),
+                                  ellipsize(r.get("owner"), 12), ellipsize(r.get("host"), 12))))
+             for i, r in enumerate(rows)]
+    heads = ("id", "source id", "title", "model", "msgs", "tokens", "updated", "cost", "owner", "host")
     with_cost = costs is not None and width >= COST_COLUMN_FROM
-    shown = [i for i in range(len(heads)) if (i != 1 or any(ids)) and (i != 7 or with_cost)]
+    # Whose session, once the list holds more than one owner's (sessions shared with you); the host,
+    # once it holds sessions from more than one machine. `--json` always has both.
+    owners = len({r.get("owner") for r in rows}) > 1
+    hosts = len({r.get("host") for r in rows}) > 1
+    hidden = {1: not any(ids), 7: not with_cost, 8: not owners, 9: not hosts}
+    shown = [i for i in range(len(heads)) if not hidden.get(i, False)]
     widths = {i: max([len(heads[i])] + [len(c[i]) for c in cells]) for i in shown}
     widths[3] = min(widths[3], 12)
     if 1 in widths:
         widths[1] = min(widths[1], 14)
-    for column, narrow in ((1, 8), (3, 10), (6, 11)):
+    for column, narrow in ((1, 8), (3, 10), (6, 11), (8, 8), (9, 8)):
         if _fixed(widths, shown) + 10 > width and column in widths:
             widths[column] = min(widths[column], narrow)
     widths[2] = max(6, min(widths[2], width - _fixed(widths, shown)))

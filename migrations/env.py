@@ -24,11 +24,25 @@ def _configure_and_run(connection: Connection) -> None:
         transaction_per_migration=False,
     )
     with context.begin_transaction():
-        if connection.dialect.name == "postgresql":
-            connection.execute(
-                text("SELECT pg_advisory_xact_lock(735501)")
-            )  # MIGRATION_LOCK in sessionstore.storage.migrate
+        if connection.dialect.name != "postgresql":
+            context.run_migrations()
+            return
+        connection.execute(text("SELECT pg_advisory_xact_lock(735501)"))  # MIGRATION_LOCK in sessionstore.storage.migrate
+        forced = _unforce_row_security(connection)
         context.run_migrations()
+        for table in forced:
+            connection.execute(text(f'ALTER TABLE IF EXISTS "{table}" FORCE ROW LEVEL SECURITY'))
+
+
+def _unforce_row_security(connection) -> list[str]:
+    """Lift FORCE ROW LEVEL SECURITY for the migration's transaction, so the owning role's data
+    migrations see every owner's rows; the caller forces it again before the commit."""
+    forced = [row[0] for row in connection.execute(text(
+        "SELECT c.relname FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace "
+        "AND c.relkind = 'r' AND c.relforcerowsecurity"))]
+    for table in forced:
+        connection.execute(text(f'ALTER TABLE "{table}" NO FORCE ROW LEVEL SECURITY'))
+    return forced
 
 
 def run_migrations_offline() -> None:

@@ -198,6 +198,13 @@ def test_no_command_writes_the_key(
     run("show", sid, "1")
     run("fork", sid)
     run("browse", ok=False)  # refuses without a terminal: one line, exit 2
+    run("pins", sid)
+    for args in (("pin", sid, "no-such-message"), ("unpin", sid, "no-such-message")):
+        run(*args, ok=False)  # no such message: one line, exit 2
+    run("shares")
+    for args in (("share", sid, "--with", "bob"), ("unshare", sid, "--with", "bob"), ("db", "grant", "bob"),
+                 ("db", "revoke", "bob")):
+        run(*args, ok=False)  # PostgreSQL only: one line, exit 2 on SQLite
     run("delete", spill_sid, "--yes")
     commands = _app_commands() - SERVERS
     assert commands <= {_ran(tuple(c.split()), commands) for c, _ in outputs}, "a command of the app is not run here"

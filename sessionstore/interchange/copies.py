@@ -97,7 +97,7 @@ def record_file(db: "Database", source: str, path: str, session_id: str, bytes_d
     """Remember how much of `path` is in `session_id` (insert or move forward)."""
     db.execute(
         "INSERT INTO import_files (source, path, session_id, bytes_done, lines_done, prefix_sha256, updated_at) "
-        "VALUES (:s, :p, :id, :b, :n, :sha, :now) ON CONFLICT (source, path) DO UPDATE SET "
+        "VALUES (:s, :p, :id, :b, :n, :sha, :now) ON CONFLICT (owner, source, path) DO UPDATE SET "
         "session_id = excluded.session_id, bytes_done = excluded.bytes_done, lines_done = excluded.lines_done, "
         "prefix_sha256 = excluded.prefix_sha256, updated_at = excluded.updated_at",
         {

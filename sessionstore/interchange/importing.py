@@ -336,6 +336,7 @@ class _Write:
             attempts.append(importer)
             writer = _Writer(db, self.path, self.source, existing, self.strict, self.progress, importer)
             writer.own_key = own_key
+            writer.host = self.store.config.host_name()
             if note:
                 writer.warnings.append(note)
             return writer.run()
@@ -381,9 +382,10 @@ def _imported_source(db: "Database", path: str) -> str | None:
 
 
 def _lock_file(db: "Database", source: str, path: str) -> None:
-    """Serialize importers of one file or session (PostgreSQL; SQLite's write transactions are serialized already)."""
+    """Serialize importers of one file, on every machine (PostgreSQL; SQLite's write transactions are serialized
+    already): the lock is named by the file's name, which a synced copy keeps."""
     if not db.is_sqlite:
-        key = int.from_bytes(hashlib.sha256(f"{source}\0{path}".encode()).digest()[:8], "big", signed=True)
+        key = int.from_bytes(hashlib.sha256(f"{source}\0{Path(path).name}".encode()).digest()[:8], "big", signed=True)
         db.execute("SELECT pg_advisory_xact_lock(:k)", {"k": key}).close()
 
 
@@ -433,6 +435,8 @@ class _Writer:
         self.last_time: float | None = None
         #: The source key of a file that shares a stored session's source id but not its content.
         self.own_key: str | None = None
+        #: The machine a new session is recorded as captured on.
+        self.host: str | None = None
 
     def run(self) -> ImportResult:
         if self.existing:
@@ -485,15 +489,10 @@ class _Writer:
     def _create_session(self) -> None:
         now = time.time()
         self.db.execute(
-            "INSERT INTO sessions (id, title, context_window, created_at, updated_at, metadata_json) "
-            "VALUES (:id, :title, :cw, :now, :now, :meta)",
-            {
-                "id": self.session_id,
-                "title": Path(self.path).stem,
-                "cw": 200_000,
-                "now": now,
-                "meta": dumps({"imported_from": self.source}),
-            },
+            "INSERT INTO sessions (id, title, context_window, created_at, updated_at, metadata_json, host) "
+            "VALUES (:id, :title, :cw, :now, :now, :meta, :host)",
+            {"id": self.session_id, "title": Path(self.path).stem, "cw": 200_000, "now": now,
+             "meta": dumps({"imported_from": self.source}), "host": self.host},
         ).close()
 
     def _load_existing(self) -> None:

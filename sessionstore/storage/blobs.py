@@ -44,7 +44,7 @@ def put_blob(db: "Database", data: bytes) -> str:
         packed, compression = data, RAW
     db.execute(
         "INSERT INTO blobs (sha256, size, compression, data, created_at) "
-        "VALUES (:sha, :size, :compression, :data, :now) ON CONFLICT (sha256) DO NOTHING",
+        "VALUES (:sha, :size, :compression, :data, :now) ON CONFLICT DO NOTHING",
         {"sha": sha, "size": len(data), "compression": compression, "data": packed, "now": time.time()},
     ).close()
     return sha

@@ -126,6 +126,9 @@ class Config:
     #: `watch`: longest a burst of writes is gathered (ms) before its lines are imported.
     watch_debounce_ms: int = 200
 
+    #: The machine sessions are recorded as captured on (`sessions --host`); empty: this host's name.
+    host: str = ""
+
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -167,6 +170,11 @@ class Config:
     def pins_budget(self, context_window: int) -> int:
         """Tokens a session's pinned messages may take together (`pins_max_tokens`, else 5%)."""
         return self.pins_max_tokens or max(1, context_window // 20)
+    def host_name(self) -> str:
+        """The host new sessions record: `SESSIONSTORE_HOST`, else this machine's name."""
+        import socket
+
+        return (self.host.strip() or socket.gethostname() or "unknown")[:255]
 
     def replace(self, **changes: Any) -> "Config":
         """A copy with some fields changed."""

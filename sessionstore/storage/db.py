@@ -24,7 +24,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 
 from sessionstore.credentials import hide_url_credentials
 
-from .errors import DatabaseUnavailable, ReadOnlyStore, SessionStoreError, StoreBusy
+from .errors import DatabaseUnavailable, ReadOnlySession, ReadOnlyStore, SessionNotFound, SessionStoreError, StoreBusy
 from . import faults
 from .faults import fault_in
 
@@ -207,6 +207,17 @@ def restore_transactions(dbapi_conn: Any) -> None:
         pass
 
 
+def restore_transactions(dbapi_conn: Any) -> None:
+    """Turn a psycopg connection's autocommit off (rolling back anything open), so BEGIN means one transaction."""
+    if getattr(dbapi_conn, "closed", False) or not dbapi_conn.autocommit:
+        return
+    try:
+        dbapi_conn.rollback()
+        dbapi_conn.autocommit = False
+    except Exception:  # a broken connection: the pool's pre-ping replaces it
+        pass
+
+
 class Database:
     """One DBAPI connection with dialect-neutral SQL and retried write transactions."""
 
@@ -336,6 +347,8 @@ class Database:
                         return body(self)
                 return self._write_once(body, session_id, point)
             except Exception as exc:  # narrowed below
+                if self.is_denied(exc):
+                    raise ReadOnlySession(f"this role may not write there: {' '.join(str(exc).split())[:200]}") from exc
                 if not self.is_transient(exc) or attempt == self.write_retries:
                     if self.is_transient(exc):
                         raise StoreBusy(f"database stayed busy after {self.write_retries} retries: {exc}") from exc
@@ -353,7 +366,7 @@ class Database:
             armed = self.fault_scope = point if faults.TARGET is not None else ""
             try:
                 if session_id is not None and not self.is_sqlite:
-                    self.execute("SELECT id FROM sessions WHERE id = :id FOR UPDATE", {"id": session_id})
+                    self._lock_session(session_id)
                 if armed:
                     fault_in(self, "begin")
                 result = body(self)
@@ -369,6 +382,26 @@ class Database:
             finally:
                 self._in_write = False
                 self.fault_scope = ""
+
+    def _lock_session(self, session_id: str) -> None:
+        """Lock the session row for the write, and name its owner for the rows the write adds.
+
+        Rows of a session take its owner (`sessionstore_writer()` reads the setting), so a role
+        writing a session shared with it writes them as the owner's. Row-level security returns
+        no row to a role that may not write the session: refused before anything is written.
+        """
+        row = self.one("SELECT set_config('sessionstore.owner', owner, true) FROM sessions WHERE id = :id FOR UPDATE",
+                       {"id": session_id})
+        if row is None:
+            if self.one("SELECT 1 FROM sessions WHERE id = :id", {"id": session_id}) is None:
+                raise SessionNotFound(f"no session {session_id!r}")
+            raise ReadOnlySession(f"session {session_id} is shared with this role read-only")
+
+    def is_denied(self, exc: BaseException) -> bool:
+        """PostgreSQL refused the statement by privilege or row-level security (SQLSTATE 42501)."""
+        if self.is_sqlite:
+            return False
+        return getattr(getattr(exc, "diag", None), "sqlstate", None) == "42501" or getattr(exc, "sqlstate", None) == "42501"
 
     def is_transient(self, exc: BaseException) -> bool:
         """Lock contention, serialization failures and deadlocks: safe to retry."""

@@ -216,19 +216,21 @@ def _foreign_key_orphans(db: "Database") -> list[Problem]:
     """The foreign_key_check of PostgreSQL: child rows whose parent row is gone."""
     problems = []
     for table in Base.metadata.tables.values():
-        for fk in table.foreign_keys:
-            child, parent = fk.parent.name, fk.column
+        for fk in table.foreign_key_constraints:
+            pairs = [(e.parent.name, e.column.name) for e in fk.elements]
+            parent = fk.referred_table.name
+            # A key with a NULL column refers to nothing (MATCH SIMPLE), as the database itself reads it.
+            present = " AND ".join(f"c.{child} IS NOT NULL" for child, _ in pairs)
+            same = " AND ".join(f"p.{col} = c.{child}" for child, col in pairs)
             count = db.one(
-                f"SELECT COUNT(*) FROM {table.name} c WHERE c.{child} IS NOT NULL AND NOT EXISTS "
-                f"(SELECT 1 FROM {parent.table.name} p WHERE p.{parent.name} = c.{child})"
+                f"SELECT COUNT(*) FROM {table.name} c WHERE {present} AND NOT EXISTS "
+                f"(SELECT 1 FROM {parent} p WHERE {same})"
             )[0]
             if count:
-                problems.append(
-                    Problem(
-                        "foreign_key",
-                        f"{count} row(s) of {table.name}.{child} point at missing {parent.table.name}.{parent.name}",
-                    )
-                )
+                children = ", ".join(child for child, _ in pairs)
+                parents = ", ".join(col for _, col in pairs)
+                problems.append(Problem("foreign_key", f"{count} row(s) of {table.name}.{children} point at "
+                                        f"missing {parent}.{parents}"))
     return problems
 
 

@@ -78,3 +78,7 @@ class DatabaseUnavailable(SessionStoreError):
 
 class ConfigError(SessionStoreError, ValueError):
     """A configuration value (a `SESSIONSTORE_<FIELD>` variable) that cannot be used."""
+
+
+class ReadOnlySession(SessionStoreError, PermissionError):
+    """The session is visible to this role but not writable by it (shared read-only, or the database refused)."""

@@ -51,6 +51,14 @@ _COPY_REPLACEMENT = (
     "SELECT :fork, tool_use_id, kind, replacement, blob_sha256, original_size, created_at FROM replacements "
     "WHERE session_id = :parent AND tool_use_id = :tool"
 )
+#: The blobs of the copied replacements, as the fork's owner's (blobs are kept per owner since revision
+#: 0009; forking a session shared with you copies its spilled results into your own).
+_COPY_BLOBS = (
+    "INSERT INTO blobs (sha256, size, compression, data, created_at) "
+    "SELECT b.sha256, b.size, b.compression, b.data, b.created_at FROM blobs b JOIN replacements r "
+    "ON r.blob_sha256 = b.sha256 AND r.owner = b.owner WHERE r.session_id = :parent AND r.tool_use_id = :tool "
+    "ON CONFLICT (owner, sha256) DO NOTHING"
+)
 _LINEAGE_COLUMNS = (
     "f.session_id, f.parent_id, f.kind, f.view_version, f.message_uuid, f.message_seq, f.boundary_index, "
     "f.entries, f.created_at, p.id, p.title"
@@ -134,7 +142,8 @@ def fork(
 ) -> "Session":
     """A new session holding the parent's view at `at` / before boundary `before_boundary` / now.
 
-    One transaction, with the parent's row locked so no rewrite moves the view while it is read.
+    One transaction, reading the parent's view from one snapshot (SQLite: the write lock) so no rewrite
+    moves it while it is read; the fork is the forking role's session, also from one shared read-only.
     """
     from .session import Session
 
@@ -145,11 +154,16 @@ def fork(
     fork_id = str(uuid_mod.uuid4())
 
     def body(db: "Database") -> dict[str, Any]:
+        if not db.is_sqlite:
+            # One snapshot for the whole read: the parent's row is not locked, since a role may fork a
+            # session shared with it read-only (SQLite's write transaction already excludes writers).
+            db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").close()
         cut = _read_cut(parent, at, before_boundary)
         return _write_fork(db, parent, fork_id, cut, title)
 
     try:
-        row = parent.db.run_write(body, session_id=parent.id, point="fork")
+        # Not locked by the parent's id: the fork's rows are the forking role's own, not the parent owner's.
+        row = parent.db.run_write(body, point="fork")
     finally:
         parent.invalidate()
     return Session(parent.store, row)
@@ -305,23 +319,16 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
     from .rewrite import tail_state_for
 
     now = time.time()
-    row = {
-        "id": fork_id,
-        "title": title if title is not None else parent.title,
-        "cwd": parent.cwd,
-        "model": parent.model,
-        "context_window": parent.context_window,
-        "created_at": now,
-        "updated_at": now,
-        "parent_id": None,
-        "metadata_json": "{}",
-    }
-    db.execute(
+    row = {"id": fork_id, "title": title if title is not None else parent.title, "cwd": parent.cwd,
+           "model": parent.model, "context_window": parent.context_window, "created_at": now, "updated_at": now,
+           "parent_id": None, "metadata_json": "{}", "host": parent.store.config.host_name()}
+    # The fork is the forking role's session (PostgreSQL: current_user), made on this machine.
+    row["owner"] = db.one(
         "INSERT INTO sessions (id, title, cwd, model, context_window, created_at, updated_at, parent_id, "
-        "metadata_json) VALUES (:id, :title, :cwd, :model, :context_window, :created_at, :updated_at, "
-        ":parent_id, :metadata_json)",
+        "metadata_json, host) VALUES (:id, :title, :cwd, :model, :context_window, :created_at, :updated_at, "
+        ":parent_id, :metadata_json, :host) RETURNING owner",
         row,
-    ).close()
+    )[0]
     entries = cut.entries
     db.executemany(
         _COPY_MESSAGE,
@@ -336,7 +343,9 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
         [(fork_id, 0, (i + 1) * KEY_GAP, i + 1, None, replaced[i], entries[i].tokens) for i in range(explicit)],
     )
     tools = sorted({t for e in entries if e.replaced and e.role == "user" for t in _replaced_results(e)})
-    db.executemany(_COPY_REPLACEMENT, [{"fork": fork_id, "parent": parent.id, "tool": t} for t in tools])
+    copies = [{"fork": fork_id, "parent": parent.id, "tool": t} for t in tools]
+    db.executemany(_COPY_BLOBS, [{"parent": c["parent"], "tool": c["tool"]} for c in copies])
+    db.executemany(_COPY_REPLACEMENT, copies)
     fault_in(db, "after_view_rows")
     tail = tail_state_for(db, fork_id, [(i + 1, replaced[i]) for i in range(len(entries))])
     db.execute(

@@ -11,10 +11,12 @@ from sqlalchemy import (
     Boolean,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Text,
     UniqueConstraint,
@@ -31,6 +33,14 @@ NAMING = {
 
 #: Enough for any seq/key; plain INTEGER on SQLite so it stays a 64-bit rowid type.
 BigInt = BigInteger().with_variant(Integer(), "sqlite")
+
+#: The single implicit owner of every row on SQLite (PostgreSQL: the role, `current_user`).
+LOCAL_OWNER = "local"
+
+
+def owner_column() -> Mapped[str]:
+    """Whose row it is: on PostgreSQL its session's owner (revision 0009 sets the default), on SQLite 'local'."""
+    return mapped_column(String(63), nullable=False, server_default=text(f"'{LOCAL_OWNER}'"))
 
 
 class Base(DeclarativeBase):
@@ -62,8 +72,16 @@ class SessionRow(Base):
     #: Last assistant turn's tool_use ids and which are answered (append validation in O(1)).
     tail_state: Mapped[str] = mapped_column(Text, nullable=False, server_default="{}")
     compact_failures: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    #: Whose session it is (row-level security on PostgreSQL is by this column).
+    owner: Mapped[str] = owner_column()
+    #: The machine it was captured on (SESSIONSTORE_HOST, else the host name).
+    host: Mapped[str | None] = mapped_column(String(255))
 
-    __table_args__ = (Index("ix_sessions_updated_at", "updated_at"),)
+    __table_args__ = (
+        Index("ix_sessions_updated_at", "updated_at"),
+        Index("uq_sessions_id_owner", "id", "owner", unique=True),
+        Index("ix_sessions_owner_host", "owner", "host"),
+    )
 
 
 class MessageRow(Base):
@@ -71,7 +89,11 @@ class MessageRow(Base):
 
     __tablename__ = "messages"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     seq: Mapped[int] = mapped_column(BigInt, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(100), nullable=False)
     parent_uuid: Mapped[str | None] = mapped_column(String(100))
@@ -101,7 +123,11 @@ class ViewEntryRow(Base):
 
     __tablename__ = "view_entries"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     valid_from: Mapped[int] = mapped_column(Integer, primary_key=True)
     #: Sort key within a view; sparse so a rewrite can insert without renumbering.
     key: Mapped[int] = mapped_column(BigInt, primary_key=True)
@@ -137,6 +163,8 @@ class CompactionRow(Base):
 
     __tablename__ = "compactions"
 
+    owner: Mapped[str] = owner_column()
+
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
     boundary_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
@@ -171,11 +199,15 @@ class BlobRow(Base):
 
     __tablename__ = "blobs"
 
-    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = owner_column()
+    sha256: Mapped[str] = mapped_column(String(64))
     size: Mapped[int] = mapped_column(BigInt, nullable=False)
     compression: Mapped[str] = mapped_column(String(16), nullable=False)
     data: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+    #: One copy per owner and digest: a blob is never shared across owners by its hash alone.
+    __table_args__ = (PrimaryKeyConstraint("owner", "sha256", name="pk_blobs"),)
 
 
 class ReplacementRow(Base):
@@ -183,13 +215,22 @@ class ReplacementRow(Base):
 
     __tablename__ = "replacements"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     tool_use_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
     replacement: Mapped[str] = mapped_column(Text, nullable=False)
-    blob_sha256: Mapped[str | None] = mapped_column(String(64), ForeignKey("blobs.sha256"))
+    blob_sha256: Mapped[str | None] = mapped_column(String(64))
     original_size: Mapped[int | None] = mapped_column(BigInt)
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+    __table_args__ = (
+        ForeignKeyConstraint(["owner", "blob_sha256"], ["blobs.owner", "blobs.sha256"],
+                             name="fk_replacements_owner_blobs"),
+    )
 
 
 class SessionMemoryRow(Base):
@@ -197,7 +238,11 @@ class SessionMemoryRow(Base):
 
     __tablename__ = "session_memory"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     notes: Mapped[str] = mapped_column(Text, nullable=False)
     covers_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
     covers_uuid: Mapped[str | None] = mapped_column(String(100))
@@ -211,7 +256,11 @@ class PinRow(Base):
 
     __tablename__ = "pins"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     seq: Mapped[int] = mapped_column(BigInt, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(100), nullable=False)
     #: What the pinned text costs in the view (the pin budget is the sum).
@@ -226,7 +275,11 @@ class SourceLineRow(Base):
 
     __tablename__ = "source_lines"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     line_no: Mapped[int] = mapped_column(BigInt, primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
     entry_type: Mapped[str | None] = mapped_column(String(64))
@@ -239,7 +292,11 @@ class ImportRow(Base):
 
     __tablename__ = "imports"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     source: Mapped[str] = mapped_column(String(32), nullable=False)
     source_key: Mapped[str] = mapped_column(String(500), nullable=False)
     path: Mapped[str] = mapped_column(Text, nullable=False)
@@ -249,7 +306,7 @@ class ImportRow(Base):
     updated_at: Mapped[float] = mapped_column(Float, nullable=False)
 
     __table_args__ = (
-        UniqueConstraint("source", "source_key"),
+        UniqueConstraint("owner", "source", "source_key"),
         Index("ix_imports_source_key", "source_key"),
         Index("ix_imports_path", "path"),
     )
@@ -260,6 +317,8 @@ class ImportFileRow(Base):
 
     __tablename__ = "import_files"
 
+    #: Part of the key since revision 0009: each owner reads files of their own (one path, one row per owner).
+    owner: Mapped[str] = mapped_column(String(63), primary_key=True, server_default=text(f"'{LOCAL_OWNER}'"))
     source: Mapped[str] = mapped_column(String(32), primary_key=True)
     path: Mapped[str] = mapped_column(Text, primary_key=True)
     session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
@@ -279,7 +338,11 @@ class PipelineStateRow(Base):
 
     __tablename__ = "pipeline_states"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     view_version: Mapped[int] = mapped_column(Integer, nullable=False)
     #: View entries the state covers (a prefix of that version's view).
     scanned: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -292,7 +355,11 @@ class SearchMarkRow(Base):
 
     __tablename__ = "search_marks"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     indexed_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
 
 
@@ -305,7 +372,11 @@ class SessionForkRow(Base):
 
     __tablename__ = "session_forks"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     parent_id: Mapped[str] = mapped_column(String(36), nullable=False)
     #: message (`--at`), boundary (`--before-boundary`) or current (the parent's active view).
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
@@ -328,7 +399,11 @@ class UsageMarkRow(Base):
 
     __tablename__ = "usage_marks"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     counted_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
 
 
@@ -339,6 +414,8 @@ class UsageStateRow(Base):
     """
 
     __tablename__ = "usage_state"
+
+    owner: Mapped[str] = owner_column()
 
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
     last_rowid: Mapped[int] = mapped_column(BigInt, nullable=False)
@@ -351,7 +428,11 @@ class UsageResponseRow(Base):
 
     __tablename__ = "usage_responses"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     #: The API message id, or `seq:<n>` for a message with usage but no id.
     response_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     #: Hours since the Unix epoch (UTC) of the response's first piece.
@@ -371,7 +452,11 @@ class UsageRollupRow(Base):
 
     __tablename__ = "usage_rollup"
 
-    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    owner: Mapped[str] = owner_column()
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
     hour: Mapped[int] = mapped_column(BigInt, primary_key=True)
     model: Mapped[str] = mapped_column(String(200), primary_key=True)
     band: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -383,6 +468,22 @@ class UsageRollupRow(Base):
     cache_read: Mapped[int] = mapped_column(BigInt, nullable=False)
 
     __table_args__ = (Index("ix_usage_rollup_hour", "hour"),)
+class SessionShareRow(Base):
+    """A session its owner shares with another role, read-only or not (row-level security reads it)."""
+
+    __tablename__ = "session_shares"
+
+    session_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    grantee: Mapped[str] = mapped_column(String(63), primary_key=True)
+    owner: Mapped[str] = owner_column()
+    read_only: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("false"))
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+    __table_args__ = (
+        ForeignKeyConstraint(["session_id", "owner"], ["sessions.id", "sessions.owner"],
+                             name="fk_session_shares_session_id_sessions", ondelete="CASCADE"),
+        Index("ix_session_shares_grantee", "grantee"),
+    )
 
 
 #: The search index's engine-specific tables (SQLite FTS5 and its shadow tables, PostgreSQL's

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from .errors import SessionStoreError
 from .fastjson import loads_stored
+from .ownership import writable_clause
 
 if TYPE_CHECKING:
     from .db import Database
@@ -97,6 +98,8 @@ class Filters:
     cwd: str | None = None
     in_: str = "all"
     limit: int = 20
+    #: Only sessions captured on this host (`sessions.host`).
+    host: str | None = None
 
 
 # ------------------------------------------------------------------ extraction
@@ -269,14 +272,19 @@ def catch_up(
 
     `progress(n)` is called after each committed batch with the messages it indexed.
     """
+    # Only sessions this role may write get indexed by it (index rows are written as the session
+    # owner's); a session shared read-only is searched as far as its writers indexed it.
+    mine = "1" if db.is_sqlite else "CASE WHEN s.owner = current_user THEN 1 ELSE 0 END"
     lagging = db.all(
-        "SELECT s.id FROM sessions s LEFT JOIN search_marks m ON m.session_id = s.id "
-        "WHERE (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) > COALESCE(m.indexed_seq, 0)"
+        f"SELECT s.id, {mine} FROM sessions s LEFT JOIN search_marks m ON m.session_id = s.id "
+        "WHERE (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) > COALESCE(m.indexed_seq, 0) "
+        f"AND {writable_clause(db, 's')}"
     )
     done = 0
-    for (sid,) in lagging:
+    for sid, own in lagging:
         while True:
-            added, more = db.run_write(partial(_index_batch, sid=sid, max_chars=max_chars, batch_chars=batch_chars))
+            added, more = db.run_write(lambda d, sid=sid: _index_batch(d, sid, max_chars, batch_chars),
+                                       session_id=None if own else sid)
             done += added
             if progress is not None:
                 progress(added)
@@ -473,16 +481,15 @@ def search(store: "SessionStore", query: str, filters: Filters) -> list[Hit]:
     session_id = store.get(filters.session).id if filters.session else None
     catch_up(store.index_db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
     with store.db.read() as db:
-        rows = _matches(db, terms, filters, session_id, since)
-        bodies = _bodies(db, [r[0] for r in rows])
+        rows, bodies = _matches(db, terms, filters, session_id, since)
         boundaries = _boundaries_of(db, [(r[1], r[2]) for r in rows if not r[9]])
     return [_hit(r, bodies.get(r[0], ""), terms, boundaries) for r in rows]
 
 
-def _matches(
-    db: "Database", terms: list[str], filters: Filters, session_id: str | None, since: str | None
-) -> list[Any]:
-    """The page of matching rows: (doc key, session, seq, role, timestamp, uuid, title, cwd, rank, active)."""
+def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str | None,
+             since: str | None) -> tuple[list[Any], dict[Any, str]]:
+    """The page of matching rows, (doc key, session, seq, role, timestamp, uuid, title, cwd, rank, active),
+    and their indexed text by doc key (for snippets)."""
     params: dict[str, Any] = {"limit": int(filters.limit)}
     where: list[str] = []
     if db.is_sqlite:
@@ -495,7 +502,10 @@ def _matches(
     joined = f"{source} JOIN sessions s ON s.id = {alias}.session_id" if needs_session else source
     if db.is_sqlite and "match" in params:
         _window(db, joined, where, params)
-    ranked = db.all(f"SELECT {columns} FROM {joined} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit", params)
+    ranked_sql = f"SELECT {columns} FROM {joined} WHERE {' AND '.join(where) or '1 = 1'} ORDER BY {order} LIMIT :limit"
+    if not db.is_sqlite:
+        return _postgres_page(db, ranked_sql, params)
+    ranked = db.all(ranked_sql, params)
     out = []
     for key, sid, seq, kind, timestamp, rank in ranked:
         row = db.one(
@@ -505,7 +515,20 @@ def _matches(
         )
         if row is not None:
             out.append((key, sid, int(seq), kind, timestamp, row[0], row[1], row[2], rank, bool(row[3])))
-    return out
+    return out, _bodies(db, [r[0] for r in out])
+
+
+def _postgres_page(db: "Database", ranked_sql: str, params: dict[str, Any]) -> tuple[list[Any], dict[Any, str]]:
+    """The ranked page with each hit's message, session and indexed text, in one round trip (a server's
+    round trips, not its work, are what a page of 20 hits would otherwise cost)."""
+    rows = db.all(
+        f"SELECT r.key, r.session_id, r.seq, r.kind, r.timestamp, m.uuid, s.title, s.cwd, r.score, {_active('m')}, "
+        f"b.body FROM ({ranked_sql}) r(key, session_id, seq, kind, timestamp, score) "
+        "JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq JOIN sessions s ON s.id = m.session_id "
+        "JOIN search_docs b ON b.session_id = r.session_id AND b.seq = r.seq "
+        "ORDER BY r.score DESC, r.timestamp DESC NULLS LAST, r.seq DESC", params)
+    out = [(r[0], r[1], int(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9])) for r in rows]
+    return out, {r[0]: r[10] or "" for r in rows}
 
 
 def _active(alias: str) -> str:
@@ -534,11 +557,14 @@ def _filter_clauses(
         where.append("(s.cwd = :cwd OR s.cwd LIKE :cwd_like ESCAPE '\\')")
         params["cwd"] = prefix
         params["cwd_like"] = _like(prefix.rstrip("/") + "/")[1:]
+    if filters.host is not None:
+        where.append("s.host = :host")
+        params["host"] = filters.host
     if filters.in_ == "active":
         where.append(_active(alias))
     elif filters.in_ == "compacted":
         where.append(f"NOT {_active(alias)}")
-    return bool(filters.cwd) or filters.in_ != "all"
+    return bool(filters.cwd) or filters.host is not None or filters.in_ != "all"
 
 
 def _window(db: "Database", joined: str, where: list[str], params: dict[str, Any]) -> None:
@@ -589,16 +615,14 @@ def _sqlite_match(terms: list[str], params: dict[str, Any], where: list[str]) ->
 
 def _postgres_match(terms: list[str], params: dict[str, Any], where: list[str]) -> tuple[str, str, str]:
     """(columns, source, order): ILIKE per term (pg_trgm's index), ranked by the tsvector against the words."""
-    for i, term in enumerate(terms):
-        where.append(f"d.body ILIKE :t{i}")
-        params[f"t{i}"] = _like(term)
+    # The matching runs in sessionstore_search_keys() (revision 0009): under row-level security
+    # PostgreSQL would not use the trigram index for an ILIKE; the function applies the same rule.
+    params["patterns"] = [_like(term) for term in terms]
     params["words"] = " ".join(terms)
-    return (
-        "d.session_id || ':' || d.seq, d.session_id, d.seq, d.kind, d.timestamp, "
-        "ts_rank(d.tsv, plainto_tsquery('simple', :words)) AS score",
-        "search_docs d",
-        "score DESC, d.timestamp DESC NULLS LAST, d.seq DESC",
-    )
+    return ("d.session_id || ':' || d.seq, d.session_id, d.seq, d.kind, d.timestamp, "
+            "ts_rank(d.tsv, plainto_tsquery('simple', :words)) AS score",
+            "sessionstore_search_keys(:patterns) k JOIN search_docs d ON d.session_id = k.session_id AND d.seq = k.seq",
+            "score DESC, d.timestamp DESC NULLS LAST, d.seq DESC")
 
 
 def _bodies(db: "Database", keys: list[Any]) -> dict[Any, str]:

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from .errors import DuplicateUuid, InvalidMessage, SessionNotFound, StoreBusy
+from .errors import DuplicateUuid, InvalidMessage, ReadOnlySession, SessionNotFound, StoreBusy
 from .faults import fault_in
 from .fastjson import loads_stored
 from .gcpause import gc_paused
@@ -106,6 +106,9 @@ class Session:
         self.created_at: float = float(row["created_at"])
         self.parent_id: str | None = row.get("parent_id")
         self.metadata: dict[str, Any] = dict(row.get("metadata") or {})
+        #: Whose session it is (PostgreSQL role; 'local' on SQLite) and the host it was captured on.
+        self.owner: str | None = row.get("owner")
+        self.host: str | None = row.get("host")
         self._state: ViewState | None = None
         self._entries: list[ViewEntry] | None = None
         self._cached_at: tuple[int, int] | None = None
@@ -210,12 +213,10 @@ class Session:
         state, rows, tails = self._validated(self.db, prepared, self._state)
         point = "append" if len(prepared) == 1 else "append_many"
         try:
-            written = self.db.run_write(
-                lambda db: _insert_checked(db, self.id, state.view_version, rows),
-                point=point,
-                single_statement=len(rows) == 1,
-            )
-        except _LostRace:
+            written = self.db.run_write(lambda db: _insert_checked(db, self.id, state.view_version, rows),
+                                        point=point, single_statement=len(rows) == 1)
+        except (_LostRace, ReadOnlySession):
+            # A session shared with this role is written as its owner's, under the session lock.
             written = False
         if not written:
             self._state = None

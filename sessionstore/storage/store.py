@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import Config, default_db_url
 from .db import Database, open_database, shown_url
-from .errors import SessionNotFound, SessionStoreError
+from .errors import ReadOnlySession, SessionNotFound, SessionStoreError
 from .migrate import SCHEMA_HEAD, ensure_current, require_current, stored_revision
 from .resolve import resolve_session_id
 from .session import Session
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 #: Largest context window the sessions table holds (a 32-bit INTEGER on PostgreSQL).
 MAX_CONTEXT_WINDOW = 2**31 - 1
-SESSION_COLUMNS = "id, title, cwd, model, context_window, created_at, updated_at, parent_id, metadata_json"
+SESSION_COLUMNS = "id, title, cwd, model, context_window, created_at, updated_at, parent_id, metadata_json, owner, host"
 
 
 class SessionStore:
@@ -113,8 +113,9 @@ class SessionStore:
         cwd: str | None = None,
         parent_id: str | None = None,
         session_id: str | None = None,
+        host: str | None = None,
     ) -> Session:
-        """Create an empty session and return its handle."""
+        """Create an empty session and return its handle; it records `host` (default: this machine's)."""
         for name, value in (("title", title), ("model", model), ("cwd", cwd)):
             if value is not None and "\x00" in value:
                 raise SessionStoreError(f"{name} contains a NUL character")
@@ -137,18 +138,19 @@ class SessionStore:
             "updated_at": now,
             "parent_id": parent_id,
             "metadata_json": "{}",
+            "host": host or self.config.host_name(),
         }
 
-        def insert(db: Database) -> None:
-            db.execute(
+        def insert(db: Database) -> str:
+            return str(db.one(
                 "INSERT INTO sessions (id, title, cwd, model, context_window, created_at, updated_at, "
-                "parent_id, metadata_json) VALUES (:id, :title, :cwd, :model, :context_window, "
-                ":created_at, :updated_at, :parent_id, :metadata_json)",
+                "parent_id, metadata_json, host) VALUES (:id, :title, :cwd, :model, :context_window, "
+                ":created_at, :updated_at, :parent_id, :metadata_json, :host) RETURNING owner",
                 row,
-            ).close()
+            )[0])
 
-        self.db.run_write(insert)
-        return Session(self, row)
+        owner = self.db.run_write(insert)
+        return Session(self, {**row, "owner": owner})
 
     def get(self, session_id: str) -> Session:
         """The session named by its id, its source tool's id, or a unique prefix of either."""
@@ -156,10 +158,13 @@ class SessionStore:
         row = self.db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = :id", {"id": resolved})
         if row is None:
             raise SessionNotFound(f"no session {session_id!r}")
-        return Session(self, _session_dict(row))
+        return Session(self, {**_session_dict(row), "owner": row[9], "host": row[10]})
 
-    def list(self, *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
-        """Sessions newest first (by last update), with their counters and source ids, one page.
+    def list(self, *, limit: int = 50, offset: int = 0, host: str | None = None) -> list[dict[str, Any]]:
+        """Sessions newest first (by last update), with their counters, source ids, owner and host, one page.
+
+        `host` keeps the sessions captured on that host. Only sessions this role may see are
+        listed: the database decides (row-level security on PostgreSQL).
 
         Appends do not write the session row, so each session's last appended message
         (one index lookup per session) supplies its current counters and update time.
@@ -169,11 +174,12 @@ class SessionStore:
             "SELECT * FROM (SELECT s.id, s.title, s.cwd, s.model, s.context_window, s.created_at, "
             "COALESCE(m.written_at, s.updated_at) AS updated, s.parent_id, s.metadata_json, "
             "COALESCE(m.seq, s.last_seq), COALESCE(m.view_tokens, s.view_tokens), s.view_version, "
-            "i.source, i.source_key "
+            "i.source, i.source_key, s.owner, s.host "
             f"FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND m.seq > s.last_seq AND m.seq = {last} "
             "LEFT JOIN imports i ON i.session_id = s.id"
+            f"{' WHERE s.host = :host' if host is not None else ''}"
             ") t ORDER BY updated DESC, id LIMIT :limit OFFSET :offset",
-            {"limit": int(limit), "offset": int(offset)},
+            {"limit": int(limit), "offset": int(offset), "host": host},
         )
         out = []
         for row in rows:
@@ -183,6 +189,8 @@ class SessionStore:
             info["view_version"] = int(row[11])
             info["source"] = row[12]
             info["source_id"] = row[13]
+            info["owner"] = row[14]
+            info["host"] = row[15]
             out.append(info)
         return _with_lineage(self.db, out)
 
@@ -210,9 +218,13 @@ class SessionStore:
             ):
                 db.execute(f"DELETE FROM {table} WHERE session_id = :id", {"id": session.id}).close()
             db.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = :id", {"id": session.id}).close()
-            db.execute("DELETE FROM sessions WHERE id = :id", {"id": session.id}).close()
+            cur = db.execute("DELETE FROM sessions WHERE id = :id", {"id": session.id})
+            deleted = cur.rowcount
+            cur.close()
+            if deleted != 1:  # row-level security: a session shared with this role is not its to delete
+                raise ReadOnlySession(f"session {session.id} is not yours to delete (it is shared with you)")
 
-        self.db.run_write(remove)
+        self.db.run_write(remove, session_id=session.id)
 
 
 def _with_lineage(db: Database, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .fastjson import loads_stored
+from .ownership import writable_clause
 
 if TYPE_CHECKING:
     from .db import Database
@@ -107,6 +108,11 @@ def hour_of(timestamp: str | None, fallback: float) -> int:
 
 def lagging_sessions(db: "Database", session_ids: Sequence[str] | None = None) -> list[str]:
     """Sessions holding messages above their usage mark (all of them, or those among `session_ids`)."""
+    return [r[0] for r in _lagging_of(db, session_ids)]
+
+
+def _lagging_of(db: "Database", session_ids: Sequence[str] | None) -> list[Any]:
+    """`_lagging` for all sessions or those among `session_ids`."""
     where = ""
     params: dict[str, Any] = {}
     if session_ids is not None:
@@ -114,13 +120,23 @@ def lagging_sessions(db: "Database", session_ids: Sequence[str] | None = None) -
             return []
         names = [f"s{i}" for i in range(len(session_ids))]
         where = f" AND s.id IN ({', '.join(':' + n for n in names)})"
-        params = dict(zip(names, session_ids, strict=True))
-    rows = db.all(
-        "SELECT s.id FROM sessions s LEFT JOIN usage_marks m ON m.session_id = s.id "
-        "WHERE (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) > COALESCE(m.counted_seq, 0)" + where,
+        params = dict(zip(names, session_ids))
+    return _lagging(db, where, params)
+
+
+def _lagging(db: "Database", where: str, params: dict[str, Any]) -> list[Any]:
+    """(session, whether this role owns it) of the lagging sessions this role may write.
+
+    Usage rows are written as the session owner's (revision 0009), so a session shared read-only is
+    counted as far as its writers counted it, like the search index.
+    """
+    mine = "1" if db.is_sqlite else "CASE WHEN s.owner = current_user THEN 1 ELSE 0 END"
+    return db.all(
+        f"SELECT s.id, {mine} FROM sessions s LEFT JOIN usage_marks m ON m.session_id = s.id "
+        "WHERE (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) > COALESCE(m.counted_seq, 0) "
+        f"AND {writable_clause(db, 's')}" + where,
         params,
     )
-    return [r[0] for r in rows]
 
 
 def catch_up(db: "Database", session_ids: Sequence[str] | None = None) -> int:
@@ -136,9 +152,10 @@ def catch_up(db: "Database", session_ids: Sequence[str] | None = None) -> int:
     if session_ids is not None:
         tail = None
     done = 0
-    for sid in lagging_sessions(db, session_ids):
+    for sid, own in _lagging_of(db, session_ids):
         while True:
-            counted, more = db.run_write(partial(_count_batch, sid=sid))
+            # A session shared writable is locked by id, which names its owner for the rows written.
+            counted, more = db.run_write(lambda d, sid=sid: _count_batch(d, sid), session_id=None if own else sid)
             done += counted
             if not more:
                 break
