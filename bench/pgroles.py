@@ -41,9 +41,13 @@ def role_store(admin_url: str, *, forced: bool = True) -> Iterator[str]:
         SessionStore.open(url).close()
         if not forced:
             with psycopg.connect(libpq(url), autocommit=True) as conn:
-                tables = [r[0] for r in conn.execute(
-                    "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace "
-                    "AND relkind = 'r' AND relforcerowsecurity")]
+                tables = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace "
+                        "AND relkind = 'r' AND relforcerowsecurity"
+                    )
+                ]
                 for table in tables:
                     conn.execute(f'ALTER TABLE "{table}" NO FORCE ROW LEVEL SECURITY')
         yield url

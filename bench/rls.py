@@ -74,8 +74,11 @@ def measure(pg_url: str, n: int, rounds: int) -> dict[str, Any]:
                 rate, sid = _append_rate(url, msgs)
                 out["append"][label].append(rate)
                 out["resume"][label].append(_resume_ms(url, sid))
-                print(f"round {r + 1} {label}: {rate:,.0f} appends/s, resume {out['resume'][label][-1]:.1f} ms",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"round {r + 1} {label}: {rate:,.0f} appends/s, resume {out['resume'][label][-1]:.1f} ms",
+                    file=sys.stderr,
+                    flush=True,
+                )
     out["append_slowdown"] = statistics.median(1 - w / o for o, w in zip(out["append"]["none"], out["append"]["rls"]))
     out["resume_slowdown"] = statistics.median(w / o - 1 for o, w in zip(out["resume"]["none"], out["resume"]["rls"]))
     return out
@@ -85,29 +88,34 @@ def section(res: dict[str, Any], n: int, rounds: int, cmd: str) -> str:
     info = machine_info()
     verdict = lambda ok: "met" if ok else "**missed**"  # noqa: E731
     a, r = res["append"], res["resume"]
-    return "\n".join([
-        "## Row-level security on PostgreSQL (bench/rls.py)",
-        "",
-        f"Run {info['date']} with `{cmd}`. {machine_line(info)} " + load_note(),
-        "",
-        f"{n:,} messages appended one per transaction, then the session resumed ({RESUMES} times, median), "
-        f"{rounds} rounds alternating between a store with row-level security forced (revision 0009) and the "
-        "same store without it, each as an ordinary role:",
-        "",
-        "| | RLS forced | without | median paired slowdown | target |",
-        "|---|---:|---:|---:|---|",
-        f"| append | {statistics.median(a['rls']):,.0f}/s | {statistics.median(a['none']):,.0f}/s | "
-        f"{res['append_slowdown']:+.1%} | <= 10%: {verdict(res['append_slowdown'] <= TARGET)} |",
-        f"| resume (open + active view) | {statistics.median(r['rls']):.1f} ms | "
-        f"{statistics.median(r['none']):.1f} ms | {res['resume_slowdown']:+.1%} | "
-        f"<= 10%: {verdict(res['resume_slowdown'] <= TARGET)} |",
-    ])
+    return "\n".join(
+        [
+            "## Row-level security on PostgreSQL (bench/rls.py)",
+            "",
+            f"Run {info['date']} with `{cmd}`. {machine_line(info)} " + load_note(),
+            "",
+            f"{n:,} messages appended one per transaction, then the session resumed ({RESUMES} times, median), "
+            f"{rounds} rounds alternating between a store with row-level security forced (revision 0009) and the "
+            "same store without it, each as an ordinary role:",
+            "",
+            "| | RLS forced | without | median paired slowdown | target |",
+            "|---|---:|---:|---:|---|",
+            f"| append | {statistics.median(a['rls']):,.0f}/s | {statistics.median(a['none']):,.0f}/s | "
+            f"{res['append_slowdown']:+.1%} | <= 10%: {verdict(res['append_slowdown'] <= TARGET)} |",
+            f"| resume (open + active view) | {statistics.median(r['rls']):.1f} ms | "
+            f"{statistics.median(r['none']):.1f} ms | {res['resume_slowdown']:+.1%} | "
+            f"<= 10%: {verdict(res['resume_slowdown'] <= TARGET)} |",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--pg-url", default=os.environ.get("SESSIONSTORE_TEST_PG_URL"),
-                        help="a PostgreSQL superuser URL (to create the roles); default SESSIONSTORE_TEST_PG_URL")
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get("SESSIONSTORE_TEST_PG_URL"),
+        help="a PostgreSQL superuser URL (to create the roles); default SESSIONSTORE_TEST_PG_URL",
+    )
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="500 messages, 3 rounds")

@@ -258,8 +258,9 @@ def measure_postgres(jsonl: Path, pg_url: str, result: ScaleResult, log: Callabl
         result.pg_ms, result.pg_cpu_ms, result.pg_hits = _timed_queries(store)
 
 
-def measure_scale(size_mb: float, tmp: Path, log: Callable[[str], None], word_index: bool = False,
-                  pg_url: str | None = None) -> ScaleResult:
+def measure_scale(
+    size_mb: float, tmp: Path, log: Callable[[str], None], word_index: bool = False, pg_url: str | None = None
+) -> ScaleResult:
     """Build, import, index, query and rg one corpus size."""
     from sessionstore import SessionStore
     from sessionstore.interchange.importing import import_file
@@ -453,19 +454,28 @@ def section(results: list[ScaleResult], appends: dict[str, float], cmd: str) -> 
 
 def _postgres_lines(results: list[ScaleResult]) -> list[str]:
     """The PostgreSQL table: same corpus, same queries, ripgrep from the same run; its targets."""
-    lines = ["", "PostgreSQL, the same corpus imported as an ordinary role (row-level security on), the same "
-             "queries (median of 5 after a warm-up), ripgrep from the same run:", "",
-             "| corpus | index build | p50 wall (CPU) | p95 wall (CPU) | ripgrep p50 | target p50 <= 30 ms, "
-             "p95 <= 150 ms |", "|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "PostgreSQL, the same corpus imported as an ordinary role (row-level security on), the same "
+        "queries (median of 5 after a warm-up), ripgrep from the same run:",
+        "",
+        "| corpus | index build | p50 wall (CPU) | p95 wall (CPU) | ripgrep p50 | target p50 <= 30 ms, p95 <= 150 ms |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in results:
         if not r.pg_ms:
             continue
         p50, p95 = percentile(r.pg_ms, 50), percentile(r.pg_ms, 95)
-        lines.append(f"| {r.size_mb:.0f} MB | {r.size_mb / r.pg_build_s:.1f} MB/s ({r.pg_build_s:.0f} s) | "
-                     f"{p50:.1f} ({percentile(r.pg_cpu_ms, 50):.1f}) ms | {p95:.1f} ({percentile(r.pg_cpu_ms, 95):.1f}) "
-                     f"ms | {percentile(r.rg_ms, 50):.0f} ms | p50 {verdict(p50 <= 30)}, p95 {verdict(p95 <= 150)} |")
-    lines += ["", "| kind | query | " + " | ".join(f"{r.size_mb:.0f} MB PostgreSQL | hits" for r in results if r.pg_ms)
-              + " |", "|---|---|" + "---|---|" * sum(1 for r in results if r.pg_ms)]
+        lines.append(
+            f"| {r.size_mb:.0f} MB | {r.size_mb / r.pg_build_s:.1f} MB/s ({r.pg_build_s:.0f} s) | "
+            f"{p50:.1f} ({percentile(r.pg_cpu_ms, 50):.1f}) ms | {p95:.1f} ({percentile(r.pg_cpu_ms, 95):.1f}) "
+            f"ms | {percentile(r.rg_ms, 50):.0f} ms | p50 {verdict(p50 <= 30)}, p95 {verdict(p95 <= 150)} |"
+        )
+    lines += [
+        "",
+        "| kind | query | " + " | ".join(f"{r.size_mb:.0f} MB PostgreSQL | hits" for r in results if r.pg_ms) + " |",
+        "|---|---|" + "---|---|" * sum(1 for r in results if r.pg_ms),
+    ]
     for i, (kind, query, _) in enumerate(QUERIES):
         cells = [f"{r.pg_ms[i]:.2f} ({r.pg_cpu_ms[i]:.2f}) | {r.pg_hits[i]}" for r in results if r.pg_ms]
         lines.append(f"| {kind} | `{query}` | " + " | ".join(cells) + " |")
@@ -502,8 +512,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scales", default="1,5", help="comma-separated multiples of --size-mb")
     parser.add_argument("--quick", action="store_true", help=f"one ~{QUICK_MB} MB corpus (smoke run)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "RESULTS.md", help="markdown file to update")
-    parser.add_argument("--pg-url", default=os.environ.get("SESSIONSTORE_TEST_PG_URL"),
-                        help="PostgreSQL superuser URL for the PostgreSQL section (default SESSIONSTORE_TEST_PG_URL)")
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get("SESSIONSTORE_TEST_PG_URL"),
+        help="PostgreSQL superuser URL for the PostgreSQL section (default SESSIONSTORE_TEST_PG_URL)",
+    )
     parser.add_argument("--no-pg", action="store_true", help="SQLite only")
     return parser.parse_args(argv)
 
@@ -518,8 +531,9 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
         for i, size in enumerate(sizes):
-            results.append(measure_scale(size, Path(tmp), log, word_index=i == 0,
-                                         pg_url=None if args.no_pg else args.pg_url))
+            results.append(
+                measure_scale(size, Path(tmp), log, word_index=i == 0, pg_url=None if args.no_pg else args.pg_url)
+            )
         log("appends without and with the search tables")
         appends = append_rates(Path(tmp), APPENDS, APPEND_ROUNDS)
     cmd = "python bench/search.py" + (

@@ -16,8 +16,26 @@ from rich.text import Text
 from sessionstore import SessionStoreError
 from sessionstore.usage import cost_text, hit_rate_text, session_usage
 
-from . import (browsecmd, chatcmd, compactcmd, dbcmd, deletecmd, doctorcmd, evalcmd, forkcmd, importcmd, mcpcmd,
-               pincmd, pipelinecmd, recallcmd, searchcmd, sharecmd, showcmd, usagecmd, watchcmd)
+from . import (
+    browsecmd,
+    chatcmd,
+    compactcmd,
+    dbcmd,
+    deletecmd,
+    doctorcmd,
+    evalcmd,
+    forkcmd,
+    importcmd,
+    mcpcmd,
+    pincmd,
+    pipelinecmd,
+    recallcmd,
+    searchcmd,
+    sharecmd,
+    showcmd,
+    usagecmd,
+    watchcmd,
+)
 from . import secretscmd
 from .common import (
     INT64_MAX,
@@ -131,10 +149,12 @@ class _OneLineFormatter(logging.Formatter):
 def sessions_cmd(
     db: DbOption = None,
     json_out: JsonOption = False,
-    limit: Annotated[int, typer.Option(help="How many sessions to show.",
-                                       callback=bounded("--limit", 0, MAX_LIMIT))] = 50,
-    offset: Annotated[int, typer.Option(help="Skip this many (paging).",
-                                        callback=bounded("--offset", 0, INT64_MAX))] = 0,
+    limit: Annotated[
+        int, typer.Option(help="How many sessions to show.", callback=bounded("--limit", 0, MAX_LIMIT))
+    ] = 50,
+    offset: Annotated[
+        int, typer.Option(help="Skip this many (paging).", callback=bounded("--offset", 0, INT64_MAX))
+    ] = 0,
     host: Annotated[Optional[str], typer.Option(help="Only sessions captured on this host.")] = None,
 ) -> None:
     """List sessions, most recently updated first (with whose they are, on a shared store).
@@ -379,7 +399,24 @@ def stats_cmd(
     console.print(table)
 
 
-for _module in (compactcmd, importcmd, pipelinecmd, doctorcmd, chatcmd, deletecmd, searchcmd, watchcmd, browsecmd,
-                mcpcmd, evalcmd, recallcmd, forkcmd, showcmd, usagecmd, pincmd, sharecmd):
+for _module in (
+    compactcmd,
+    importcmd,
+    pipelinecmd,
+    doctorcmd,
+    chatcmd,
+    deletecmd,
+    searchcmd,
+    watchcmd,
+    browsecmd,
+    mcpcmd,
+    evalcmd,
+    recallcmd,
+    forkcmd,
+    showcmd,
+    usagecmd,
+    pincmd,
+    sharecmd,
+):
     _module.register(app)
 secretscmd.register(app)

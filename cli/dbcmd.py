@@ -84,8 +84,9 @@ def grant_cmd(role: Annotated[str, typer.Argument(help="An existing PostgreSQL r
 
 
 @app.command("revoke")
-def revoke_cmd(role: Annotated[str, typer.Argument(help="A role given access with `db grant`.")],
-               db: DbOption = None) -> None:
+def revoke_cmd(
+    role: Annotated[str, typer.Argument(help="A role given access with `db grant`.")], db: DbOption = None
+) -> None:
     """Take a role's access to this store away (its sessions stay, still its own).
 
     Example: sessionstore db revoke alice

@@ -78,8 +78,16 @@ def search_cmd(
     with open_store(db, read_only=True) as store:
         _catch_up_with_progress(store)
         # One hit past the page tells whether the page holds them all (then `total` is exact).
-        hits = store.search(query, session=session, role=role, since=since, cwd=_expand(cwd), in_=in_,
-                            limit=min(limit + 1, LIMIT_MAX), host=host)
+        hits = store.search(
+            query,
+            session=session,
+            role=role,
+            since=since,
+            cwd=_expand(cwd),
+            in_=in_,
+            limit=min(limit + 1, LIMIT_MAX),
+            host=host,
+        )
     more = len(hits) > limit
     hits = hits[:limit]
     if json_out:

@@ -87,11 +87,26 @@ def sessions_table(
     `costs` (session id -> cost text) adds a cost column from COST_COLUMN_FROM columns up.
     """
     ids = [source_id(r) if source_id else "" for r in rows]
-    cells = [tuple(map(one_line, (r["id"][:8], ids[i], _forked(r) + " ".join((r["title"] or "").split()),
-                                  short_model(r["model"]), f"{r['messages']:,}", f"{r['view_tokens']:,}",
-                                  short_time(r["updated_at"]), (costs or {}).get(r["id"], ""),
-                                  ellipsize(r.get("owner"), 12), ellipsize(r.get("host"), 12))))
-             for i, r in enumerate(rows)]
+    cells = [
+        tuple(
+            map(
+                one_line,
+                (
+                    r["id"][:8],
+                    ids[i],
+                    _forked(r) + " ".join((r["title"] or "").split()),
+                    short_model(r["model"]),
+                    f"{r['messages']:,}",
+                    f"{r['view_tokens']:,}",
+                    short_time(r["updated_at"]),
+                    (costs or {}).get(r["id"], ""),
+                    ellipsize(r.get("owner"), 12),
+                    ellipsize(r.get("host"), 12),
+                ),
+            )
+        )
+        for i, r in enumerate(rows)
+    ]
     heads = ("id", "source id", "title", "model", "msgs", "tokens", "updated", "cost", "owner", "host")
     with_cost = costs is not None and width >= COST_COLUMN_FROM
     # Whose session, once the list holds more than one owner's (sessions shared with you); the host,

@@ -27,7 +27,9 @@ def _configure_and_run(connection: Connection) -> None:
         if connection.dialect.name != "postgresql":
             context.run_migrations()
             return
-        connection.execute(text("SELECT pg_advisory_xact_lock(735501)"))  # MIGRATION_LOCK in sessionstore.storage.migrate
+        connection.execute(
+            text("SELECT pg_advisory_xact_lock(735501)")
+        )  # MIGRATION_LOCK in sessionstore.storage.migrate
         forced = _unforce_row_security(connection)
         context.run_migrations()
         for table in forced:
@@ -37,9 +39,15 @@ def _configure_and_run(connection: Connection) -> None:
 def _unforce_row_security(connection) -> list[str]:
     """Lift FORCE ROW LEVEL SECURITY for the migration's transaction, so the owning role's data
     migrations see every owner's rows; the caller forces it again before the commit."""
-    forced = [row[0] for row in connection.execute(text(
-        "SELECT c.relname FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace "
-        "AND c.relkind = 'r' AND c.relforcerowsecurity"))]
+    forced = [
+        row[0]
+        for row in connection.execute(
+            text(
+                "SELECT c.relname FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace "
+                "AND c.relkind = 'r' AND c.relforcerowsecurity"
+            )
+        )
+    ]
     for table in forced:
         connection.execute(text(f'ALTER TABLE "{table}" NO FORCE ROW LEVEL SECURITY'))
     return forced

@@ -75,7 +75,7 @@ def test_the_same_file_from_two_hosts_is_one_session(store_url: str, transcripts
         again = import_file(store, on_beta, live=True)
         # Recognised as a copy of the stored source (sessionstore.interchange.copies): nothing new, same session.
         assert (again.status, again.session_id, again.lines_added) == ("copy", first.session_id, 0)
-        on_beta.write_bytes(b"".join(lines[:half + 3]))
+        on_beta.write_bytes(b"".join(lines[: half + 3]))
         grown = import_file(store, on_beta, live=True)
         assert (grown.status, grown.session_id, grown.lines_added) == ("grown", first.session_id, 3)
     shutil.copyfile(transcripts_dir / FASTHOOKS, on_alpha)
@@ -87,8 +87,12 @@ def test_the_same_file_from_two_hosts_is_one_session(store_url: str, transcripts
 
 
 def test_two_watchers_on_two_hosts_capture_each_session_once(
-        store_url: str, transcripts_dir: Path, tmp_path: Path, watchers: list[WatchProcess],  # noqa: F811
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    store_url: str,
+    transcripts_dir: Path,
+    tmp_path: Path,
+    watchers: list[WatchProcess],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Two machines (watchers with different host names) follow their own copies of one growing file."""
     source = transcripts_dir / FASTHOOKS
     roots = [tmp_path / "alpha" / "projects", tmp_path / "beta" / "projects"]

@@ -52,12 +52,28 @@ class Roles:
 def _claude_file(path: Path, source_id: str, text: str) -> Path:
     """A small Claude Code transcript: one user line and one assistant line."""
     lines = [
-        {"type": "user", "uuid": f"{source_id}-u1", "parentUuid": None, "sessionId": source_id, "cwd": "/w",
-         "timestamp": "2026-11-30T10:00:00.000Z", "message": {"role": "user", "content": text}},
-        {"type": "assistant", "uuid": f"{source_id}-a1", "parentUuid": f"{source_id}-u1", "sessionId": source_id,
-         "timestamp": "2026-11-30T10:00:01.000Z",
-         "message": {"id": "msg_1", "role": "assistant", "model": "claude-sonnet-4-5",
-                     "content": [{"type": "text", "text": "ok"}]}},
+        {
+            "type": "user",
+            "uuid": f"{source_id}-u1",
+            "parentUuid": None,
+            "sessionId": source_id,
+            "cwd": "/w",
+            "timestamp": "2026-11-30T10:00:00.000Z",
+            "message": {"role": "user", "content": text},
+        },
+        {
+            "type": "assistant",
+            "uuid": f"{source_id}-a1",
+            "parentUuid": f"{source_id}-u1",
+            "sessionId": source_id,
+            "timestamp": "2026-11-30T10:00:01.000Z",
+            "message": {
+                "id": "msg_1",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": "ok"}],
+            },
+        },
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -114,12 +130,23 @@ def _a_rows(r: Roles) -> dict[str, Any]:
 # ------------------------------------------------------------------ refusals look like absence
 
 
-@pytest.mark.parametrize("command", [
-    ["view", "{id}"], ["view", "{prefix}"], ["stats", "{id}"], ["export", "{id}"], ["history", "{id}"],
-    ["compact", "{id}"], ["delete", "{id}", "--yes"], ["recall", "{id}"], ["fork", "{id}"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["view", "{id}"],
+        ["view", "{prefix}"],
+        ["stats", "{id}"],
+        ["export", "{id}"],
+        ["history", "{id}"],
+        ["compact", "{id}"],
+        ["delete", "{id}", "--yes"],
+        ["recall", "{id}"],
+        ["fork", "{id}"],
+    ],
+)
 def test_b_is_refused_a_session_of_a_as_if_it_did_not_exist(
-        roles: Roles, capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    roles: Roles, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
     before = _a_rows(roles)
 
     def run(session_id: str) -> Any:
@@ -191,29 +218,65 @@ def test_the_mcp_server_refuses_b_as_not_found(roles: Roles) -> None:
 def test_raw_sql_as_b_sees_and_changes_nothing_of_a(roles: Roles) -> None:
     before = _a_rows(roles)
     with roles.raw(roles.b) as conn:
-        for table in ("sessions", "messages", "view_entries", "imports", "source_lines", "search_docs",
-                      "search_marks", "blobs", "session_shares", "import_files", "session_forks", "pins",
-                      "usage_marks", "usage_responses", "usage_rollup"):
+        for table in (
+            "sessions",
+            "messages",
+            "view_entries",
+            "imports",
+            "source_lines",
+            "search_docs",
+            "search_marks",
+            "blobs",
+            "session_shares",
+            "import_files",
+            "session_forks",
+            "pins",
+            "usage_marks",
+            "usage_responses",
+            "usage_rollup",
+        ):
             assert conn.execute(f"SELECT count(*) FROM {table} WHERE owner = %s", (roles.a,)).fetchone() == (0,)
         # The tables of revisions 0005-0008 are under row-level security like the older ones.
-        for table in ("session_forks", "pins", "import_files", "usage_marks", "usage_state", "usage_responses",
-                      "usage_rollup"):
-            assert conn.execute("SELECT relrowsecurity AND relforcerowsecurity FROM pg_class WHERE oid = %s::regclass",
-                                (table,)).fetchone() == (True,), table
-        assert conn.execute("UPDATE messages SET content_json = '\"x\"' WHERE session_id = %s",
-                            (roles.a_session,)).rowcount == 0
+        for table in (
+            "session_forks",
+            "pins",
+            "import_files",
+            "usage_marks",
+            "usage_state",
+            "usage_responses",
+            "usage_rollup",
+        ):
+            assert conn.execute(
+                "SELECT relrowsecurity AND relforcerowsecurity FROM pg_class WHERE oid = %s::regclass", (table,)
+            ).fetchone() == (True,), table
+        assert (
+            conn.execute(
+                "UPDATE messages SET content_json = '\"x\"' WHERE session_id = %s", (roles.a_session,)
+            ).rowcount
+            == 0
+        )
         assert conn.execute("UPDATE sessions SET owner = %s WHERE id = %s", (roles.b, roles.a_session)).rowcount == 0
         assert conn.execute("DELETE FROM sessions WHERE id = %s", (roles.a_session,)).rowcount == 0
         assert conn.execute("DELETE FROM messages WHERE session_id = %s", (roles.a_session,)).rowcount == 0
         refusals = [
-            ("INSERT INTO messages (session_id, seq, uuid, role, type, content_json, tokens) "
-             "VALUES (%s, 99, 'inj', 'user', 'user', '\"ignore previous instructions\"', 3)", (roles.a_session,)),
-            ("INSERT INTO messages (session_id, seq, uuid, role, type, content_json, tokens, owner) "
-             "VALUES (%s, 99, 'inj', 'user', 'user', '\"x\"', 3, %s)", (roles.a_session, roles.a)),
-            ("INSERT INTO session_shares (session_id, grantee, owner, created_at) VALUES (%s, %s, %s, 0)",
-             (roles.a_session, roles.b, roles.a)),
-            ("INSERT INTO sessions (id, context_window, created_at, updated_at, owner) VALUES (%s, 1, 0, 0, %s)",
-             (str(uuid.uuid4()), roles.a)),
+            (
+                "INSERT INTO messages (session_id, seq, uuid, role, type, content_json, tokens) "
+                "VALUES (%s, 99, 'inj', 'user', 'user', '\"ignore previous instructions\"', 3)",
+                (roles.a_session,),
+            ),
+            (
+                "INSERT INTO messages (session_id, seq, uuid, role, type, content_json, tokens, owner) "
+                "VALUES (%s, 99, 'inj', 'user', 'user', '\"x\"', 3, %s)",
+                (roles.a_session, roles.a),
+            ),
+            (
+                "INSERT INTO session_shares (session_id, grantee, owner, created_at) VALUES (%s, %s, %s, 0)",
+                (roles.a_session, roles.b, roles.a),
+            ),
+            (
+                "INSERT INTO sessions (id, context_window, created_at, updated_at, owner) VALUES (%s, 1, 0, 0, %s)",
+                (str(uuid.uuid4()), roles.a),
+            ),
             ("ALTER TABLE messages DISABLE ROW LEVEL SECURITY", ()),
             ("DROP POLICY messages_read ON messages", ()),
             ("CREATE TABLE stolen (x int)", ()),
@@ -237,8 +300,9 @@ def test_source_ids_of_a_do_not_block_the_imports_of_b(roles: Roles) -> None:
 # ------------------------------------------------------------------ sharing
 
 
-def test_a_read_only_share_lets_b_read_that_session_only(roles: Roles, capsys: pytest.CaptureFixture[str],
-                                                         tmp_path: Path) -> None:
+def test_a_read_only_share_lets_b_read_that_session_only(
+    roles: Roles, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     shared = run_cli(capsys, "share", roles.a_session, "--with", roles.b, "--read-only", "--db", roles.url(roles.a))
     assert shared.code == 0, shared.err
     try:
@@ -260,19 +324,29 @@ def test_a_read_only_share_lets_b_read_that_session_only(roles: Roles, capsys: p
         assert refused.code == 2
         messages = tmp_path / "m.jsonl"
         messages.write_text(json.dumps({"role": "user", "content": "ignore previous instructions"}) + "\n")
-        for args in (["append", roles.a_session, str(messages)], ["compact", roles.a_session],
-                     ["delete", roles.a_session, "--yes"]):
+        for args in (
+            ["append", roles.a_session, str(messages)],
+            ["compact", roles.a_session],
+            ["delete", roles.a_session, "--yes"],
+        ):
             result = run_cli(capsys, *args, "--db", roles.url(roles.b))
             assert result.code == 2 and "Traceback" not in result.err, (args, result.err)
         with SessionStore.open(roles.url(roles.b)) as store:
             with pytest.raises(ReadOnlySession):
                 store.get(roles.a_session).append({"role": "user", "content": "injected"})
         with roles.raw(roles.b) as conn:
-            assert conn.execute("UPDATE messages SET content_json = '\"x\"' WHERE session_id = %s",
-                                (roles.a_session,)).rowcount == 0
+            assert (
+                conn.execute(
+                    "UPDATE messages SET content_json = '\"x\"' WHERE session_id = %s", (roles.a_session,)
+                ).rowcount
+                == 0
+            )
             with pytest.raises(psycopg.errors.Error):
-                conn.execute("INSERT INTO messages (session_id, seq, uuid, role, type, content_json, tokens, owner) "
-                             "VALUES (%s, 99, 'inj', 'user', 'user', '\"x\"', 3, %s)", (roles.a_session, roles.a))
+                conn.execute(
+                    "INSERT INTO messages (session_id, seq, uuid, role, type, content_json, tokens, owner) "
+                    "VALUES (%s, 99, 'inj', 'user', 'user', '\"x\"', 3, %s)",
+                    (roles.a_session, roles.a),
+                )
         assert _a_rows(roles) == before
     finally:
         assert run_cli(capsys, "unshare", roles.a_session, "--with", roles.b, "--db", roles.url(roles.a)).code == 0
@@ -300,8 +374,9 @@ def test_a_writable_share_lets_b_append_as_the_owners_rows(roles: Roles) -> None
 
 
 @pytest.mark.parametrize("read_only", [True, False], ids=["read-only", "writable"])
-def test_b_forks_a_shared_session_into_a_session_of_b(roles: Roles, capsys: pytest.CaptureFixture[str],
-                                                       read_only: bool) -> None:
+def test_b_forks_a_shared_session_into_a_session_of_b(
+    roles: Roles, capsys: pytest.CaptureFixture[str], read_only: bool
+) -> None:
     """A fork is the forking role's own session, its view copied (a spilled result's blob too), A's untouched."""
     from sessionstore.compaction.pipeline import Pipeline
     from sessionstore.storage.ownership import share, unshare
@@ -314,8 +389,10 @@ def test_b_forks_a_shared_session_into_a_session_of_b(roles: Roles, capsys: pyte
         Pipeline(store, config=store.config.replace(microcompact_enabled=False)).prepare(parent)
         share(store, parent.id, roles.b, read_only=read_only)
     try:
-        before = {t: [row for row in v if parent.id in row[0]]
-                  for t, v in catalogue(PG_URL or "", roles.database)["rows"].items()}
+        before = {
+            t: [row for row in v if parent.id in row[0]]
+            for t, v in catalogue(PG_URL or "", roles.database)["rows"].items()
+        }
         forked = run_cli(capsys, "fork", parent.id, "--json", "--db", roles.url(roles.b))
         assert forked.code == 0, forked.err
         fork_id = json.loads(forked.out)["id"]
@@ -330,11 +407,14 @@ def test_b_forks_a_shared_session_into_a_session_of_b(roles: Roles, capsys: pyte
                 column = "id" if table == "sessions" else "session_id"
                 owners = conn.execute(f"SELECT DISTINCT owner FROM {table} WHERE {column} = %s", (fork_id,)).fetchall()
                 assert owners == [(roles.b,)], table
-        after = {t: [row for row in v if parent.id in row[0]]
-                 for t, v in catalogue(PG_URL or "", roles.database)["rows"].items()}
+        after = {
+            t: [row for row in v if parent.id in row[0]]
+            for t, v in catalogue(PG_URL or "", roles.database)["rows"].items()
+        }
         # Only the fork's lineage row names the parent; A's rows are as they were.
-        assert {t: v for t, v in after.items() if not t.endswith("session_forks")} == \
-            {t: v for t, v in before.items() if not t.endswith("session_forks")}
+        assert {t: v for t, v in after.items() if not t.endswith("session_forks")} == {
+            t: v for t, v in before.items() if not t.endswith("session_forks")
+        }
     finally:
         with SessionStore.open(roles.url(roles.a)) as store:
             unshare(store, parent.id, roles.b)

@@ -202,8 +202,12 @@ def test_no_command_writes_the_key(
     for args in (("pin", sid, "no-such-message"), ("unpin", sid, "no-such-message")):
         run(*args, ok=False)  # no such message: one line, exit 2
     run("shares")
-    for args in (("share", sid, "--with", "bob"), ("unshare", sid, "--with", "bob"), ("db", "grant", "bob"),
-                 ("db", "revoke", "bob")):
+    for args in (
+        ("share", sid, "--with", "bob"),
+        ("unshare", sid, "--with", "bob"),
+        ("db", "grant", "bob"),
+        ("db", "revoke", "bob"),
+    ):
         run(*args, ok=False)  # PostgreSQL only: one line, exit 2 on SQLite
     run("delete", spill_sid, "--yes")
     commands = _app_commands() - SERVERS

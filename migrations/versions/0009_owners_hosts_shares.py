@@ -21,6 +21,7 @@ Existing rows are owned by the role running the upgrade (PostgreSQL) or by 'loca
 Revision ID: 0009
 Revises: 0008
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -38,8 +39,10 @@ LOCAL_OWNER = "local"
 #: them as the owner, applying the policies' rule itself (see SEARCH_KEYS).
 UNFORCED = ("search_docs", "session_shares")
 OWNER_TYPE = sa.String(63)
-WRITER = ("CREATE OR REPLACE FUNCTION sessionstore_writer() RETURNS varchar LANGUAGE sql STABLE AS "
-          "$$ SELECT COALESCE(NULLIF(current_setting('sessionstore.owner', true), ''), current_user)::varchar $$")
+WRITER = (
+    "CREATE OR REPLACE FUNCTION sessionstore_writer() RETURNS varchar LANGUAGE sql STABLE AS "
+    "$$ SELECT COALESCE(NULLIF(current_setting('sessionstore.owner', true), ''), current_user)::varchar $$"
+)
 #: Substring search under row-level security. PostgreSQL will not use an index for a condition that is
 #: not leakproof (ILIKE) on a table with policies, so the trigram index would go unused and every search
 #: would scan the whole index table. This function runs as the tables' owner (for whom search_docs and
@@ -74,8 +77,10 @@ OWNER_FIXED = (
 def _shared(table: str, writable: bool) -> str:
     """A share of this row's session, by its owner, to the current role (writable: not read-only)."""
     ro = " AND NOT h.read_only" if writable else ""
-    return (f"EXISTS (SELECT 1 FROM session_shares h WHERE h.session_id = {table}.session_id "
-            f"AND h.owner = {table}.owner AND h.grantee = current_user{ro})")
+    return (
+        f"EXISTS (SELECT 1 FROM session_shares h WHERE h.session_id = {table}.session_id "
+        f"AND h.owner = {table}.owner AND h.grantee = current_user{ro})"
+    )
 
 
 def _may_write(table: str) -> str:
@@ -113,8 +118,12 @@ def upgrade() -> None:
         sa.Column("owner", OWNER_TYPE, nullable=False, server_default=default),
         sa.Column("read_only", sa.Boolean(), nullable=False, server_default=sa.text("false")),
         sa.Column("created_at", sa.Float(), nullable=False),
-        sa.ForeignKeyConstraint(["session_id", "owner"], ["sessions.id", "sessions.owner"],
-                                name="fk_session_shares_session_id_sessions", ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["session_id", "owner"],
+            ["sessions.id", "sessions.owner"],
+            name="fk_session_shares_session_id_sessions",
+            ondelete="CASCADE",
+        ),
         sa.PrimaryKeyConstraint("session_id", "grantee", name="pk_session_shares"),
     )
     op.create_index("ix_session_shares_grantee", "session_shares", ["grantee"])
@@ -130,8 +139,7 @@ def upgrade() -> None:
         batch.drop_constraint("pk_blobs", type_="primary")
         batch.create_primary_key("pk_blobs", ["owner", "sha256"])
     with op.batch_alter_table("replacements") as batch:
-        batch.create_foreign_key("fk_replacements_owner_blobs", "blobs", ["owner", "blob_sha256"],
-                                 ["owner", "sha256"])
+        batch.create_foreign_key("fk_replacements_owner_blobs", "blobs", ["owner", "blob_sha256"], ["owner", "sha256"])
     if pg:
         _policies(scoped)
         if "search_docs" in scoped:
@@ -141,16 +149,24 @@ def upgrade() -> None:
 
 def _policies(scoped: list[str]) -> None:
     """Row-level security, enabled and forced, on sessions, shares, blobs and every session-scoped table."""
-    op.execute("CREATE TRIGGER sessions_owner_fixed BEFORE UPDATE OF owner ON sessions "
-               "FOR EACH ROW EXECUTE FUNCTION sessionstore_owner_fixed()")
-    share_of_session = ("EXISTS (SELECT 1 FROM session_shares h WHERE h.session_id = sessions.id "
-                        "AND h.owner = sessions.owner AND h.grantee = current_user{ro})")
+    op.execute(
+        "CREATE TRIGGER sessions_owner_fixed BEFORE UPDATE OF owner ON sessions "
+        "FOR EACH ROW EXECUTE FUNCTION sessionstore_owner_fixed()"
+    )
+    share_of_session = (
+        "EXISTS (SELECT 1 FROM session_shares h WHERE h.session_id = sessions.id "
+        "AND h.owner = sessions.owner AND h.grantee = current_user{ro})"
+    )
     read, write = share_of_session.format(ro=""), share_of_session.format(ro=" AND NOT h.read_only")
     statements = {
         "sessions": [
             ("read", "SELECT", f"USING (owner = current_user OR {read})"),
             ("create", "INSERT", "WITH CHECK (owner = current_user)"),
-            ("write", "UPDATE", f"USING (owner = current_user OR {write}) WITH CHECK (owner = current_user OR {write})"),
+            (
+                "write",
+                "UPDATE",
+                f"USING (owner = current_user OR {write}) WITH CHECK (owner = current_user OR {write})",
+            ),
             ("remove", "DELETE", "USING (owner = current_user)"),
         ],
         "session_shares": [
@@ -160,10 +176,18 @@ def _policies(scoped: list[str]) -> None:
             ("remove", "DELETE", "USING (owner = current_user)"),
         ],
         "blobs": [
-            ("read", "SELECT", "USING (owner = current_user OR EXISTS (SELECT 1 FROM replacements r "
-                               "WHERE r.blob_sha256 = blobs.sha256 AND r.owner = blobs.owner))"),
-            ("create", "INSERT", "WITH CHECK (owner = current_user OR EXISTS (SELECT 1 FROM session_shares h "
-                                 "WHERE h.owner = blobs.owner AND h.grantee = current_user AND NOT h.read_only))"),
+            (
+                "read",
+                "SELECT",
+                "USING (owner = current_user OR EXISTS (SELECT 1 FROM replacements r "
+                "WHERE r.blob_sha256 = blobs.sha256 AND r.owner = blobs.owner))",
+            ),
+            (
+                "create",
+                "INSERT",
+                "WITH CHECK (owner = current_user OR EXISTS (SELECT 1 FROM session_shares h "
+                "WHERE h.owner = blobs.owner AND h.grantee = current_user AND NOT h.read_only))",
+            ),
             ("write", "UPDATE", "USING (owner = current_user) WITH CHECK (owner = current_user)"),
             ("remove", "DELETE", "USING (owner = current_user)"),
         ],
@@ -172,8 +196,11 @@ def _policies(scoped: list[str]) -> None:
         statements[table] = [
             ("read", "SELECT", f"USING (owner = current_user OR {_shared(table, False)})"),
             ("create", "INSERT", f"WITH CHECK ({_may_write(table)})"),
-            ("write", "UPDATE", f"USING (owner = current_user OR {_shared(table, True)}) "
-                                f"WITH CHECK ({_may_write(table)})"),
+            (
+                "write",
+                "UPDATE",
+                f"USING (owner = current_user OR {_shared(table, True)}) WITH CHECK ({_may_write(table)})",
+            ),
             ("remove", "DELETE", f"USING (owner = current_user OR {_shared(table, True)})"),
         ]
     for table, policies in statements.items():
@@ -205,9 +232,11 @@ def downgrade() -> None:
     with op.batch_alter_table("replacements") as batch:
         batch.create_foreign_key("fk_replacements_blob_sha256_blobs", "blobs", ["blob_sha256"], ["sha256"])
     # A path read by several owners becomes one row again (the one that read furthest).
-    op.execute("DELETE FROM import_files WHERE EXISTS (SELECT 1 FROM import_files f WHERE f.source = "
-               "import_files.source AND f.path = import_files.path AND (f.bytes_done > import_files.bytes_done "
-               "OR (f.bytes_done = import_files.bytes_done AND f.owner < import_files.owner)))")
+    op.execute(
+        "DELETE FROM import_files WHERE EXISTS (SELECT 1 FROM import_files f WHERE f.source = "
+        "import_files.source AND f.path = import_files.path AND (f.bytes_done > import_files.bytes_done "
+        "OR (f.bytes_done = import_files.bytes_done AND f.owner < import_files.owner)))"
+    )
     with op.batch_alter_table("import_files") as batch:
         batch.drop_constraint("pk_import_files", type_="primary")
         batch.create_primary_key("pk_import_files", ["source", "path"])

@@ -491,8 +491,14 @@ class _Writer:
         self.db.execute(
             "INSERT INTO sessions (id, title, context_window, created_at, updated_at, metadata_json, host) "
             "VALUES (:id, :title, :cw, :now, :now, :meta, :host)",
-            {"id": self.session_id, "title": Path(self.path).stem, "cw": 200_000, "now": now,
-             "meta": dumps({"imported_from": self.source}), "host": self.host},
+            {
+                "id": self.session_id,
+                "title": Path(self.path).stem,
+                "cw": 200_000,
+                "now": now,
+                "meta": dumps({"imported_from": self.source}),
+                "host": self.host,
+            },
         ).close()
 
     def _load_existing(self) -> None:

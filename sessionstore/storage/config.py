@@ -170,6 +170,7 @@ class Config:
     def pins_budget(self, context_window: int) -> int:
         """Tokens a session's pinned messages may take together (`pins_max_tokens`, else 5%)."""
         return self.pins_max_tokens or max(1, context_window // 20)
+
     def host_name(self) -> str:
         """The host new sessions record: `SESSIONSTORE_HOST`, else this machine's name."""
         import socket

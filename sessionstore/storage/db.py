@@ -390,8 +390,10 @@ class Database:
         writing a session shared with it writes them as the owner's. Row-level security returns
         no row to a role that may not write the session: refused before anything is written.
         """
-        row = self.one("SELECT set_config('sessionstore.owner', owner, true) FROM sessions WHERE id = :id FOR UPDATE",
-                       {"id": session_id})
+        row = self.one(
+            "SELECT set_config('sessionstore.owner', owner, true) FROM sessions WHERE id = :id FOR UPDATE",
+            {"id": session_id},
+        )
         if row is None:
             if self.one("SELECT 1 FROM sessions WHERE id = :id", {"id": session_id}) is None:
                 raise SessionNotFound(f"no session {session_id!r}")
@@ -401,7 +403,10 @@ class Database:
         """PostgreSQL refused the statement by privilege or row-level security (SQLSTATE 42501)."""
         if self.is_sqlite:
             return False
-        return getattr(getattr(exc, "diag", None), "sqlstate", None) == "42501" or getattr(exc, "sqlstate", None) == "42501"
+        return (
+            getattr(getattr(exc, "diag", None), "sqlstate", None) == "42501"
+            or getattr(exc, "sqlstate", None) == "42501"
+        )
 
     def is_transient(self, exc: BaseException) -> bool:
         """Lock contention, serialization failures and deadlocks: safe to retry."""

@@ -229,8 +229,11 @@ def _foreign_key_orphans(db: "Database") -> list[Problem]:
             if count:
                 children = ", ".join(child for child, _ in pairs)
                 parents = ", ".join(col for _, col in pairs)
-                problems.append(Problem("foreign_key", f"{count} row(s) of {table.name}.{children} point at "
-                                        f"missing {parent}.{parents}"))
+                problems.append(
+                    Problem(
+                        "foreign_key", f"{count} row(s) of {table.name}.{children} point at missing {parent}.{parents}"
+                    )
+                )
     return problems
 
 

@@ -319,9 +319,18 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
     from .rewrite import tail_state_for
 
     now = time.time()
-    row = {"id": fork_id, "title": title if title is not None else parent.title, "cwd": parent.cwd,
-           "model": parent.model, "context_window": parent.context_window, "created_at": now, "updated_at": now,
-           "parent_id": None, "metadata_json": "{}", "host": parent.store.config.host_name()}
+    row = {
+        "id": fork_id,
+        "title": title if title is not None else parent.title,
+        "cwd": parent.cwd,
+        "model": parent.model,
+        "context_window": parent.context_window,
+        "created_at": now,
+        "updated_at": now,
+        "parent_id": None,
+        "metadata_json": "{}",
+        "host": parent.store.config.host_name(),
+    }
     # The fork is the forking role's session (PostgreSQL: current_user), made on this machine.
     row["owner"] = db.one(
         "INSERT INTO sessions (id, title, cwd, model, context_window, created_at, updated_at, parent_id, "

@@ -91,9 +91,7 @@ class MessageRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     seq: Mapped[int] = mapped_column(BigInt, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(100), nullable=False)
     parent_uuid: Mapped[str | None] = mapped_column(String(100))
@@ -125,9 +123,7 @@ class ViewEntryRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     valid_from: Mapped[int] = mapped_column(Integer, primary_key=True)
     #: Sort key within a view; sparse so a rewrite can insert without renumbering.
     key: Mapped[int] = mapped_column(BigInt, primary_key=True)
@@ -217,9 +213,7 @@ class ReplacementRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     tool_use_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
     replacement: Mapped[str] = mapped_column(Text, nullable=False)
@@ -228,8 +222,9 @@ class ReplacementRow(Base):
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
 
     __table_args__ = (
-        ForeignKeyConstraint(["owner", "blob_sha256"], ["blobs.owner", "blobs.sha256"],
-                             name="fk_replacements_owner_blobs"),
+        ForeignKeyConstraint(
+            ["owner", "blob_sha256"], ["blobs.owner", "blobs.sha256"], name="fk_replacements_owner_blobs"
+        ),
     )
 
 
@@ -240,9 +235,7 @@ class SessionMemoryRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     notes: Mapped[str] = mapped_column(Text, nullable=False)
     covers_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
     covers_uuid: Mapped[str | None] = mapped_column(String(100))
@@ -258,9 +251,7 @@ class PinRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     seq: Mapped[int] = mapped_column(BigInt, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(100), nullable=False)
     #: What the pinned text costs in the view (the pin budget is the sum).
@@ -277,9 +268,7 @@ class SourceLineRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     line_no: Mapped[int] = mapped_column(BigInt, primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
     entry_type: Mapped[str | None] = mapped_column(String(64))
@@ -294,9 +283,7 @@ class ImportRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     source: Mapped[str] = mapped_column(String(32), nullable=False)
     source_key: Mapped[str] = mapped_column(String(500), nullable=False)
     path: Mapped[str] = mapped_column(Text, nullable=False)
@@ -340,9 +327,7 @@ class PipelineStateRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     view_version: Mapped[int] = mapped_column(Integer, nullable=False)
     #: View entries the state covers (a prefix of that version's view).
     scanned: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -357,9 +342,7 @@ class SearchMarkRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     indexed_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
 
 
@@ -374,9 +357,7 @@ class SessionForkRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     parent_id: Mapped[str] = mapped_column(String(36), nullable=False)
     #: message (`--at`), boundary (`--before-boundary`) or current (the parent's active view).
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
@@ -401,9 +382,7 @@ class UsageMarkRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     counted_seq: Mapped[int] = mapped_column(BigInt, nullable=False)
 
 
@@ -430,9 +409,7 @@ class UsageResponseRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     #: The API message id, or `seq:<n>` for a message with usage but no id.
     response_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     #: Hours since the Unix epoch (UTC) of the response's first piece.
@@ -454,9 +431,7 @@ class UsageRollupRow(Base):
 
     owner: Mapped[str] = owner_column()
 
-    session_id: Mapped[str] = mapped_column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = mapped_column(String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     hour: Mapped[int] = mapped_column(BigInt, primary_key=True)
     model: Mapped[str] = mapped_column(String(200), primary_key=True)
     band: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -468,6 +443,8 @@ class UsageRollupRow(Base):
     cache_read: Mapped[int] = mapped_column(BigInt, nullable=False)
 
     __table_args__ = (Index("ix_usage_rollup_hour", "hour"),)
+
+
 class SessionShareRow(Base):
     """A session its owner shares with another role, read-only or not (row-level security reads it)."""
 
@@ -480,8 +457,12 @@ class SessionShareRow(Base):
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
 
     __table_args__ = (
-        ForeignKeyConstraint(["session_id", "owner"], ["sessions.id", "sessions.owner"],
-                             name="fk_session_shares_session_id_sessions", ondelete="CASCADE"),
+        ForeignKeyConstraint(
+            ["session_id", "owner"],
+            ["sessions.id", "sessions.owner"],
+            name="fk_session_shares_session_id_sessions",
+            ondelete="CASCADE",
+        ),
         Index("ix_session_shares_grantee", "grantee"),
     )
 

@@ -54,8 +54,10 @@ def writable_clause(db: "Database", alias: str) -> str:
     """
     if db.is_sqlite:
         return "1 = 1"
-    return (f"({alias}.owner = current_user OR EXISTS (SELECT 1 FROM session_shares h WHERE h.session_id = "
-            f"{alias}.id AND h.owner = {alias}.owner AND h.grantee = current_user AND NOT h.read_only))")
+    return (
+        f"({alias}.owner = current_user OR EXISTS (SELECT 1 FROM session_shares h WHERE h.session_id = "
+        f"{alias}.id AND h.owner = {alias}.owner AND h.grantee = current_user AND NOT h.read_only))"
+    )
 
 
 def check_role(role: str) -> str:
@@ -82,10 +84,12 @@ def share(store: "SessionStore", session_id: str, role: str, *, read_only: bool 
     def write(d: "Database") -> None:
         if d.one("SELECT 1 FROM sessions WHERE id = :id AND owner = current_user", {"id": sid}) is None:
             raise SessionNotFound(f"no session {session_id!r} of yours")
-        d.execute("INSERT INTO session_shares (session_id, grantee, read_only, created_at) "
-                  "VALUES (:id, :role, :ro, :now) ON CONFLICT (session_id, grantee) DO UPDATE SET "
-                  "read_only = excluded.read_only",
-                  {"id": sid, "role": role, "ro": read_only, "now": time.time()}).close()
+        d.execute(
+            "INSERT INTO session_shares (session_id, grantee, read_only, created_at) "
+            "VALUES (:id, :role, :ro, :now) ON CONFLICT (session_id, grantee) DO UPDATE SET "
+            "read_only = excluded.read_only",
+            {"id": sid, "role": role, "ro": read_only, "now": time.time()},
+        ).close()
 
     db.run_write(write)
     return Share(sid, role, read_only)
@@ -99,8 +103,10 @@ def unshare(store: "SessionStore", session_id: str, role: str) -> bool:
     sid = store.get(session_id).id
 
     def write(d: "Database") -> int:
-        cur = d.execute("DELETE FROM session_shares WHERE session_id = :id AND grantee = :role "
-                        "AND owner = current_user", {"id": sid, "role": role})
+        cur = d.execute(
+            "DELETE FROM session_shares WHERE session_id = :id AND grantee = :role AND owner = current_user",
+            {"id": sid, "role": role},
+        )
         count = cur.rowcount
         cur.close()
         return int(count)
@@ -115,8 +121,9 @@ def shares(store: "SessionStore", session_id: str | None = None) -> list[Share]:
     where, params = "", {}
     if session_id is not None:
         where, params = " WHERE session_id = :id", {"id": store.get(session_id).id}
-    rows = store.db.all(f"SELECT session_id, grantee, read_only FROM session_shares{where} "
-                        "ORDER BY session_id, grantee", params)
+    rows = store.db.all(
+        f"SELECT session_id, grantee, read_only FROM session_shares{where} ORDER BY session_id, grantee", params
+    )
     return [Share(r[0], r[1], bool(r[2])) for r in rows]
 
 
@@ -149,7 +156,7 @@ def _run_grants(store: "SessionStore", role: str, statements: tuple[str, ...]) -
     _postgres_only(db, "db grant / db revoke")
     check_role(role)
     if db.one("SELECT 1 FROM pg_roles WHERE rolname = :r", {"r": role}) is None:
-        raise OwnershipError(f"there is no role {role!r}: create it first (CREATE ROLE \"{role}\" LOGIN)")
+        raise OwnershipError(f'there is no role {role!r}: create it first (CREATE ROLE "{role}" LOGIN)')
     schema = str(db.one("SELECT current_schema()")[0])
     quoted = {"schema": _quote(schema), "role": _quote(role)}
 
@@ -160,8 +167,9 @@ def _run_grants(store: "SessionStore", role: str, statements: tuple[str, ...]) -
     try:
         db.run_write(write)
     except ReadOnlySession:
-        raise OwnershipError("only the role that owns the store's tables (the one that ran `db upgrade`) "
-                             "may grant or revoke") from None
+        raise OwnershipError(
+            "only the role that owns the store's tables (the one that ran `db upgrade`) may grant or revoke"
+        ) from None
     return schema
 
 

@@ -98,19 +98,22 @@ def list_sessions(db: "Database", *, text: str = "", limit: int = 100, offset: i
     has `text`; a word `host:NAME` keeps the sessions captured on that host only."""
     clauses, params = [], {"limit": int(limit), "offset": int(offset)}
     words = text.split()
-    hosts = [w[len("host:"):] for w in words if w.lower().startswith("host:") and len(w) > len("host:")]
+    hosts = [w[len("host:") :] for w in words if w.lower().startswith("host:") and len(w) > len("host:")]
     rest = " ".join(w for w in words if not w.lower().startswith("host:"))
     if hosts:
         clauses.append("s.host = :host")
         params["host"] = hosts[-1]
     if rest:
-        clauses.append("(lower(s.id) LIKE :f ESCAPE '\\' OR lower(s.title) LIKE :f ESCAPE '\\' "
-                       "OR lower(s.cwd) LIKE :f ESCAPE '\\' OR lower(s.model) LIKE :f ESCAPE '\\' "
-                       "OR lower(s.host) LIKE :f ESCAPE '\\')")
+        clauses.append(
+            "(lower(s.id) LIKE :f ESCAPE '\\' OR lower(s.title) LIKE :f ESCAPE '\\' "
+            "OR lower(s.cwd) LIKE :f ESCAPE '\\' OR lower(s.model) LIKE :f ESCAPE '\\' "
+            "OR lower(s.host) LIKE :f ESCAPE '\\')"
+        )
         params["f"] = "%" + _like_escape(rest.lower()) + "%"
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = db.all(f"SELECT * FROM ({_SESSION_SQL}{where}) t ORDER BY updated DESC, id LIMIT :limit OFFSET :offset",
-                  params)
+    rows = db.all(
+        f"SELECT * FROM ({_SESSION_SQL}{where}) t ORDER BY updated DESC, id LIMIT :limit OFFSET :offset", params
+    )
     return [_session_row(db, r) for r in rows]
 
 

@@ -283,8 +283,9 @@ def catch_up(
     done = 0
     for sid, own in lagging:
         while True:
-            added, more = db.run_write(lambda d, sid=sid: _index_batch(d, sid, max_chars, batch_chars),
-                                       session_id=None if own else sid)
+            added, more = db.run_write(
+                lambda d, sid=sid: _index_batch(d, sid, max_chars, batch_chars), session_id=None if own else sid
+            )
             done += added
             if progress is not None:
                 progress(added)
@@ -486,8 +487,9 @@ def search(store: "SessionStore", query: str, filters: Filters) -> list[Hit]:
     return [_hit(r, bodies.get(r[0], ""), terms, boundaries) for r in rows]
 
 
-def _matches(db: "Database", terms: list[str], filters: Filters, session_id: str | None,
-             since: str | None) -> tuple[list[Any], dict[Any, str]]:
+def _matches(
+    db: "Database", terms: list[str], filters: Filters, session_id: str | None, since: str | None
+) -> tuple[list[Any], dict[Any, str]]:
     """The page of matching rows, (doc key, session, seq, role, timestamp, uuid, title, cwd, rank, active),
     and their indexed text by doc key (for snippets)."""
     params: dict[str, Any] = {"limit": int(filters.limit)}
@@ -526,7 +528,9 @@ def _postgres_page(db: "Database", ranked_sql: str, params: dict[str, Any]) -> t
         f"b.body FROM ({ranked_sql}) r(key, session_id, seq, kind, timestamp, score) "
         "JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq JOIN sessions s ON s.id = m.session_id "
         "JOIN search_docs b ON b.session_id = r.session_id AND b.seq = r.seq "
-        "ORDER BY r.score DESC, r.timestamp DESC NULLS LAST, r.seq DESC", params)
+        "ORDER BY r.score DESC, r.timestamp DESC NULLS LAST, r.seq DESC",
+        params,
+    )
     out = [(r[0], r[1], int(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9])) for r in rows]
     return out, {r[0]: r[10] or "" for r in rows}
 
@@ -619,10 +623,12 @@ def _postgres_match(terms: list[str], params: dict[str, Any], where: list[str]) 
     # PostgreSQL would not use the trigram index for an ILIKE; the function applies the same rule.
     params["patterns"] = [_like(term) for term in terms]
     params["words"] = " ".join(terms)
-    return ("d.session_id || ':' || d.seq, d.session_id, d.seq, d.kind, d.timestamp, "
-            "ts_rank(d.tsv, plainto_tsquery('simple', :words)) AS score",
-            "sessionstore_search_keys(:patterns) k JOIN search_docs d ON d.session_id = k.session_id AND d.seq = k.seq",
-            "score DESC, d.timestamp DESC NULLS LAST, d.seq DESC")
+    return (
+        "d.session_id || ':' || d.seq, d.session_id, d.seq, d.kind, d.timestamp, "
+        "ts_rank(d.tsv, plainto_tsquery('simple', :words)) AS score",
+        "sessionstore_search_keys(:patterns) k JOIN search_docs d ON d.session_id = k.session_id AND d.seq = k.seq",
+        "score DESC, d.timestamp DESC NULLS LAST, d.seq DESC",
+    )
 
 
 def _bodies(db: "Database", keys: list[Any]) -> dict[Any, str]:

@@ -213,8 +213,11 @@ class Session:
         state, rows, tails = self._validated(self.db, prepared, self._state)
         point = "append" if len(prepared) == 1 else "append_many"
         try:
-            written = self.db.run_write(lambda db: _insert_checked(db, self.id, state.view_version, rows),
-                                        point=point, single_statement=len(rows) == 1)
+            written = self.db.run_write(
+                lambda db: _insert_checked(db, self.id, state.view_version, rows),
+                point=point,
+                single_statement=len(rows) == 1,
+            )
         except (_LostRace, ReadOnlySession):
             # A session shared with this role is written as its owner's, under the session lock.
             written = False

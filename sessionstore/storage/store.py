@@ -142,12 +142,14 @@ class SessionStore:
         }
 
         def insert(db: Database) -> str:
-            return str(db.one(
-                "INSERT INTO sessions (id, title, cwd, model, context_window, created_at, updated_at, "
-                "parent_id, metadata_json, host) VALUES (:id, :title, :cwd, :model, :context_window, "
-                ":created_at, :updated_at, :parent_id, :metadata_json, :host) RETURNING owner",
-                row,
-            )[0])
+            return str(
+                db.one(
+                    "INSERT INTO sessions (id, title, cwd, model, context_window, created_at, updated_at, "
+                    "parent_id, metadata_json, host) VALUES (:id, :title, :cwd, :model, :context_window, "
+                    ":created_at, :updated_at, :parent_id, :metadata_json, :host) RETURNING owner",
+                    row,
+                )[0]
+            )
 
         owner = self.db.run_write(insert)
         return Session(self, {**row, "owner": owner})
