@@ -79,8 +79,12 @@ def measure(pg_url: str, n: int, rounds: int) -> dict[str, Any]:
                     file=sys.stderr,
                     flush=True,
                 )
-    out["append_slowdown"] = statistics.median(1 - w / o for o, w in zip(out["append"]["none"], out["append"]["rls"]))
-    out["resume_slowdown"] = statistics.median(w / o - 1 for o, w in zip(out["resume"]["none"], out["resume"]["rls"]))
+    out["append_slowdown"] = statistics.median(
+        1 - w / o for o, w in zip(out["append"]["none"], out["append"]["rls"], strict=True)
+    )
+    out["resume_slowdown"] = statistics.median(
+        w / o - 1 for o, w in zip(out["resume"]["none"], out["resume"]["rls"], strict=True)
+    )
     return out
 
 

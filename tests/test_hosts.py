@@ -97,14 +97,16 @@ def test_two_watchers_on_two_hosts_capture_each_session_once(
     source = transcripts_dir / FASTHOOKS
     roots = [tmp_path / "alpha" / "projects", tmp_path / "beta" / "projects"]
     started = []
-    for host, root in zip(("alpha", "beta"), roots):
+    for host, root in zip(("alpha", "beta"), roots, strict=True):
         root.mkdir(parents=True)
         monkeypatch.setenv("SESSIONSTORE_HOST", host)
         started.append(WatchProcess(store_url, root))
     watchers += started
     for w in started:
         w.wait_event("watching")
-    copies = [writer(source, root / "s.jsonl", seed=seed, max_pause=0.05) for seed, root in zip((5, 9), roots)]
+    copies = [
+        writer(source, root / "s.jsonl", seed=seed, max_pause=0.05) for seed, root in zip((5, 9), roots, strict=True)
+    ]
     assert [c.wait(timeout=120) for c in copies] == [0, 0]
     size = source.stat().st_size
     total = len(source.read_bytes().splitlines())

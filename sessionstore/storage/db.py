@@ -207,17 +207,6 @@ def restore_transactions(dbapi_conn: Any) -> None:
         pass
 
 
-def restore_transactions(dbapi_conn: Any) -> None:
-    """Turn a psycopg connection's autocommit off (rolling back anything open), so BEGIN means one transaction."""
-    if getattr(dbapi_conn, "closed", False) or not dbapi_conn.autocommit:
-        return
-    try:
-        dbapi_conn.rollback()
-        dbapi_conn.autocommit = False
-    except Exception:  # a broken connection: the pool's pre-ping replaces it
-        pass
-
-
 class Database:
     """One DBAPI connection with dialect-neutral SQL and retried write transactions."""
 

@@ -96,7 +96,8 @@ _SESSION_SQL = (
 def list_sessions(db: "Database", *, text: str = "", limit: int = 100, offset: int = 0) -> list[SessionRow]:
     """Sessions newest first (as `sessions` lists them), narrowed to those whose id, title, cwd, model or host
     has `text`; a word `host:NAME` keeps the sessions captured on that host only."""
-    clauses, params = [], {"limit": int(limit), "offset": int(offset)}
+    clauses: list[str] = []
+    params: dict[str, object] = {"limit": int(limit), "offset": int(offset)}
     words = text.split()
     hosts = [w[len("host:") :] for w in words if w.lower().startswith("host:") and len(w) > len("host:")]
     rest = " ".join(w for w in words if not w.lower().startswith("host:"))

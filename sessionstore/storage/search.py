@@ -26,10 +26,11 @@ recently indexed matches, so a very common word costs a bounded amount.
 
 from __future__ import annotations
 
+from functools import partial
+
 import datetime as dt
 import json
 import re
-from functools import partial
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
@@ -284,7 +285,8 @@ def catch_up(
     for sid, own in lagging:
         while True:
             added, more = db.run_write(
-                lambda d, sid=sid: _index_batch(d, sid, max_chars, batch_chars), session_id=None if own else sid
+                partial(_index_batch, sid=sid, max_chars=max_chars, batch_chars=batch_chars),
+                session_id=None if own else sid,
             )
             done += added
             if progress is not None:

@@ -13,9 +13,10 @@ usage but no id is a response of its own.
 
 from __future__ import annotations
 
+from functools import partial
+
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .fastjson import loads_stored
@@ -120,7 +121,7 @@ def _lagging_of(db: "Database", session_ids: Sequence[str] | None) -> list[Any]:
             return []
         names = [f"s{i}" for i in range(len(session_ids))]
         where = f" AND s.id IN ({', '.join(':' + n for n in names)})"
-        params = dict(zip(names, session_ids))
+        params = dict(zip(names, session_ids, strict=True))
     return _lagging(db, where, params)
 
 
@@ -155,7 +156,7 @@ def catch_up(db: "Database", session_ids: Sequence[str] | None = None) -> int:
     for sid, own in _lagging_of(db, session_ids):
         while True:
             # A session shared writable is locked by id, which names its owner for the rows written.
-            counted, more = db.run_write(lambda d, sid=sid: _count_batch(d, sid), session_id=None if own else sid)
+            counted, more = db.run_write(partial(_count_batch, sid=sid), session_id=None if own else sid)
             done += counted
             if not more:
                 break
