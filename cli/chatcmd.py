@@ -9,7 +9,7 @@ from typing import Annotated, Any, Callable, Iterable, Optional
 import typer
 
 from sessionstore.credentials import hide_credentials
-from sessionstore.sanitize import one_line
+from sessionstore.sanitize import one_line, visible
 
 from .common import DbOption, UsageError, open_store
 
@@ -114,7 +114,7 @@ def _answer(turn: Callable[[], str], client: Any) -> None:
     from sessionstore.storage.errors import SessionStoreError
 
     try:
-        typer.echo(turn())
+        typer.echo(visible(turn()))
     except (anthropic.APIError, SessionStoreError, SummarizerError) as exc:
         known = (getattr(client, "api_key", None), getattr(client, "auth_token", None))
         typer.echo(f"error: {one_line(explain_failure(exc, str(client.base_url), known))}", err=True)

@@ -267,3 +267,14 @@ def test_prompt_still_too_long_after_reactive_compaction(sqlite_url: str, tmp_pa
         _assert_valid(store, session)
     finally:
         store.close()
+
+
+def test_a_reply_with_terminal_escapes_is_printed_as_text(sqlite_url: str, tmp_path: Path) -> None:
+    """The model's answer can repeat what a tool printed: it reaches the terminal as text, never as commands."""
+    with start_fake_api() as api:
+        api.script("Done. \x1b]52;c;cHduZWQ=\x07 \x1b]0;PWN\x1b\\ \x1b[2J \x9b1m end")
+        proc = _chat(["--new"], "go\n", _env(api.base_url), sqlite_url, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Done." in proc.stdout and "end" in proc.stdout
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\x9b" not in proc.stdout
+    assert "\\x1b]52;c;cHduZWQ=\\x07" in proc.stdout
