@@ -186,7 +186,7 @@ class Config:
 MAX_SETTING = 2**53
 #: Variables read elsewhere (the database URL, the summarizer's model, the test and fault harnesses).
 OTHER_VARIABLES = frozenset(
-    {"DB_URL", "SUMMARY_MODEL", "TEST_PG_URL", "FAULT", "TRANSCRIPTS", "CRASH_TRIALS", "SOAK_SECONDS"}
+    {"DB_URL", "SUMMARY_MODEL", "TEST_PG_URL", "REQUIRE_PG", "FAULT", "TRANSCRIPTS", "CRASH_TRIALS", "SOAK_SECONDS"}
 )
 _warned: set[str] = set()
 
