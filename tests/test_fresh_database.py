@@ -103,7 +103,7 @@ def test_a_revision_failing_half_way_leaves_a_fresh_database_empty(
     use_test_revisions(monkeypatch, "migrations", "tfail_half_way")
     before = catalogue(PG_URL or "", fresh_db)
     result = run_cli(capsys, "db", "upgrade", "--db", _url(fresh_db))
-    assert result.code == 2 and "fails half-way" in result.err and "Traceback" not in result.err
+    assert result.code == 1 and "fails half-way" in result.err and "Traceback" not in result.err
     assert catalogue(PG_URL or "", fresh_db) == before
 
 
@@ -121,5 +121,5 @@ def test_a_revision_failing_half_way_leaves_a_filled_database_as_it_was(
     assert before["rows"]["public.messages"] and before["rows"]["public.search_docs"]
     use_test_revisions(monkeypatch, "migrations", "tfail_half_way")
     result = run_cli(capsys, "db", "upgrade", "--db", url)
-    assert result.code == 2 and "fails half-way" in result.err
+    assert result.code == 1 and "fails half-way" in result.err
     assert catalogue(PG_URL or "", fresh_db) == before
