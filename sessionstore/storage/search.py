@@ -658,35 +658,40 @@ def _boundaries_of(db: "Database", hits: Iterable[tuple[str, int]]) -> dict[tupl
         )
         compactions = [(int(cid), int(b)) for cid, b in rows]
         for seq in seqs:
-            out[(sid, seq)] = _replacing_boundary(db, seq, compactions)
+            out[(sid, seq)] = _replacing_boundary(db, sid, seq, compactions)
     return out
 
 
-def _replacing_boundary(db: "Database", seq: int, compactions: list[tuple[int, int]]) -> int | None:
+def _replacing_boundary(db: "Database", sid: str, seq: int, compactions: list[tuple[int, int]]) -> int | None:
     """The first compaction recorded after `seq` that summarized it, else the first recorded after it."""
     later = [(index, cid) for index, (cid, boundary_seq) in enumerate(compactions, 1) if boundary_seq > seq]
     for index, cid in later:
-        if seq in _summarized(db, cid):
+        if seq in _summarized(db, sid, cid):
             return index
     return later[0][0] if later else None
 
 
-#: Parsed `summarized_seqs_json` by compaction id (compaction rows are never updated).
-_SUMMARIZED: "OrderedDict[int, frozenset[int]]" = OrderedDict()
+#: Parsed `summarized_seqs_json` by (session id, compaction id): compaction rows are never updated, and
+#: the session's uuid keeps two databases' equal row ids apart (a bare id served another store's row).
+_SUMMARIZED: "OrderedDict[tuple[str, int], frozenset[int]]" = OrderedDict()
 _SUMMARIZED_KEEP = 512
 
 
-def _summarized(db: "Database", compaction_id: int) -> frozenset[int]:
+def _summarized(db: "Database", sid: str, compaction_id: int) -> frozenset[int]:
     """The seqs one compaction summarized (cached: a compaction row never changes)."""
-    found = _SUMMARIZED.get(compaction_id)
+    key = (sid, compaction_id)
+    found = _SUMMARIZED.get(key)
     if found is None:
-        row = db.one("SELECT summarized_seqs_json FROM compactions WHERE id = :id", {"id": compaction_id})
+        row = db.one(
+            "SELECT summarized_seqs_json FROM compactions WHERE id = :id AND session_id = :sid",
+            {"id": compaction_id, "sid": sid},
+        )
         found = frozenset(int(s) for s in json.loads(row[0] or "[]")) if row else frozenset()
-        _SUMMARIZED[compaction_id] = found
+        _SUMMARIZED[key] = found
         if len(_SUMMARIZED) > _SUMMARIZED_KEEP:
             _SUMMARIZED.popitem(last=False)
     else:
-        _SUMMARIZED.move_to_end(compaction_id)
+        _SUMMARIZED.move_to_end(key)
     return found
 
 
