@@ -204,9 +204,13 @@ CASES: dict[str, Case] = {
 }
 
 
+#: The PostgreSQL-only writes of sharing and access (tests/test_fault_points_sharing.py).
+SHARING = ("share", "unshare", "grant", "revoke")
+
+
 def case_for(point: str) -> str:
     """The case whose operation reaches `point` (the longest matching prefix)."""
-    names = [name for name in [*CASES, "import", "migration", "fork"] if point.startswith(name + ".")]
+    names = [name for name in [*CASES, *SHARING, "import", "migration", "fork"] if point.startswith(name + ".")]
     return max(names, key=len)
 
 
