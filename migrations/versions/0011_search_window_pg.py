@@ -39,7 +39,7 @@ SEARCH_WINDOW = r"""
 CREATE OR REPLACE FUNCTION sessionstore_search_window(
     terms text[], newest integer, enough integer, in_session varchar, in_kind varchar, since varchar)
 RETURNS TABLE (session_id varchar, seq bigint) LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 500
-SET search_path = {schema} SET enable_seqscan = off AS $fn$
+SET search_path = {schema} SET enable_seqscan = off SET enable_indexscan = on AS $fn$
 DECLARE
     visible text := 'SELECT d.id, d.session_id, d.seq, d.timestamp, d.tsv FROM search_docs d '
         'WHERE (d.owner = session_user OR EXISTS (SELECT 1 FROM session_shares h '
@@ -71,6 +71,7 @@ BEGIN
         filters := filters || format(' AND d.timestamp >= %L', since);
     END IF;
     IF numnode(words) = 0 THEN
+        PERFORM set_config('enable_indexscan', 'off', true);
         RETURN QUERY EXECUTE 'SELECT d.session_id, d.seq FROM (' || visible || matches || filters
             || newest_first || ') d';
         RETURN;
@@ -88,6 +89,10 @@ BEGIN
     GET DIAGNOSTICS found = ROW_COUNT;
     IF enough IS NULL OR found < enough THEN
         -- Then the rest, reading every candidate's text (fewer word matches than a page: a rarer query).
+        -- From the trigram index, never by walking the rows newest first: the planner's guess of how
+        -- many texts hold a substring is rough, and a walk past a rare one reads the whole table.
+        -- (The function's SET clause restores the setting when it returns.)
+        PERFORM set_config('enable_indexscan', 'off', true);
         RETURN QUERY EXECUTE 'SELECT d.session_id, d.seq FROM (' || visible || ' AND NOT d.tsv @@ $1'
             || matches || filters || newest_first || ') d' USING words;
     END IF;
