@@ -146,5 +146,10 @@ def downgrade() -> None:
     op.execute(
         "DROP FUNCTION IF EXISTS sessionstore_search_window(text[], integer, integer, varchar, varchar, varchar)"
     )
+    if bind.execute(sa.text(LZ4)).scalar():
+        op.execute(
+            "ALTER TABLE search_docs ALTER COLUMN body SET COMPRESSION default, "
+            "ALTER COLUMN tsv SET COMPRESSION default"
+        )
     op.execute("DROP INDEX IF EXISTS ix_search_docs_id")
     op.execute("ALTER TABLE search_docs DROP COLUMN IF EXISTS id")
