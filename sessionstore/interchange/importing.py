@@ -134,8 +134,9 @@ def transcript_files(
 ) -> list[Path]:
     """Files to import: each file given, and every *.jsonl under each directory (main files first).
 
-    A file under a directory that resolves outside it (a planted symlink) is left out unless
-    `follow_symlinks`; what was left out is said in `outside` (the file and a note) when given.
+    A file or a linked folder under a directory that resolves outside it (a planted symlink)
+    is left out unless `follow_symlinks`; what was left out is said in `outside` (the file or
+    folder and a note) when given.
     """
     found: list[Path] = []
     for p in paths:
@@ -143,11 +144,14 @@ def transcript_files(
             raise SessionStoreError("an empty path names no file: give a file or a folder ('.' for this one)")
         path = Path(p)
         if path.is_dir():
-            for file in transcripts_under(path):
+            folders: list[Path] = []
+            for file in transcripts_under(path, leave_root=follow_symlinks, skipped=folders):
                 if follow_symlinks or inside_root(file, path):
                     found.append(file)
                 elif outside is not None:
                     outside.append((file, escape_note(file, path)))
+            if outside is not None:
+                outside.extend((folder, escape_note(folder, path)) for folder in folders)
         elif path.exists():
             found.append(path)
         else:
