@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 from sessionstore.interchange.fidelity import check_claude_code
 from sessionstore.interchange.importers.claude_code import KIND_FIELD
+from sessionstore.interchange.importers.native import JSONL_IDENTITY
 from sessionstore.interchange.links import Link, linked_transcript
 from sessionstore.interchange.markdown_text import code_span, markdown_body, markdown_inline
 from sessionstore.interchange.sinks import ByteSink, TextSink
@@ -64,12 +65,14 @@ def jsonl_header(session: "Session") -> dict[str, Any]:
     """The session facts a jsonl export carries on its first line: its source tool's id, title, cwd, model, window.
 
     `source_id` is the id the session had in its source (a Codex or Claude Code session id,
-    as `sessions` shows it), None for a session made here; `import jsonl` keeps it as the
-    new session's source id.
+    as `sessions` shows it), None for a session made here (and for the import of its export,
+    whose identity is a digest of its first line, made again on each import); `import jsonl`
+    keeps it as the new session's source id.
     """
-    row = session.db.one("SELECT source_key FROM imports WHERE session_id = :id", {"id": session.id})
+    row = session.db.one("SELECT source, source_key FROM imports WHERE session_id = :id", {"id": session.id})
+    digest = row is not None and row[0] == "jsonl" and str(row[1]).startswith(JSONL_IDENTITY)
     return {
-        "source_id": row[0] if row else None,
+        "source_id": row[1] if row and not digest else None,
         "title": session.title,
         "cwd": session.cwd,
         "model": session.model,

@@ -69,6 +69,8 @@ CLEAR_SUBTYPE = "microcompact_boundary"
 #: The longest source id and model name a header may give (the columns' sizes); longer ones are ignored.
 SOURCE_ID_LENGTH = 500
 MODEL_LENGTH = 200
+#: How the identity made from an export's first line starts (a session made here has no source id of its own).
+JSONL_IDENTITY = "jsonl-"
 #: How far back a streamed response's earlier piece is looked for (tool results in between).
 REGROUP_WINDOW = 64
 
@@ -238,7 +240,7 @@ def session_identity(first_message_line: bytes) -> str:
     Uuids alone do not do (Codex imports number theirs `codex-<line>` in
     every session); the first line also holds its timestamp and content.
     """
-    return "jsonl-" + hashlib.sha256(first_message_line.rstrip(b"\r\n")).hexdigest()[:32]
+    return JSONL_IDENTITY + hashlib.sha256(first_message_line.rstrip(b"\r\n")).hexdigest()[:32]
 
 
 def build_message(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
