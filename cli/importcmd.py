@@ -46,7 +46,9 @@ ProgressOption = Annotated[
 FollowOption = Annotated[
     bool,
     typer.Option(
-        "--follow-symlinks", help="Also import files under a folder whose link leads out of it (skipped by default)."
+        "--follow-symlinks",
+        help="Also import the files and linked folders under a given folder whose link leads out of it "
+        "(skipped by default, said once).",
     ),
 ]
 
