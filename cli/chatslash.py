@@ -10,6 +10,7 @@ from sessionstore.storage import history as hist
 from sessionstore.storage.errors import SessionStoreError
 
 from .common import UsageError, echo, fmt_time, one_line, preview
+from .compactcmd import view_tokens_line
 
 #: Rows of a past view shown before asking whether to go on.
 PAGE_ROWS = 20
@@ -86,10 +87,8 @@ def _page_view(ctx: SlashContext, index: int) -> None:
     b = hist.boundary(ctx.session, index)
     entries = hist.view_at(ctx.session, b.replaced_version)
     summarized = {m.seq for m in hist.summarized_messages(ctx.session, index)}
-    echo(
-        f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
-        f"{b.pre_tokens:,} tokens; ✂ = summarized by it"
-    )
+    echo(f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries; ✂ = summarized by it")
+    echo(view_tokens_line(entries, b))
     for start in range(0, len(entries), PAGE_ROWS):
         for e in entries[start : start + PAGE_ROWS]:
             mark = "✂" if e.seq in summarized else " "

@@ -9,6 +9,7 @@ import typer
 from sessionstore.storage import history as hist
 from sessionstore.storage.output import STDIO, open_output
 
+from .tables import ellipsize
 from .common import (
     INT64_MAX,
     MAX_LIMIT,
@@ -16,6 +17,7 @@ from .common import (
     JsonOption,
     UsageError,
     bounded,
+    console,
     echo,
     fmt_time,
     note_local_continuation,
@@ -29,6 +31,7 @@ from .common import (
 if TYPE_CHECKING:
     from sessionstore.secrets import SecretFilter
     from sessionstore.storage.session import Session
+    from sessionstore.storage.types import ViewEntry
 
 
 #: `history --json` shows this much of each summary unless --full.
@@ -245,13 +248,24 @@ def _list_boundaries(s: Session, json_out: bool, limit: int, offset: int, full: 
     lineage = lineage_of(s.store, s.id)
     if lineage:
         echo(one_line(lineage))
-    echo(_plain_table(("#", "time", "kind", "trigger", "tokens", "summarized", "summary"), rows))
+    echo(_plain_table(("#", "time", "kind", "trigger", "tokens", "summarized", "summary"), rows, console.width))
 
 
-def _plain_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
-    """Aligned columns as plain text: a page of history prints in a millisecond (a Rich table takes ~3 ms a row)."""
+#: The narrowest the last (text) column of a history table gets, whatever the terminal's width.
+LAST_COLUMN_MIN = 10
+
+
+def _plain_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], width: int) -> str:
+    """Aligned columns as plain text: a page of history prints in a millisecond (a Rich table takes ~3 ms a row).
+
+    The last column (the text) is cut with an ellipsis so that each line fits in `width` characters.
+    """
     rows = [tuple(map(one_line, r)) for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    room = max(LAST_COLUMN_MIN, width - sum(widths[:-1]) - 2 * (len(widths) - 1))
+    if widths[-1] > room:
+        widths[-1] = room
+        rows = [(*r[:-1], ellipsize(r[-1], room)) for r in rows]
     lines = [
         "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
         "  ".join("-" * w for w in widths),
@@ -271,7 +285,7 @@ def _show_boundary(s: Session, index: int, json_out: bool) -> None:
             {
                 "session": s.id,
                 "view_version": b.replaced_version,
-                "tokens": sum(e.tokens for e in entries),
+                "tokens": hist.view_tokens(entries),
                 "messages": to_api_messages(entries),
                 "entries": [e.to_dict() for e in entries],
                 "boundary": b.to_dict(),
@@ -279,10 +293,8 @@ def _show_boundary(s: Session, index: int, json_out: bool) -> None:
             }
         )
         return
-    echo(
-        f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, "
-        f"{b.pre_tokens:,} tokens; {len(summarized)} summarized"
-    )
+    echo(f"view before boundary {index} ({b.kind}, {b.trigger}): {len(entries)} entries, {len(summarized)} summarized")
+    echo(view_tokens_line(entries, b))
     summarized_seqs = {m.seq for m in summarized}
     shown = short_ids([e.uuid for e in entries])
     rows = [
@@ -296,7 +308,16 @@ def _show_boundary(s: Session, index: int, json_out: bool) -> None:
         )
         for e in entries
     ]
-    echo(_plain_table(("#", "role", "type", "tokens", "uuid", "content"), rows))
+    echo(_plain_table(("#", "role", "type", "tokens", "uuid", "content"), rows, console.width))
+
+
+def view_tokens_line(entries: Sequence["ViewEntry"], b: hist.Boundary) -> str:
+    """The view's tokens (the sum of its rows, as `--json` gives them) beside what the agent counted.
+
+    The agent's figure (`pre_tokens`) counts its system prompt and tools too, with the model's own
+    tokenizer: it is said as such, never as the size of the entries listed.
+    """
+    return f"tokens: {hist.view_tokens(entries):,} in these entries; the agent counted {b.pre_tokens:,} with its prompt"
 
 
 def export_cmd(

@@ -31,14 +31,24 @@ PathsArg = Annotated[
         help="Files, or directories searched for *.jsonl (sub-agents included); '-' reads one file from stdin."
     ),
 ]
-StrictOption = Annotated[bool, typer.Option("--strict", help="Import nothing from a file with warnings; exit 2.")]
+StrictOption = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Take each file whole or not at all: a file with warnings is refused (nothing of it written, "
+        "every warning listed, status 'refused' in --json); the other files are imported; exit 2 when any "
+        "was refused.",
+    ),
+]
 ProgressOption = Annotated[
     Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).")
 ]
 FollowOption = Annotated[
     bool,
     typer.Option(
-        "--follow-symlinks", help="Also import files under a folder whose link leads out of it (skipped by default)."
+        "--follow-symlinks",
+        help="Also import the files and linked folders under a given folder whose link leads out of it "
+        "(skipped by default, said once).",
     ),
 ]
 
@@ -177,9 +187,10 @@ def _import(
 
 
 def _report(results: list[ImportResult], json_out: bool) -> None:
-    """The table (or JSON), warnings on stderr; exit 2 when files were given but none held a message."""
+    """The table (or JSON), warnings on stderr; exit 2 when a file was refused (--strict) or none held a message."""
     warnings = sum(len(r.warnings) for r in results)
     nothing = bool(results) and all(r.status == "skipped" for r in results)
+    refused = [r for r in results if r.status == "refused"]
     if json_out:
         print_json({"files": [r.to_dict() for r in results], "warnings": warnings})
     elif nothing and len(results) == 1:
@@ -189,8 +200,15 @@ def _report(results: list[ImportResult], json_out: bool) -> None:
         for r in results:
             for w in r.warnings:
                 echo(f"warning: {one_line(w)}", err=True)
-        if warnings and not nothing:
+        if warnings and not nothing and not refused:
             sys.stderr.write(f"{warnings} warning(s); everything else was imported\n")
+    if refused:
+        raise UsageError(
+            f"{len(refused)} of {len(results)} file(s) refused under --strict (nothing of them imported, "
+            f"their warnings above); the others were imported"
+            if len(results) > 1
+            else f"{refused[0].path}: {len(refused[0].warnings)} warning(s) under --strict, nothing imported"
+        )
     if nothing:
         raise UsageError(
             f"nothing imported: {results[0].warnings[0]}"

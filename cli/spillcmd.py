@@ -34,7 +34,10 @@ def cat_cmd(session: SessionArg, tool_use_id: ToolUseArg, db: DbOption = None) -
 
 @app.command("list")
 def list_cmd(session: SessionArg, db: DbOption = None, json_out: JsonOption = False) -> None:
-    """List the session's spilled results (also those microcompact cleared later).
+    """List the session's spilled results (also those microcompact cleared later, and those a compaction summarized).
+
+    `now shown` says what the active view holds of each: `spilled` (its preview), `cleared`, or
+    `compacted` (nothing: a compaction summarized it; the original is still in `spill cat`).
 
     Example: sessionstore spill list SESSION --json
     """
@@ -43,12 +46,13 @@ def list_cmd(session: SessionArg, db: DbOption = None, json_out: JsonOption = Fa
     if json_out:
         print_json([s.to_dict() for s in spills])
         return
-    table = Table(title=f"spills ({len(spills)})")
+    gone = sum(1 for s in spills if not s.in_view)
+    table = Table(title=f"spills ({len(spills)}{f'; {gone} compacted out of the view' if gone else ''})")
     for col in ("tool_use_id", "now shown", "bytes", "sha256", "spilled"):
         table.add_column(col, overflow="fold")
     for s in spills:
         table.add_row(
-            cell(s.tool_use_id), cell(s.kind), f"{s.original_size:,}", cell(s.blob_sha256[:12]), fmt_time(s.created_at)
+            cell(s.tool_use_id), cell(s.now), f"{s.original_size:,}", cell(s.blob_sha256[:12]), fmt_time(s.created_at)
         )
     console.print(table)
 

@@ -39,7 +39,10 @@ def watch_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per line per file event.")] = False,
     progress: ProgressOption = None,
     follow_symlinks: Annotated[
-        bool, typer.Option("--follow-symlinks", help="Also take files whose link leads out of the watched folder.")
+        bool,
+        typer.Option(
+            "--follow-symlinks", help="Also take files and linked folders whose link leads out of the watched folder."
+        ),
     ] = False,
     db: DbOption = None,
 ) -> None:
@@ -49,8 +52,8 @@ def watch_cmd(
     without gaps or duplicates and first catches up on files that grew or
     appeared meanwhile. A half-written last line waits for the next write. A
     deleted file stays in the store; a file rewritten in place is reported. A
-    file under a watched folder whose link leads out of it is skipped (said
-    once) unless --follow-symlinks is given.
+    file or a linked folder under a watched folder whose link leads out of it is
+    skipped (said once) unless --follow-symlinks is given.
 
     Examples:
 

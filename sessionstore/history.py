@@ -17,6 +17,7 @@ from .storage.history import (
     summarized_messages,
     view_at,
     view_before,
+    view_tokens,
 )
 from .storage.recall import Recall, RecallError
 
@@ -32,4 +33,5 @@ __all__ = [
     "summarized_messages",
     "view_at",
     "view_before",
+    "view_tokens",
 ]

@@ -21,6 +21,7 @@ from sessionstore.storage.session import Session
 from ..forkcmd import lineage_of
 from ..tables import ellipsize, short_model, when
 from .keybar import KeyBar
+from .listtable import ListTable
 from .sources import ActiveView
 from .timeline import Timeline
 from .viewlist import ViewList
@@ -60,7 +61,7 @@ class SessionScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(self._info(), id="session-info")
         yield Timeline(paging.timeline(self.session, self.found), window=self.row.context_window, id="timeline")
-        table: DataTable[Any] = DataTable(cursor_type="row", id="boundaries")
+        table: DataTable[Any] = ListTable(id="boundaries")
         table.display = bool(self.found)
         yield table
         yield Static(

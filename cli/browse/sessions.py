@@ -25,6 +25,7 @@ from sessionstore.storage.search import MARK_CLOSE, MARK_OPEN
 
 from ..tables import ellipsize, short_model, short_path, short_time, when
 from .keybar import KeyBar
+from .listtable import ListTable
 from .search import SearchOutcome
 
 if TYPE_CHECKING:
@@ -64,8 +65,8 @@ class SessionsScreen(Screen[None]):
         with Horizontal(id="boxes"):
             yield Input(placeholder="f: filter by title, cwd, model, id", id="filter")
             yield Input(placeholder="/: search every message", id="search")
-        yield DataTable(cursor_type="row", zebra_stripes=True, id="sessions")
-        yield DataTable(cursor_type="row", zebra_stripes=True, id="hits", classes="hidden")
+        yield ListTable(zebra_stripes=True, id="sessions", load_rest=self.load_rest)
+        yield ListTable(zebra_stripes=True, id="hits", classes="hidden")
         yield Static(id="preview")
         yield KeyBar()
 
@@ -99,6 +100,11 @@ class SessionsScreen(Screen[None]):
             self.table.add_row(*self._cells(row), key=row.id)
         if reset:
             self._preview(self.rows[0] if self.rows else None)
+
+    def load_rest(self) -> None:
+        """Every page not read yet (End on the list goes to the last session, not the last one loaded)."""
+        while self.more:
+            self.load(reset=False)
 
     def _columns(self) -> None:
         """(Re)build the columns for the screen's width: the title takes what the others leave."""

@@ -25,6 +25,7 @@ from sessionstore.sanitize import one_line
 from sessionstore.usage import Usage, UsageReport, UsageRow, cost_text, hit_rate_text, short_count, usage_report
 
 from .keybar import KeyBar
+from .listtable import ListTable
 from .timeline import BLOCKS
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ class UsageScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(Text(" usage · counting…"), id="usage-info")
         yield DayChart([], id="usage-chart")
-        yield DataTable(cursor_type="row", zebra_stripes=True, id="usage-days")
+        yield ListTable(zebra_stripes=True, id="usage-days")
         yield KeyBar()
 
     def on_mount(self) -> None:

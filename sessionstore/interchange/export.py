@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 from sessionstore.interchange.fidelity import check_claude_code
 from sessionstore.interchange.importers.claude_code import KIND_FIELD
+from sessionstore.interchange.importers.native import JSONL_IDENTITY
 from sessionstore.interchange.links import Link, linked_transcript
 from sessionstore.interchange.markdown_text import code_span, markdown_body, markdown_inline
 from sessionstore.interchange.sinks import ByteSink, TextSink
@@ -47,20 +48,47 @@ def export_jsonl(session: "Session", out: TextSink) -> int:
     """Write one JSON line per transcript message (StoredMessage.to_dict's shape); returns the count.
 
     Lines are assembled from the JSON text as stored, which is exactly what
-    decoding and re-encoding would give, without the cost of doing it.
+    decoding and re-encoding would give, without the cost of doing it. The first
+    line also carries the session's header (`session`: see `jsonl_header`), which
+    messages do not hold (a Codex session's model, cwd and title), so that
+    `import jsonl` gives the session back whole.
     """
     count = 0
+    header = dumps(jsonl_header(session))
     for row in iter_message_rows(session.db, session.id):
-        out.write(_jsonl_line(row))
+        out.write(_jsonl_line(row, header if count == 0 else None))
         count += 1
     return count
 
 
-def _jsonl_line(row: Any) -> str:
-    """One export line from a raw row (seq, uuid, parent, role, type, subtype, ts, api id, usage, meta flags...)."""
+def jsonl_header(session: "Session") -> dict[str, Any]:
+    """The session facts a jsonl export carries on its first line: its source tool's id, title, cwd, model, window.
+
+    `source_id` is the id the session had in its source (a Codex or Claude Code session id,
+    as `sessions` shows it), None for a session made here (and for the import of its export,
+    whose identity is a digest of its first line, made again on each import); `import jsonl`
+    keeps it as the new session's source id.
+    """
+    row = session.db.one("SELECT source, source_key FROM imports WHERE session_id = :id", {"id": session.id})
+    digest = row is not None and row[0] == "jsonl" and str(row[1]).startswith(JSONL_IDENTITY)
+    return {
+        "source_id": row[1] if row and not digest else None,
+        "title": session.title,
+        "cwd": session.cwd,
+        "model": session.model,
+        "context_window": session.context_window,
+    }
+
+
+def _jsonl_line(row: Any, header: str | None = None) -> str:
+    """One export line from a raw row (seq, uuid, parent, role, type, subtype, ts, api id, usage, meta flags...).
+
+    `header` (JSON text) goes first on the line as its `session` field.
+    """
     seq, uuid, parent, role, mtype, subtype, ts, api_id, usage, is_meta, is_summary, meta, content, tokens = row
+    first = "" if header is None else f'"session":{header},'
     return (
-        f'{{"seq":{int(seq)},"uuid":{dumps(uuid)},"parent_uuid":{dumps(parent)},"type":{dumps(mtype)},'
+        f'{{{first}"seq":{int(seq)},"uuid":{dumps(uuid)},"parent_uuid":{dumps(parent)},"type":{dumps(mtype)},'
         f'"subtype":{dumps(subtype)},"timestamp":{dumps(ts)},"api_message_id":{dumps(api_id)},'
         f'"usage":{usage or "null"},"is_meta":{"true" if is_meta else "false"},'
         f'"is_compact_summary":{"true" if is_summary else "false"},"metadata":{meta or "{}"},'

@@ -71,7 +71,11 @@ class ImportConflict(SessionStoreError):
 
 
 class ImportWarnings(SessionStoreError):
-    """Under --strict, a file with warnings is not imported at all."""
+    """Under --strict, a file with warnings is not imported at all; `warnings` lists every one."""
+
+    def __init__(self, message: str, warnings: list[str] | None = None):
+        super().__init__(message)
+        self.warnings = list(warnings or [])
 
 
 class WrongFormat(SessionStoreError):
@@ -99,6 +103,7 @@ class ImportResult:
     session_id: str | None
     status: (
         str  # imported | grown | unchanged | duplicate | skipped (no message in it) | waiting (live: no whole line yet)
+        # | refused (strict: it has warnings, nothing of it was written)
     )
     lines_added: int = 0
     messages_added: int = 0
@@ -129,8 +134,9 @@ def transcript_files(
 ) -> list[Path]:
     """Files to import: each file given, and every *.jsonl under each directory (main files first).
 
-    A file under a directory that resolves outside it (a planted symlink) is left out unless
-    `follow_symlinks`; what was left out is said in `outside` (the file and a note) when given.
+    A file or a linked folder under a directory that resolves outside it (a planted symlink)
+    is left out unless `follow_symlinks`; what was left out is said in `outside` (the file or
+    folder and a note) when given.
     """
     found: list[Path] = []
     for p in paths:
@@ -138,11 +144,14 @@ def transcript_files(
             raise SessionStoreError("an empty path names no file: give a file or a folder ('.' for this one)")
         path = Path(p)
         if path.is_dir():
-            for file in transcripts_under(path):
+            folders: list[Path] = []
+            for file in transcripts_under(path, leave_root=follow_symlinks, skipped=folders):
                 if follow_symlinks or inside_root(file, path):
                     found.append(file)
                 elif outside is not None:
                     outside.append((file, escape_note(file, path)))
+            if outside is not None:
+                outside.extend((folder, escape_note(folder, path)) for folder in folders)
         elif path.exists():
             found.append(path)
         else:
@@ -458,7 +467,8 @@ class _Writer:
         if self.strict and self.warnings:
             raise ImportWarnings(
                 f"{self.path}: {len(self.warnings)} warning(s) under --strict, nothing imported; "
-                f"first: {self.warnings[0]}"
+                f"first: {self.warnings[0]}",
+                self.warnings,
             )
         if self.existing and self.complete_lines == int(self.existing[2]):
             self._unchanged()
@@ -830,7 +840,9 @@ def import_paths(
 
     With `source` given, a file of another format is refused before anything is
     written; a file that yields no message is reported as skipped, and so is a file
-    under a folder that leads out of it (unless `follow_symlinks`).
+    under a folder that leads out of it (unless `follow_symlinks`). Under `strict`, each
+    file is taken whole or not at all: a file with warnings is reported as `refused`
+    with every warning, nothing of it written, and the next files are still imported.
     """
     outside: list[tuple[Path, str]] = []
     files = transcript_files(paths, follow_symlinks=follow_symlinks, outside=outside)
@@ -847,6 +859,8 @@ def import_paths(
             results.append(ImportResult(str(path), source or "", dup.session_id, "duplicate"))
         except EmptyTranscript as empty:
             results.append(ImportResult(str(path), source or "", None, "skipped", warnings=[str(empty)]))
+        except ImportWarnings as refused:
+            results.append(ImportResult(str(path), source or "", None, "refused", warnings=refused.warnings))
     return results
 
 

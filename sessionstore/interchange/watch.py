@@ -135,7 +135,11 @@ class Watcher:
         found: list[Path] = []
         for root in self.roots:
             if root.is_dir():
-                found.extend(p for p in transcripts_under(root) if p.is_file() and self._confined(p))
+                folders: list[Path] = []
+                under = transcripts_under(root, leave_root=self.follow_symlinks, skipped=folders)
+                found.extend(p for p in under if p.is_file() and self._confined(p))
+                for folder in folders:
+                    self._say_outside(folder, root)
             elif root.is_file():
                 found.append(root)
         unique = dict.fromkeys(p.resolve() for p in found)
@@ -148,10 +152,14 @@ class Watcher:
         root = next((r for r in self.roots if r.is_dir() and r in path.parents), None)
         if root is None or inside_root(path, root):
             return True
+        self._say_outside(path, root)
+        return False
+
+    def _say_outside(self, path: Path, root: Path) -> None:
+        """Report once that `path` (a file or a linked folder) leads out of `root` and is skipped."""
         if str(path) not in self.outside:
             self.outside.add(str(path))
             self.report(WatchEvent("skipped", str(path), message=escape_note(path, root)))
-        return False
 
     def sync_all(self, progress: Callable[[int], None] | None = None) -> list[WatchEvent]:
         """Import what is new in every file (the catch-up after a start or a restart)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .errors import SessionStoreError
 from .rows import MESSAGE_COLUMNS, stored_from_row
@@ -296,6 +296,11 @@ def view_before(session: "Session", index: int) -> list[ViewEntry]:
     """What the model saw just before boundary `index`."""
     found = boundary_floor(session, index)
     return _view_at(session, found[0], found[1])
+
+
+def view_tokens(entries: Iterable[ViewEntry]) -> int:
+    """The tokens of a view: the sum of its entries' counts (the one figure `history -b K` prints and returns)."""
+    return sum(e.tokens for e in entries)
 
 
 def boundary_floor(session: "Session", index: int) -> tuple[int, int]:

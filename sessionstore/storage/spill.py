@@ -10,6 +10,7 @@ thousand characters), the file lands directly inside the given directory.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -42,11 +43,20 @@ class SpillInfo:
     original_size: int
     blob_sha256: str
     created_at: float
+    #: The result is still in the active view (as a preview, or cleared); False once a compaction summarized it.
+    in_view: bool = True
+
+    @property
+    def now(self) -> str:
+        """What the active view shows of it: `spilled` (the preview), `cleared`, or `compacted` (nothing: summarized)."""
+        return self.kind if self.in_view else "compacted"
 
     def to_dict(self) -> dict[str, object]:
         return {
             "tool_use_id": self.tool_use_id,
             "kind": self.kind,
+            "in_view": self.in_view,
+            "now": self.now,
             "original_size": self.original_size,
             "blob_sha256": self.blob_sha256,
             "created_at": self.created_at,
@@ -54,11 +64,53 @@ class SpillInfo:
 
 
 def list_spills(session: "Session") -> list[SpillInfo]:
-    """Every spilled tool result of the session, oldest first (cleared ones included)."""
+    """Every spilled tool result of the session, oldest first (cleared and compacted ones included).
+
+    Each says whether the active view still holds it (`in_view`): a compaction that summarized
+    the turn took it out, while its original stays readable with `spill_original`.
+    """
+    decisions = list_with_blobs(session.db, session.id)
+    shown = results_in_view(session) if decisions else set()
     return [
-        SpillInfo(r.tool_use_id, r.kind, int(r.original_size or 0), str(r.blob_sha256), r.created_at)
-        for r in list_with_blobs(session.db, session.id)
+        SpillInfo(
+            r.tool_use_id,
+            r.kind,
+            int(r.original_size or 0),
+            str(r.blob_sha256),
+            r.created_at,
+            in_view=r.tool_use_id in shown,
+        )
+        for r in decisions
     ]
+
+
+def results_in_view(session: "Session") -> set[str]:
+    """The tool_use_ids of the tool results in the session's active view (what `stats` and `spill list` count).
+
+    Tool results are only rewritten (spilled, cleared) in the view's explicit rows; messages
+    appended since are in the view as they were sent, so they count too.
+    """
+    db, sid = session.db, {"id": session.id}
+    state = session.refresh_state()
+    rows = db.all(
+        "SELECT content_json FROM view_entries WHERE session_id = :id AND valid_to IS NULL "
+        "AND content_json LIKE '%tool_result%'",
+        sid,
+    )
+    rows += db.all(
+        "SELECT content_json FROM messages WHERE session_id = :id AND seq > :base AND content_json LIKE '%tool_result%'",
+        {**sid, "base": state.base_seq},
+    )
+    found: set[str] = set()
+    for (text,) in rows:
+        content = json.loads(text) if isinstance(text, str) else text
+        if isinstance(content, list):
+            found.update(
+                str(b["tool_use_id"])
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "tool_result" and "tool_use_id" in b
+            )
+    return found
 
 
 def spill_original(session: "Session", tool_use_id: str) -> bytes:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .spill import list_spills
+
 if TYPE_CHECKING:
     from .session import Session
 
@@ -37,12 +39,7 @@ def session_stats(session: "Session") -> dict[str, Any]:
         0
     ]
     # Spilled and still shown: a compaction that summarized the result took its preview out of the view.
-    spilled_now = db.one(
-        "SELECT COUNT(*) FROM replacements r WHERE r.session_id = :id AND r.kind = 'spilled' AND EXISTS "
-        "(SELECT 1 FROM view_entries v WHERE v.session_id = r.session_id AND v.valid_to IS NULL "
-        "AND v.content_json LIKE '%' || r.tool_use_id || '%')",
-        sid,
-    )[0]
+    spilled_now = sum(1 for s in list_spills(session) if s.now == "spilled")
     return {
         "session": session.id,
         "messages": int(msg_count),

@@ -66,6 +66,11 @@ SUFFIX_FILTERED_KINDS = frozenset({"partial-up_to"})
 SNIP_SUBTYPE = "snip_marker"
 #: The marker microcompact leaves behind; its metadata lists the tool results it cleared.
 CLEAR_SUBTYPE = "microcompact_boundary"
+#: The longest source id and model name a header may give (the columns' sizes); longer ones are ignored.
+SOURCE_ID_LENGTH = 500
+MODEL_LENGTH = 200
+#: How the identity made from an export's first line starts (a session made here has no source id of its own).
+JSONL_IDENTITY = "jsonl-"
 #: How far back a streamed response's earlier piece is looked for (tool results in between).
 REGROUP_WINDOW = 64
 
@@ -104,6 +109,9 @@ class NativeImport(LineStream):
         self._title: str | None = None
         self._cwd: str | None = None
         self._model: str | None = None
+        self._window: int | None = None
+        #: The facts the export's `session` header (first line) gave: they win over what messages suggest.
+        self._given: set[str] = set()
 
     def plan(self) -> ImportPlan:
         """The plan (without lines) once `lines()` has been consumed."""
@@ -115,6 +123,7 @@ class NativeImport(LineStream):
             title=self._title,
             cwd=self._cwd,
             model=self._model,
+            context_window=self._window,
             parent_source_session_id=None,
             lines=[],
             boundaries=chain.boundaries,
@@ -153,19 +162,41 @@ class NativeImport(LineStream):
                 warning=f"{here}: duplicate uuid {uuid} (first on line {self._seen[uuid]})",
             )
         self._seen[uuid] = line_no
+        if len(self._seen) == 1:
+            self._read_header(entry.get("session"))
         self._identity = self._identity or session_identity(raw)
         self._observe(message)
         return ImportedLine(
             line_no, raw, "message", message["type"], message=message, node=self._node(line_no, message)
         )
 
+    def _read_header(self, header: Any) -> None:
+        """The session facts an export's first line carries (`export_jsonl`): source id, title, cwd, model, window."""
+        if not isinstance(header, dict):
+            return
+        text = {k: v if isinstance(v, str) and v.strip() else None for k, v in header.items()}
+        limits = {"source_id": SOURCE_ID_LENGTH, "model": MODEL_LENGTH}
+        text = {k: None if v is None or len(v) > limits.get(k, len(v)) else v for k, v in text.items()}
+        self._identity = text.get("source_id")
+        self._title, self._cwd, self._model = text.get("title"), text.get("cwd"), text.get("model")
+        self._given = {k for k in ("title", "cwd", "model") if text.get(k) is not None}
+        window = header.get("context_window")
+        if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+            self._window = window
+
     def _observe(self, message: dict[str, Any]) -> None:
-        """Header facts: title (first prompt), cwd and model from metadata."""
+        """Header facts: title (first prompt), cwd and model from metadata (unless the export's header gave them)."""
         meta = message["metadata"]
         cwd, model = meta.get("cwd"), meta.get("model")
         if self._cwd is None and isinstance(cwd, str) and cwd:
             self._cwd = cwd
-        if message["role"] == "assistant" and isinstance(model, str) and model and not model.startswith("<"):
+        if (
+            "model" not in self._given
+            and message["role"] == "assistant"
+            and isinstance(model, str)
+            and model
+            and not model.startswith("<")
+        ):
             self._model = model
         if self._title is None and message["type"] == "user" and not message["is_meta"]:
             self._title = _prompt_title(message["content"])
@@ -209,7 +240,7 @@ def session_identity(first_message_line: bytes) -> str:
     Uuids alone do not do (Codex imports number theirs `codex-<line>` in
     every session); the first line also holds its timestamp and content.
     """
-    return "jsonl-" + hashlib.sha256(first_message_line.rstrip(b"\r\n")).hexdigest()[:32]
+    return JSONL_IDENTITY + hashlib.sha256(first_message_line.rstrip(b"\r\n")).hexdigest()[:32]
 
 
 def build_message(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
