@@ -1,0 +1,119 @@
+"""Packed source lines: every stored `source_lines.raw` gets a codec byte and is zstd-compressed.
+
+An imported line was kept raw, so a store was bigger than the files it came
+from (source_lines alone 1.2x their bytes). From this revision each `raw`
+starts with a codec byte: 0 raw bytes follow, 1 a zstd frame, 2 a zstd frame
+made with the session's dictionary, which is the session's row `line_no = 0`
+(kind `zdict`, trained on its first lines when it has enough of them).
+
+The upgrade rewrites every existing row that way, session by session, inside
+the one upgrade transaction (the runner backs the SQLite file up first); the
+downgrade writes every line back raw and drops the dictionary rows. The codec
+is spelled out here rather than imported, so this revision keeps doing what it
+did when the packing module changes.
+
+On PostgreSQL row security is switched off for the transaction: a role that
+cannot read every session's lines then fails the upgrade instead of converting
+only its own.
+
+Revision ID: 0010
+Revises: 0009
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import sqlalchemy as sa
+import zstandard
+from alembic import op
+
+revision: str = "0010"
+down_revision: str | None = "0009"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+RAW, ZSTD, ZSTD_DICT = 0, 1, 2
+DICT_KIND = "zdict"
+TRAIN_MIN_LINES, TRAIN_SAMPLES, DICT_BYTES, LEVEL, MIN_PACKED = 256, 256, 16_384, 3, 48
+BATCH = 2000
+
+
+def _sessions(bind: sa.engine.Connection) -> list[str]:
+    return [r[0] for r in bind.execute(sa.text("SELECT DISTINCT session_id FROM source_lines ORDER BY session_id"))]
+
+
+def _lines(bind: sa.engine.Connection, session_id: str) -> list[tuple[int, bytes]]:
+    rows = bind.execute(
+        sa.text("SELECT line_no, raw FROM source_lines WHERE session_id = :id AND line_no > 0 ORDER BY line_no"),
+        {"id": session_id},
+    )
+    return [(int(n), bytes(raw)) for n, raw in rows]
+
+
+def _update(bind: sa.engine.Connection, session_id: str, rows: list[tuple[int, bytes]]) -> None:
+    statement = sa.text("UPDATE source_lines SET raw = :raw WHERE session_id = :id AND line_no = :n")
+    for start in range(0, len(rows), BATCH):
+        bind.execute(statement, [{"id": session_id, "n": n, "raw": raw} for n, raw in rows[start : start + BATCH]])
+
+
+def _pack(compressor: zstandard.ZstdCompressor, codec: int, raw: bytes) -> bytes:
+    if len(raw) >= MIN_PACKED:
+        packed = compressor.compress(raw)
+        if len(packed) + 1 < len(raw):
+            return bytes((codec,)) + packed
+    return b"\x00" + raw
+
+
+def _no_row_security(bind: sa.engine.Connection) -> None:
+    if bind.dialect.name == "postgresql":
+        bind.execute(sa.text("SET LOCAL row_security = off"))
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
+    _no_row_security(bind)
+    for session_id in _sessions(bind):
+        lines = _lines(bind, session_id)
+        dictionary: Any = None
+        if len(lines) >= TRAIN_MIN_LINES:
+            try:
+                trained = zstandard.train_dictionary(DICT_BYTES, [raw for _, raw in lines[:TRAIN_SAMPLES]], level=LEVEL)
+                dictionary = zstandard.ZstdCompressionDict(trained.as_bytes())
+            except zstandard.ZstdError:
+                dictionary = None
+        if dictionary is not None:
+            bind.execute(
+                sa.text(
+                    "INSERT INTO source_lines (session_id, line_no, kind, entry_type, message_seq, raw, owner) "
+                    "SELECT s.id, 0, :kind, NULL, NULL, :raw, s.owner FROM sessions s WHERE s.id = :id"
+                ),
+                {"id": session_id, "kind": DICT_KIND, "raw": dictionary.as_bytes()},
+            )
+        compressor = zstandard.ZstdCompressor(level=LEVEL, dict_data=dictionary, write_content_size=True)
+        codec = ZSTD_DICT if dictionary is not None else ZSTD
+        _update(bind, session_id, [(n, _pack(compressor, codec, raw)) for n, raw in lines])
+
+
+def downgrade() -> None:
+    bind = op.get_bind()
+    _no_row_security(bind)
+    for session_id in _sessions(bind):
+        row = bind.execute(
+            sa.text("SELECT raw FROM source_lines WHERE session_id = :id AND line_no = 0"), {"id": session_id}
+        ).first()
+        dictionary = zstandard.ZstdCompressionDict(bytes(row[0])) if row is not None else None
+        with_dict = zstandard.ZstdDecompressor(dict_data=dictionary) if dictionary is not None else None
+        plain = zstandard.ZstdDecompressor()
+        out = []
+        for n, stored in _lines(bind, session_id):
+            codec, body = stored[0], stored[1:]
+            if codec == ZSTD_DICT and with_dict is not None:
+                body = with_dict.decompress(body)
+            elif codec == ZSTD:
+                body = plain.decompress(body)
+            elif codec != RAW:
+                raise ValueError(f"session {session_id} line {n}: unknown codec {codec}")
+            out.append((n, body))
+        _update(bind, session_id, out)
+    bind.execute(sa.text("DELETE FROM source_lines WHERE line_no = 0"))
