@@ -79,8 +79,6 @@ def table_sizes(db_path: str) -> dict[str, int]:
         sizes: dict[str, int] = {}
         for name, size in con.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name"):
             table = owner.get(name, name)
-            if table.startswith("search_fts"):
-                table = "search_fts"
             sizes[table] = sizes.get(table, 0) + int(size)
         return sizes
     finally:

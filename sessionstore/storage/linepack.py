@@ -15,7 +15,7 @@ made with the session's dictionary; the frame names its dictionary id, checked).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import zstandard
 
@@ -91,9 +91,9 @@ class LinePacker:
             raise LineCorrupt(f"a source line does not decompress: {exc}") from exc
         raise LineCorrupt(f"a source line has unknown codec {codec}")
 
-    def pack_rows(self, rows: Iterable[Sequence[object]]) -> list[tuple[object, ...]]:
+    def pack_rows(self, rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """`source_lines` insert tuples (raw last) with raw packed."""
-        return [(*row[:-1], self.pack(bytes(row[-1]))) for row in rows]  # type: ignore[arg-type]
+        return [(*row[:-1], self.pack(bytes(row[-1]))) for row in rows]
 
 
 def train(lines: Sequence[bytes]) -> bytes | None:
