@@ -136,9 +136,9 @@ def measure(files: list[tuple[Path, str]], workdir: Path) -> dict[str, Any]:
     for sid in cc[:20]:
         t0 = time.perf_counter()
         session = store.get(sid)
-        view = session.active_view()
+        session.active_view()
         resume.append(time.perf_counter() - t0)
-        uuids = [m["uuid"] for m in view if isinstance(m, dict) and "uuid" in m][:20]
+        uuids = [m.uuid for _, m in zip(range(20), session.transcript())]
         for uuid in uuids:
             t0 = time.perf_counter()
             session.message(uuid)
