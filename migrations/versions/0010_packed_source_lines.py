@@ -36,6 +36,7 @@ depends_on: str | Sequence[str] | None = None
 RAW, ZSTD, ZSTD_DICT = 0, 1, 2
 DICT_KIND = "zdict"
 TRAIN_MIN_LINES, TRAIN_SAMPLES, DICT_BYTES, LEVEL, MIN_PACKED = 256, 256, 16_384, 3, 48
+TRAIN_K, TRAIN_D = 400, 6
 BATCH = 2000
 
 
@@ -78,7 +79,8 @@ def upgrade() -> None:
         dictionary: Any = None
         if len(lines) >= TRAIN_MIN_LINES:
             try:
-                trained = zstandard.train_dictionary(DICT_BYTES, [raw for _, raw in lines[:TRAIN_SAMPLES]], level=LEVEL)
+                samples = [raw for _, raw in lines[:TRAIN_SAMPLES]]
+                trained = zstandard.train_dictionary(DICT_BYTES, samples, k=TRAIN_K, d=TRAIN_D, level=LEVEL)
                 dictionary = zstandard.ZstdCompressionDict(trained.as_bytes())
             except zstandard.ZstdError:
                 dictionary = None
