@@ -20,6 +20,7 @@ read medians, search p50/p95. Results replace the `storage` section of RESULTS.m
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -138,7 +139,7 @@ def measure(files: list[tuple[Path, str]], workdir: Path) -> dict[str, Any]:
         session = store.get(sid)
         session.active_view()
         resume.append(time.perf_counter() - t0)
-        uuids = [m.uuid for _, m in zip(range(20), session.transcript())]
+        uuids = [m.uuid for m in itertools.islice(session.transcript(), 20)]
         for uuid in uuids:
             t0 = time.perf_counter()
             session.message(uuid)
