@@ -12,9 +12,9 @@ downgrade writes every line back raw and drops the dictionary rows. The codec
 is spelled out here rather than imported, so this revision keeps doing what it
 did when the packing module changes.
 
-On PostgreSQL row security is switched off for the transaction: a role that
-cannot read every session's lines then fails the upgrade instead of converting
-only its own.
+On PostgreSQL the upgrade runs as the tables' owner (as 0009 did); FORCE ROW
+LEVEL SECURITY on source_lines is lifted inside the transaction so the owner
+converts every role's lines, not only its own, and set again before the commit.
 
 Revision ID: 0010
 Revises: 0009
@@ -66,14 +66,30 @@ def _pack(compressor: zstandard.ZstdCompressor, codec: int, raw: bytes) -> bytes
     return b"\x00" + raw
 
 
-def _no_row_security(bind: sa.engine.Connection) -> None:
-    if bind.dialect.name == "postgresql":
-        bind.execute(sa.text("SET LOCAL row_security = off"))
+def _owner_sees_every_line(bind: sa.engine.Connection) -> bool:
+    """PostgreSQL: lift FORCE ROW LEVEL SECURITY on source_lines for this transaction (the owner then reads every row).
+
+    Returns whether it was forced; `_force_again` sets it back before the commit (DDL is transactional
+    there, so a failed upgrade leaves it as it was).
+    """
+    if bind.dialect.name != "postgresql":
+        return False
+    forced = bool(
+        bind.execute(sa.text("SELECT relforcerowsecurity FROM pg_class WHERE oid = 'source_lines'::regclass")).scalar()
+    )
+    if forced:
+        bind.execute(sa.text("ALTER TABLE source_lines NO FORCE ROW LEVEL SECURITY"))
+    return forced
+
+
+def _force_again(bind: sa.engine.Connection, forced: bool) -> None:
+    if forced:
+        bind.execute(sa.text("ALTER TABLE source_lines FORCE ROW LEVEL SECURITY"))
 
 
 def upgrade() -> None:
     bind = op.get_bind()
-    _no_row_security(bind)
+    forced = _owner_sees_every_line(bind)
     for session_id in _sessions(bind):
         lines = _lines(bind, session_id)
         dictionary: Any = None
@@ -85,21 +101,26 @@ def upgrade() -> None:
             except zstandard.ZstdError:
                 dictionary = None
         if dictionary is not None:
+            owner = bind.execute(
+                sa.text("SELECT owner FROM source_lines WHERE session_id = :id AND line_no > 0 LIMIT 1"),
+                {"id": session_id},
+            ).scalar()
             bind.execute(
                 sa.text(
                     "INSERT INTO source_lines (session_id, line_no, kind, entry_type, message_seq, raw, owner) "
-                    "SELECT s.id, 0, :kind, NULL, NULL, :raw, s.owner FROM sessions s WHERE s.id = :id"
+                    "VALUES (:id, 0, :kind, NULL, NULL, :raw, :owner)"
                 ),
-                {"id": session_id, "kind": DICT_KIND, "raw": dictionary.as_bytes()},
+                {"id": session_id, "kind": DICT_KIND, "raw": dictionary.as_bytes(), "owner": owner},
             )
         compressor = zstandard.ZstdCompressor(level=LEVEL, dict_data=dictionary, write_content_size=True)
         codec = ZSTD_DICT if dictionary is not None else ZSTD
         _update(bind, session_id, [(n, _pack(compressor, codec, raw)) for n, raw in lines])
+    _force_again(bind, forced)
 
 
 def downgrade() -> None:
     bind = op.get_bind()
-    _no_row_security(bind)
+    forced = _owner_sees_every_line(bind)
     for session_id in _sessions(bind):
         row = bind.execute(
             sa.text("SELECT raw FROM source_lines WHERE session_id = :id AND line_no = 0"), {"id": session_id}
@@ -119,3 +140,4 @@ def downgrade() -> None:
             out.append((n, body))
         _update(bind, session_id, out)
     bind.execute(sa.text("DELETE FROM source_lines WHERE line_no = 0"))
+    _force_again(bind, forced)
