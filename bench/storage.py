@@ -222,6 +222,12 @@ def section(runs: dict[str, dict[str, Any]], size_mb: float, count: int) -> str:
     ]
     for label, cell in rows:
         lines.append(f"| {label} | " + " | ".join(cell(runs[n]) for n in names) + " |")
+    lines += [
+        "",
+        "Only import (packing, a dictionary per session) and the claude-code export (unpacking) run changed code;"
+        " resume, one-message reads, indexing and search read no source line, so their columns differ by the"
+        " machine's noise alone (compare the rows of one column, not across loaded runs).",
+    ]
     lines += ["", "Per table with the search index built (bytes / JSONL bytes; indexes with their table):", ""]
     tables = sorted(
         {t for r in runs.values() for t in r["indexed"]["tables"]},

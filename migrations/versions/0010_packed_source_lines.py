@@ -95,7 +95,7 @@ def upgrade() -> None:
         dictionary: Any = None
         if len(lines) >= TRAIN_MIN_LINES:
             try:
-                samples = [raw for _, raw in lines[:TRAIN_SAMPLES]]
+                samples: list[bytes | bytearray | memoryview] = [raw for _, raw in lines[:TRAIN_SAMPLES]]
                 trained = zstandard.train_dictionary(DICT_BYTES, samples, k=TRAIN_K, d=TRAIN_D, level=LEVEL)
                 dictionary = zstandard.ZstdCompressionDict(trained.as_bytes())
             except zstandard.ZstdError:

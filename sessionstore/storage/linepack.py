@@ -103,7 +103,7 @@ def train(lines: Sequence[bytes]) -> bytes | None:
     if len(lines) < TRAIN_MIN_LINES:
         return None
     try:
-        samples = list(lines[:TRAIN_SAMPLES])
+        samples: list[bytes | bytearray | memoryview] = list(lines[:TRAIN_SAMPLES])
         return zstandard.train_dictionary(DICT_BYTES, samples, k=TRAIN_K, d=TRAIN_D, level=LEVEL).as_bytes()
     except zstandard.ZstdError:
         return None
