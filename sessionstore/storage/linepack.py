@@ -10,7 +10,8 @@ every row stays one range read: `line_no > 0` is the file, in order.
 
 Each stored `raw` starts with a codec byte, so rows written by any version stay
 readable: RAW (the bytes follow), ZSTD (a zstd frame), ZSTD_DICT (a zstd frame
-made with the session's dictionary; the frame names its dictionary id, checked).
+made with the session's dictionary; the frame names its dictionary id, and zstd refuses
+another dictionary).
 """
 
 from __future__ import annotations
@@ -83,9 +84,6 @@ class LinePacker:
             if codec == ZSTD_DICT:
                 if self._dict is None:
                     raise LineCorrupt("a source line needs its session's dictionary, which is missing")
-                frame_dict = zstandard.get_frame_parameters(body).dict_id
-                if frame_dict != self.dict_id:
-                    raise LineCorrupt(f"a source line names dictionary {frame_dict}, the session has {self.dict_id}")
                 if self._decompressor is None:
                     self._decompressor = zstandard.ZstdDecompressor(dict_data=self._dict)
                 return self._decompressor.decompress(body)
