@@ -6,6 +6,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo-output
+# Test processes (pytest-xdist): one per logical CPU; PYTEST_WORKERS=0 runs the suite in this one process.
+PYTEST_WORKERS ?= logical
 
 .PHONY: demo test test-fast lint typecheck format docs bench install clean
 
@@ -21,7 +23,7 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py --dir $(DEMO_DIR)
 
 test: $(STAMP) lint typecheck
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 # ruff: the linter over everything, the formatter check over the files in scripts/formatted.txt.
 lint: $(STAMP)
@@ -41,7 +43,7 @@ docs: $(STAMP)
 	$(BIN)/python -m sessionstore.cli.reference > docs/cli.md
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m 'not slow'
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m 'not slow'
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'

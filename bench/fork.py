@@ -29,80 +29,23 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import RESULTS, load_note, machine_info, machine_line, write_section  # noqa: E402  (after the sys.path line above)
-from bench.history import SUMMARY  # noqa: E402  (after the sys.path line above)
+from bench.cycles import CycleShape  # noqa: E402  (after the sys.path line above)
+from bench.cycles import build as cycles_build  # noqa: E402  (after the sys.path line above)
 from sessionstore import SessionStore  # noqa: E402  (after the sys.path line above)
 from sessionstore.storage import history as hist  # noqa: E402  (after the sys.path line above)
-from sessionstore.storage.rewrite import Add, CompactionRecord, Keep, commit_rewrite  # noqa: E402  (after the sys.path line above)
 from sessionstore.storage.session import Session  # noqa: E402  (after the sys.path line above)
-from sessionstore.storage.validate import normalize  # noqa: E402  (after the sys.path line above)
-from tests.support.messages import conversation  # noqa: E402  (after the sys.path line above)
 
 CYCLE = 250
 KEEP = 100
 SMALL_CYCLES = 3
 RUNS = 11
 TARGET_RATIO = 1.5
-
-
-def whole_turns(cycle: int) -> list[dict[str, Any]]:
-    """About CYCLE messages of tool-using turns, cut after a final answer."""
-    msgs = list(conversation(CYCLE, seed=cycle % 40, prefix=f"cycle {cycle}: "))
-    end = max(
-        i for i, m in enumerate(msgs) if m["role"] == "assistant" and all(b.get("type") == "text" for b in m["content"])
-    )
-    return msgs[: end + 1]
-
-
-def compact_keeping_suffix(session: Session, cycle: int) -> None:
-    """Boundary + summary, then the newest ~KEEP entries from a user prompt on."""
-    snap = session.snapshot()
-    entries = snap.entries
-    start = max(0, len(entries) - KEEP)
-    while start < len(entries) and not (
-        entries[start].role == "user"
-        and isinstance(entries[start].content, str)
-        and not entries[start].message.is_compact_summary
-    ):
-        start += 1
-    kept = entries[start:]
-    summarized = [e.seq for e in entries[:start] if e.type != "system" and not e.message.is_compact_summary]
-    boundary = normalize(
-        {
-            "role": "system",
-            "subtype": "compact_boundary",
-            "content": "Conversation compacted",
-            "metadata": {"trigger": "auto"},
-        }
-    )
-    summary = normalize({"role": "user", "content": f"{SUMMARY} (cycle {cycle})", "is_compact_summary": True})
-    plan = [Add(boundary), Add(summary), *(Keep(e.seq) for e in kept)]
-    record = CompactionRecord(
-        kind="session-memory",
-        trigger="auto",
-        boundary_uuid=boundary.uuid,
-        summary_uuid=summary.uuid,
-        summarized_seqs=summarized,
-        head_uuid=kept[0].uuid if kept else None,
-        anchor_uuid=summary.uuid,
-        tail_uuid=kept[-1].uuid if kept else None,
-        summarizer="bench",
-    )
-    commit_rewrite(
-        session, base_version=snap.view_version, snapshot_last_seq=snap.last_seq, plan=plan, compaction=record
-    )
+SHAPE = CycleShape(messages=CYCLE, seeds=40, keep=KEEP)
 
 
 def build(store: SessionStore, cycles: int, log: Callable[[str], None]) -> Session:
-    """A session of `cycles` cycles (append ~CYCLE messages, compact), then one more cycle appended."""
-    session = store.create_session(title=f"{cycles} cycles")
-    started = time.perf_counter()
-    for cycle in range(cycles):
-        session.append_many(whole_turns(cycle))
-        compact_keeping_suffix(session, cycle)
-        if cycle and cycle % 50 == 0:
-            log(f"  {cycle:,} cycles, {session.last_seq:,} messages ({time.perf_counter() - started:.0f} s)")
-    session.append_many(whole_turns(cycles))
-    return session
+    """A session of `cycles` cycles (append ~CYCLE messages, compact keeping ~KEEP), then one more cycle appended."""
+    return cycles_build(store, SHAPE, cycles, f"{cycles} cycles", log, log_every=50)
 
 
 def db_bytes(store: SessionStore) -> int:

@@ -32,14 +32,13 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import RESULTS, machine_info, load_note, machine_line, write_section  # noqa: E402  (after the sys.path line above)
+from bench.cycles import CycleShape  # noqa: E402  (after the sys.path line above)
+from bench.cycles import build as cycles_build  # noqa: E402  (after the sys.path line above)
 from sessionstore import SessionStore  # noqa: E402  (after the sys.path line above)
 from sessionstore.cli.app import main as cli_main  # noqa: E402  (after the sys.path line above)
 from sessionstore.cli.compactcmd import HISTORY_PAGE, history_cmd  # noqa: E402  (after the sys.path line above)
 from sessionstore.storage import history as hist  # noqa: E402  (after the sys.path line above)
-from sessionstore.storage.rewrite import Add, CompactionRecord, Keep, commit_rewrite  # noqa: E402  (after the sys.path line above)
 from sessionstore.storage.session import Session  # noqa: E402  (after the sys.path line above)
-from sessionstore.storage.validate import normalize  # noqa: E402  (after the sys.path line above)
-from tests.support.messages import conversation  # noqa: E402  (after the sys.path line above)
 
 SMALL = 20
 KEEP = 25
@@ -47,68 +46,12 @@ RUNS = 21
 TARGET_RATIO = 1.5
 TARGET_MS = 20.0
 TARGET_PAGE_MS = 100.0
-SUMMARY = ("## Primary request and intent\nFix the flaky integration test and rename parse_cfg. " * 25)[:2000]
-
-
-def whole_turns(cycle: int) -> list[dict[str, Any]]:
-    """About 30 messages of tool-using turns, cut after a final answer."""
-    msgs = list(conversation(34, seed=cycle % 50, prefix=f"cycle {cycle}: "))
-    end = max(
-        i for i, m in enumerate(msgs) if m["role"] == "assistant" and all(b.get("type") == "text" for b in m["content"])
-    )
-    return msgs[: end + 1]
-
-
-def compact_keeping_suffix(session: Session, cycle: int) -> None:
-    """Boundary + summary, then the newest ~KEEP entries from a user prompt on (invariant 3 holds)."""
-    snap = session.snapshot()
-    entries = snap.entries
-    start = max(0, len(entries) - KEEP)
-    while start < len(entries) and not (
-        entries[start].role == "user"
-        and isinstance(entries[start].content, str)
-        and not entries[start].message.is_compact_summary
-    ):
-        start += 1
-    kept = entries[start:]
-    summarized = [e.seq for e in entries[:start] if e.type != "system" and not e.message.is_compact_summary]
-    boundary = normalize(
-        {
-            "role": "system",
-            "subtype": "compact_boundary",
-            "content": "Conversation compacted",
-            "metadata": {"trigger": "auto"},
-        }
-    )
-    summary = normalize({"role": "user", "content": f"{SUMMARY} (cycle {cycle})", "is_compact_summary": True})
-    plan = [Add(boundary), Add(summary), *(Keep(e.seq) for e in kept)]
-    record = CompactionRecord(
-        kind="session-memory",
-        trigger="auto",
-        boundary_uuid=boundary.uuid,
-        summary_uuid=summary.uuid,
-        summarized_seqs=summarized,
-        head_uuid=kept[0].uuid if kept else None,
-        anchor_uuid=summary.uuid,
-        tail_uuid=kept[-1].uuid if kept else None,
-        summarizer="bench",
-    )
-    commit_rewrite(
-        session, base_version=snap.view_version, snapshot_last_seq=snap.last_seq, plan=plan, compaction=record
-    )
+SHAPE = CycleShape(messages=34, seeds=50, keep=KEEP)
 
 
 def build(store: SessionStore, boundaries: int, log: Callable[[str], None]) -> Session:
     """A session with `boundaries` compactions, each after ~30 appended messages."""
-    session = store.create_session(title=f"{boundaries} boundaries")
-    started = time.perf_counter()
-    for cycle in range(boundaries):
-        session.append_many(whole_turns(cycle))
-        compact_keeping_suffix(session, cycle)
-        if cycle and cycle % 500 == 0:
-            log(f"  {cycle:,} boundaries built ({time.perf_counter() - started:.0f} s)")
-    session.append_many(whole_turns(boundaries))
-    return session
+    return cycles_build(store, SHAPE, boundaries, f"{boundaries} boundaries", log, log_every=500)
 
 
 def run_cli(args: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""`sessionstore usage`: tokens and cost by day, week, month, session, project or model."""
+"""`sessionstore usage`: tokens and cost by day, week, month, session, project, model or host."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ sessions count, and --by session lists them under their main session
 (--fold-subagents adds them into it). Days are UTC. Cost uses the price table shipped
 in the package (its date is printed), over which --prices FILE or SESSIONSTORE_PRICES
 lays your own; a model the table does not name has an unknown cost (?), never zero.
+--by host groups by the machine each session was captured on; sessions captured
+before hosts were recorded are counted in one "(no host)" row.
 
 Examples:
 
@@ -39,6 +41,8 @@ Examples:
   sessionstore usage --by session --cwd ~/code/app
 
   sessionstore usage --by model --since 2026-11-01 --until 2026-11-30 --json
+
+  sessionstore usage --by host --since 30d
 """
 
 #: Numeric columns of the table and CSV: (heading, Usage attribute).

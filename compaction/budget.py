@@ -32,6 +32,7 @@ from typing import Any
 from sessionstore.storage.blobs import blob_sha
 from sessionstore.storage.config import Config
 from sessionstore.storage.replacements import SPILLED, Replacement
+from sessionstore.storage.validate import storable_text
 
 from .working import LayerReport, Spill, WorkingView, blocks
 
@@ -99,7 +100,7 @@ def spill_text(tool_use_id: str, data: bytes, preview_bytes: int) -> str:
         f"Output too large ({len(data):,} bytes). The full output is saved under reference "
         f"{tool_use_id!r} (sessionstore spill cat SESSION REFERENCE).\n"
         f"Preview (first {shown:,} bytes):\n"
-        f"{head}\n"
+        f"{storable_text(head)}\n"
         f"{CLOSE_TAG}"
     )
 

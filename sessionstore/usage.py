@@ -1,4 +1,4 @@
-"""What the agents cost: token usage and cost by day, week, month, session, project or model.
+"""What the agents cost: token usage and cost by day, week, month, session, project, model or host.
 
 Every report first counts what was appended since the last one (`storage.usage_counts`,
 reading usage, never content), then answers from `usage_rollup` alone: one grouped, indexed
@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from .prices import PriceTable, load_prices
+from .prices import PriceTable, Rates, load_prices
 from .storage.errors import SessionStoreError
 from .storage.usage_counts import KINDS, catch_up
 
@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     from .storage.store import SessionStore
 
 #: The groupings a report can take.
-GROUPINGS = ("day", "week", "month", "session", "project", "model")
+GROUPINGS = ("day", "week", "month", "session", "project", "model", "host")
+
+#: The `--by host` row of sessions that record no host (captured before revision 0009 added it).
+NO_HOST = "(no host)"
 
 _AGE = re.compile(r"^\s*(\d+)\s*([hdw])\s*$")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -104,7 +107,7 @@ class Usage:
 
 @dataclass(slots=True)
 class UsageRow:
-    """One line of a report: its key (a date, a session id, a cwd, a model) and its usage."""
+    """One line of a report: its key (a date, a session id, a cwd, a model, a host or NO_HOST) and its usage."""
 
     key: str
     usage: Usage
@@ -164,7 +167,8 @@ def usage_report(
     `since`: a date, an ISO time or an age (`12h`, `7d`, `2w`); `until`: a date (through its end)
     or an ISO time (before it). `session`: that session and its sub-agent sessions. `cwd`: sessions
     in that folder or below. `fold_subagents`: a sub-agent session's usage is counted in its main
-    session's row (`by="session"`).
+    session's row (`by="session"`). `by="host"`: by the machine each session was captured on,
+    sessions recording none (captured before hosts were recorded) in one NO_HOST row, listed last.
     """
     if by not in GROUPINGS:
         raise UsageQueryError(f"--by must be one of {', '.join(GROUPINGS)}, not {by!r}")
@@ -172,14 +176,15 @@ def usage_report(
     low = _since_hour(since, now)
     high = _until_hour(until)
     ids = _session_scope(store, session)
-    catch_up(store.index_db, ids)
+    catch_up(store.db, ids, writer=lambda: store.index_db)
     where, params = _filters(low, high, ids, cwd)
     key = {
         "session": "COALESCE(s.parent_id, r.session_id)" if fold_subagents else "r.session_id",
         "project": "COALESCE(s.cwd, '')",
         "model": "r.model",
+        "host": "s.host",
     }.get(by, "r.hour / 24")
-    joined = by in ("session", "project") or cwd is not None
+    joined = by in ("session", "project", "host") or cwd is not None
     rows = store.db.all(
         f"SELECT {key}, r.model, r.band, SUM(r.responses), {', '.join(f'SUM(r.{k})' for k in KINDS)} "
         f"FROM usage_rollup r{' JOIN sessions s ON s.id = r.session_id' if joined else ''}"
@@ -189,17 +194,24 @@ def usage_report(
     groups: dict[Any, Usage] = {}
     keys: dict[Any, Any] = {}
     total = Usage()
+    pricer = _Pricer(prices)
     for row in rows:
         group_key = keys.get(row[0])
         if group_key is None:
             group_key = keys[row[0]] = _group_key(by, row[0])
         counts = [int(v) for v in row[4:]]
-        cost = _cost(prices, row[1], int(row[2]), counts)
+        cost = pricer.cost(row[1], int(row[2]), counts)
         groups.setdefault(group_key, Usage()).add(counts, int(row[3]), cost, row[1])
         total.add(counts, int(row[3]), cost, row[1])
-    report_rows = (
-        _session_rows(store, groups) if by == "session" else [UsageRow(str(k), groups[k]) for k in sorted(groups)]
-    )
+    if by == "session":
+        report_rows = _session_rows(store, groups)
+    elif by == "host":
+        # Sessions without a host are keyed None (apart from any host's name), listed last as NO_HOST.
+        report_rows = [
+            UsageRow(NO_HOST if k is None else k, groups[k]) for k in sorted(groups, key=lambda k: (k is None, k or ""))
+        ]
+    else:
+        report_rows = [UsageRow(str(k), groups[k]) for k in sorted(groups)]
     return UsageReport(by, report_rows, total, prices, _shown_hour(low), _shown_hour(high))
 
 
@@ -211,8 +223,9 @@ def session_usage(
     if not ids:
         return {}
     prices = prices or load_prices(store.config.prices or None)
-    catch_up(store.index_db, ids)
+    catch_up(store.db, ids, writer=lambda: store.index_db)
     out = {sid: Usage() for sid in ids}
+    pricer = _Pricer(prices)
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
         names = {f"s{i}": sid for i, sid in enumerate(chunk)}
@@ -224,20 +237,37 @@ def session_usage(
         )
         for row in rows:
             counts = [int(v) for v in row[4:]]
-            out[row[0]].add(counts, int(row[3]), _cost(prices, row[1], int(row[2]), counts), row[1])
+            out[row[0]].add(counts, int(row[3]), pricer.cost(row[1], int(row[2]), counts), row[1])
     return out
 
 
 # ------------------------------------------------------------------ pieces
 
 
-def _cost(prices: PriceTable, model: str, band: int, counts: Sequence[int]) -> float | None:
-    price = prices.lookup(model)
-    return None if price is None else price.rates_for_band(band).cost(counts)
+class _Pricer:
+    """Costs from a price table, with each (model, band)'s rates looked up once per report."""
+
+    __slots__ = ("prices", "rates")
+
+    def __init__(self, prices: PriceTable) -> None:
+        self.prices = prices
+        self.rates: dict[tuple[str, int], Rates | None] = {}
+
+    def cost(self, model: str, band: int, counts: Sequence[int]) -> float | None:
+        """USD for `counts` (KINDS order) of `model` in prompt band `band`; None when the model has no price."""
+        key = (model, band)
+        try:
+            rates = self.rates[key]
+        except KeyError:
+            price = self.prices.lookup(model)
+            rates = self.rates[key] = None if price is None else price.rates_for_band(band)
+        return None if rates is None else rates.cost(counts)
 
 
 def _group_key(by: str, value: Any) -> Any:
-    """A grouped value as the report's key: a date string for the calendar groupings."""
+    """A grouped value as the report's key: a date string for the calendar groupings (a host stays None)."""
+    if by == "host":
+        return value
     if by not in ("day", "week", "month"):
         return value if value is not None else ""
     day = (_EPOCH + dt.timedelta(days=int(value))).date()

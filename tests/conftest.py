@@ -67,14 +67,29 @@ def transcripts_dir() -> Path:
     return TRANSCRIPTS
 
 
+_WORKER_KILLS: list[tuple[str, str]] = []  # under pytest-xdist: the kills each worker reported when it finished
+
+
 def _kills() -> list[tuple[str, str]]:
     import sys
 
-    return list(getattr(sys.modules.get("tests.test_fault_points"), "KILLS", None) or [])
+    local = list(getattr(sys.modules.get("tests.test_fault_points"), "KILLS", None) or [])
+    return local + _WORKER_KILLS
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """pytest-xdist, in the controller: gather a finished worker's fault-point kills."""
+    output = getattr(node, "workeroutput", None) or {}
+    _WORKER_KILLS.extend((engine, point) for engine, point in output.get("kills", []))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Under `.ci/run` (SESSIONSTORE_REQUIRE_PG=1) a run in which PostgreSQL did not run fails."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: the controller decides, over every worker's kills
+        workeroutput["kills"] = _kills()
+        return
     if not os.environ.get("SESSIONSTORE_REQUIRE_PG") or exitstatus not in (0, pytest.ExitCode.OK):
         return
     kills = _kills()

@@ -304,7 +304,7 @@ def big_append(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         pytest.skip("PostgreSQL tests need SESSIONSTORE_TEST_PG_URL")
     url = next(urls)
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, url, str(PAYLOAD_MB * 1_000_000)], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", CHILD, url, str(PAYLOAD_MB * 1_000_000)], capture_output=True, text=True, timeout=540
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     yield json.loads(proc.stdout)

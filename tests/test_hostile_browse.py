@@ -9,7 +9,6 @@ hostile message looks. The browser's export goes through the CLI's output file (
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import stat
 from pathlib import Path
@@ -26,38 +25,17 @@ from sessionstore.cli.browse.exporting import export_to_file
 from sessionstore.cli.browse.exportscreen import ExportScreen
 from sessionstore.cli.browse.message import MessageScreen, OriginalScreen
 from sessionstore.cli.browse.session import SessionScreen
-from sessionstore.interchange.importing import import_paths
 from sessionstore.storage.spill import list_spills
-from tests.conftest import ENGINES, PG_URL, _pg_schema_url
-from tests.support.hostile import HOSTILE, MEDIUM, NEEDLE, append_hostile, hostile_text, unsafe_bytes, write_claude_code
+from tests.conftest import ENGINES, PG_URL
+from tests.support.hostile import HOSTILE, MEDIUM, NEEDLE, HostileStore, hostile_store, hostile_text, unsafe_bytes
 
 
-@dataclasses.dataclass
-class Hostile:
-    url: str
-    native: str
-    imported: str
+Hostile = HostileStore
 
 
 @pytest.fixture(scope="module", params=ENGINES)
 def hostile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
-    folder = tmp_path_factory.mktemp("hostile-browse")
-    if request.param == "sqlite":
-        urls: Iterator[str] = iter([f"sqlite:///{folder / 'hostile.db'}"])
-    elif not PG_URL:
-        pytest.skip("PostgreSQL tests need SESSIONSTORE_TEST_PG_URL (.ci/run sets it)")
-    else:
-        urls = _pg_schema_url(PG_URL)
-    url = next(urls)
-    with SessionStore.open(url) as store:
-        native = append_hostile(store)
-        imported = import_paths(store, [write_claude_code(folder)], source="claude-code")[0].session_id
-        assert imported is not None
-    try:
-        yield Hostile(url, native, imported)
-    finally:
-        for _ in urls:
-            pass
+    yield from hostile_store(request.param, tmp_path_factory.mktemp("hostile-browse"), PG_URL)
 
 
 def drive(app: BrowseApp, steps: Any, size: tuple[int, int] = (160, 60)) -> None:

@@ -11,49 +11,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.interchange.importing import import_paths
-from tests.conftest import ENGINES, PG_URL, _pg_schema_url
+from tests.conftest import ENGINES, PG_URL
 from tests.support.cli import Result, run_cli
-from tests.support.hostile import HOSTILE, MEDIUM, NEEDLE, append_hostile, unsafe_bytes, write_claude_code
+from tests.support.hostile import HOSTILE, MEDIUM, NEEDLE, HostileStore, hostile_store, unsafe_bytes
 
 
-@dataclasses.dataclass
-class Hostile:
-    url: str
-    native: str
-    imported: str
-    folder: Path
+Hostile = HostileStore
 
 
 @pytest.fixture(scope="module", params=ENGINES)
 def hostile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     """A store holding the hostile session appended through the API and the one imported from a file."""
-    folder = tmp_path_factory.mktemp("hostile")
-    if request.param == "sqlite":
-        urls: Iterator[str] = iter([f"sqlite:///{folder / 'hostile.db'}"])
-    elif not PG_URL:
-        pytest.skip("PostgreSQL tests need SESSIONSTORE_TEST_PG_URL (.ci/run sets it)")
-    else:
-        urls = _pg_schema_url(PG_URL)
-    url = next(urls)
-    transcripts = folder / "transcripts"
-    transcripts.mkdir()
-    write_claude_code(transcripts)
-    with SessionStore.open(url) as store:
-        native = append_hostile(store)
-        imported = import_paths(store, [transcripts], source="claude-code")[0].session_id
-        assert imported is not None
-    try:
-        yield Hostile(url, native, imported, transcripts)
-    finally:
-        for _ in urls:
-            pass
+    yield from hostile_store(request.param, tmp_path_factory.mktemp("hostile"), PG_URL)
 
 
 def commands(h: Hostile) -> list[list[str]]:

@@ -40,6 +40,8 @@ REWRITE_GROUPS = (
 LAYER_GROUPS = ("after_blobs", "after_decisions")
 LAYER_KINDS = ("microcompact", "snip", "collapse", "spill")
 COMPACTION_GROUPS = ("after_compaction_row",)
+#: The points every `run_write(..., point=...)` has, whatever its statements.
+COMMIT_GROUPS = ("begin", "before_commit", "after_commit")
 COMPACTION_KINDS = ("full", "partial-from", "partial-up_to", "session-memory")
 
 
@@ -80,6 +82,13 @@ POINTS: tuple[str, ...] = (
     "doctor.repair.after_session_row",
     "doctor.repair.before_commit",
     "doctor.repair.after_commit",
+    "pin.begin",
+    "pin.before_commit",
+    "pin.after_commit",
+    "unpin.begin",
+    "unpin.before_commit",
+    "unpin.after_commit",
+    *(f"{write}.{group}" for write in ("share", "unshare", "grant", "revoke") for group in COMMIT_GROUPS),
     "fork.begin",
     "fork.after_messages",
     "fork.after_view_rows",

@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .validate import storable_text
+
 if TYPE_CHECKING:
     from .db import Database
     from .session import Session
@@ -40,6 +42,7 @@ def save_memory(
 ) -> SessionMemory:
     """Insert or replace the notes in one transaction."""
     now = time.time()
+    notes = storable_text(notes)
     params = {
         "id": session.id,
         "notes": notes,

@@ -375,6 +375,20 @@ class SessionForkRow(Base):
     __table_args__ = (Index("ix_session_forks_parent_id", "parent_id"),)
 
 
+class TokenCounts:
+    """The token kinds (usage_counts.KINDS, in that order) of usage_responses and usage_rollup.
+
+    A mixin, so both tables declare the same columns once; declarative copies them into each table
+    after the table's own columns, which is where revision 0008 created them.
+    """
+
+    input_tokens: Mapped[int] = mapped_column(BigInt, nullable=False)
+    output_tokens: Mapped[int] = mapped_column(BigInt, nullable=False)
+    cache_write_5m: Mapped[int] = mapped_column(BigInt, nullable=False)
+    cache_write_1h: Mapped[int] = mapped_column(BigInt, nullable=False)
+    cache_read: Mapped[int] = mapped_column(BigInt, nullable=False)
+
+
 class UsageMarkRow(Base):
     """How far a session's messages are counted in the usage tables (their high-water mark)."""
 
@@ -402,7 +416,7 @@ class UsageStateRow(Base):
     seq: Mapped[int] = mapped_column(BigInt, nullable=False)
 
 
-class UsageResponseRow(Base):
+class UsageResponseRow(TokenCounts, Base):
     """One API response's usage (its streamed pieces folded: the largest count of each kind)."""
 
     __tablename__ = "usage_responses"
@@ -417,14 +431,9 @@ class UsageResponseRow(Base):
     model: Mapped[str] = mapped_column(String(200), nullable=False)
     #: How many of the prompt-size thresholds (sessionstore.storage.usage.PROMPT_BANDS) the prompt exceeded.
     band: Mapped[int] = mapped_column(Integer, nullable=False)
-    input_tokens: Mapped[int] = mapped_column(BigInt, nullable=False)
-    output_tokens: Mapped[int] = mapped_column(BigInt, nullable=False)
-    cache_write_5m: Mapped[int] = mapped_column(BigInt, nullable=False)
-    cache_write_1h: Mapped[int] = mapped_column(BigInt, nullable=False)
-    cache_read: Mapped[int] = mapped_column(BigInt, nullable=False)
 
 
-class UsageRollupRow(Base):
+class UsageRollupRow(TokenCounts, Base):
     """Usage summed per session, hour, model and prompt band: what every usage report reads."""
 
     __tablename__ = "usage_rollup"
@@ -436,11 +445,6 @@ class UsageRollupRow(Base):
     model: Mapped[str] = mapped_column(String(200), primary_key=True)
     band: Mapped[int] = mapped_column(Integer, primary_key=True)
     responses: Mapped[int] = mapped_column(BigInt, nullable=False)
-    input_tokens: Mapped[int] = mapped_column(BigInt, nullable=False)
-    output_tokens: Mapped[int] = mapped_column(BigInt, nullable=False)
-    cache_write_5m: Mapped[int] = mapped_column(BigInt, nullable=False)
-    cache_write_1h: Mapped[int] = mapped_column(BigInt, nullable=False)
-    cache_read: Mapped[int] = mapped_column(BigInt, nullable=False)
 
     __table_args__ = (Index("ix_usage_rollup_hour", "hour"),)
 

@@ -91,7 +91,7 @@ def share(store: "SessionStore", session_id: str, role: str, *, read_only: bool 
             {"id": sid, "role": role, "ro": read_only, "now": time.time()},
         ).close()
 
-    db.run_write(write)
+    db.run_write(write, point="share")
     return Share(sid, role, read_only)
 
 
@@ -111,7 +111,7 @@ def unshare(store: "SessionStore", session_id: str, role: str) -> bool:
         cur.close()
         return int(count)
 
-    return db.run_write(write) > 0
+    return db.run_write(write, point="unshare") > 0
 
 
 def shares(store: "SessionStore", session_id: str | None = None) -> list[Share]:
@@ -143,15 +143,15 @@ _REVOKES = (
 
 def grant(store: "SessionStore", role: str) -> str:
     """Let `role` use this store: rows in, rows out (DML only; row-level security scopes them). Returns the schema."""
-    return _run_grants(store, role, _GRANTS)
+    return _run_grants(store, role, _GRANTS, "grant")
 
 
 def revoke(store: "SessionStore", role: str) -> str:
     """Take `role`'s access to this store away (its sessions stay, owned by it). Returns the schema."""
-    return _run_grants(store, role, _REVOKES)
+    return _run_grants(store, role, _REVOKES, "revoke")
 
 
-def _run_grants(store: "SessionStore", role: str, statements: tuple[str, ...]) -> str:
+def _run_grants(store: "SessionStore", role: str, statements: tuple[str, ...], point: str) -> str:
     db = store.db
     _postgres_only(db, "db grant / db revoke")
     check_role(role)
@@ -165,7 +165,7 @@ def _run_grants(store: "SessionStore", role: str, statements: tuple[str, ...]) -
             d.execute(statement.format(**quoted)).close()
 
     try:
-        db.run_write(write)
+        db.run_write(write, point=point)
     except ReadOnlySession:
         raise OwnershipError(
             "only the role that owns the store's tables (the one that ran `db upgrade`) may grant or revoke"

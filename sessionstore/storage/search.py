@@ -21,7 +21,10 @@ query has only short terms); PostgreSQL uses pg_trgm for the same substring
 matching and a `simple` tsvector for ranking. Hits are ranked best first
 (bm25 / ts_rank), ties newest first; on SQLite a query matching more than
 RANK_WINDOW messages (after the filters) is ranked among its RANK_WINDOW most
-recently indexed matches, so a very common word costs a bounded amount.
+recently indexed matches, so a very common word costs a bounded amount; on PostgreSQL the rows
+holding every word of the query are ranked first, among their PG_RANK_WINDOW newest, and only the
+best are read to check the terms as written (the substring-only matches, ranked below, are read
+when those do not fill the page).
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ MARK_OPEN, MARK_CLOSE = "«", "»"
 SNIPPET_CONTEXT = 70
 #: A query matching more messages than this is ranked among its newest this many (bounded cost).
 RANK_WINDOW = 2000
+#: The same on PostgreSQL, smaller: ranking reads each match's tsvector (decompressed whole), about
+#: 60 µs a row on a shared 2-core machine, where FTS5's bm25 reads only its index (bench/search.py).
+PG_RANK_WINDOW = 500
 #: Characters of one message the index holds by default (Config.search_max_chars): every message an
 #: agent writes is indexed whole; only a longer one (a 16 MB tool dump) is cut.
 INDEXED_CHARS = 16_000_000
@@ -506,6 +512,8 @@ def _matches(
     joined = f"{source} JOIN sessions s ON s.id = {alias}.session_id" if needs_session else source
     if db.is_sqlite and "match" in params:
         _window(db, joined, where, params)
+    if not db.is_sqlite:
+        _postgres_window(params, filters, session_id, since, needs_session)
     ranked_sql = f"SELECT {columns} FROM {joined} WHERE {' AND '.join(where) or '1 = 1'} ORDER BY {order} LIMIT :limit"
     if not db.is_sqlite:
         return _postgres_page(db, ranked_sql, params)
@@ -620,17 +628,39 @@ def _sqlite_match(terms: list[str], params: dict[str, Any], where: list[str]) ->
 
 
 def _postgres_match(terms: list[str], params: dict[str, Any], where: list[str]) -> tuple[str, str, str]:
-    """(columns, source, order): ILIKE per term (pg_trgm's index), ranked by the tsvector against the words."""
-    # The matching runs in sessionstore_search_keys() (revision 0009): under row-level security
-    # PostgreSQL would not use the trigram index for an ILIKE; the function applies the same rule.
-    params["patterns"] = [_like(term) for term in terms]
+    """(columns, source, order): each term a case-insensitive substring (pg_trgm's index), ranked by the
+    tsvector against the words."""
+    # The matching runs in sessionstore_search_window() (revision 0011): under row-level security
+    # PostgreSQL would not use the trigram index for a substring test; the function applies the same rule.
+    params["terms"] = terms
     params["words"] = " ".join(terms)
     return (
         "d.session_id || ':' || d.seq, d.session_id, d.seq, d.kind, d.timestamp, "
         "ts_rank(d.tsv, plainto_tsquery('simple', :words)) AS score",
-        "sessionstore_search_keys(:patterns) k JOIN search_docs d ON d.session_id = k.session_id AND d.seq = k.seq",
+        "sessionstore_search_window(:terms, :newest, :enough, :in_session, :in_kind, :in_since) k "
+        "JOIN search_docs d ON d.session_id = k.session_id AND d.seq = k.seq",
         "score DESC, d.timestamp DESC NULLS LAST, d.seq DESC",
     )
+
+
+def _postgres_window(
+    params: dict[str, Any], filters: Filters, session_id: str | None, since: str | None, needs_session: bool
+) -> None:
+    """Rank a very common query among its PG_RANK_WINDOW most recently indexed matches (as SQLite does).
+
+    The function (revision 0011) first takes the rows holding every word of the query (the tsvector
+    index finds them without reading a text; only they rank above zero), the newest window of them,
+    ranks them and reads their texts in rank order until `enough` hold the terms as written; only
+    when fewer do, it reads the other substring candidates (newest window). So a common word costs
+    one window's ranking, not a read of every match. The filters on the index table go into it; a
+    filter on the session row or the active view (cwd, host, in) cannot, so such a search ranks
+    every match rather than a window the filter might empty.
+    """
+    params["newest"] = None if needs_session else PG_RANK_WINDOW
+    params["enough"] = None if needs_session else params["limit"]
+    params["in_session"] = session_id
+    params["in_kind"] = filters.role
+    params["in_since"] = since
 
 
 def _bodies(db: "Database", keys: list[Any]) -> dict[Any, str]:

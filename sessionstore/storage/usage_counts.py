@@ -17,7 +17,7 @@ from functools import partial
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from .fastjson import loads_stored
 from .ownership import writable_clause
@@ -140,28 +140,37 @@ def _lagging(db: "Database", where: str, params: dict[str, Any]) -> list[Any]:
     )
 
 
-def catch_up(db: "Database", session_ids: Sequence[str] | None = None) -> int:
+def catch_up(
+    db: "Database", session_ids: Sequence[str] | None = None, writer: Callable[[], "Database"] | None = None
+) -> int:
     """Count every message above each session's mark (all sessions, or `session_ids`); returns how many.
 
     On SQLite it first asks whether the newest transcript row is still the one recorded when every
     session was last found counted (one lookup): then nothing was appended since, to any session.
     A new row gets a larger rowid than every row present, and the recorded one is still present.
+
+    The checks read through `db`; the counting writes through `writer()` (default: `db`), called only
+    when there is something to write, so a read-only store opens its writing connection only then.
     """
     tail = _newest_row(db)
     if tail is not None and _unchanged_since_last_check(db, tail):
         return 0
     if session_ids is not None:
         tail = None
+    lagging = _lagging_of(db, session_ids)
+    if not lagging and tail is None:
+        return 0
+    out = writer() if writer is not None else db
     done = 0
-    for sid, own in _lagging_of(db, session_ids):
+    for sid, own in lagging:
         while True:
             # A session shared writable is locked by id, which names its owner for the rows written.
-            counted, more = db.run_write(partial(_count_batch, sid=sid), session_id=None if own else sid)
+            counted, more = out.run_write(partial(_count_batch, sid=sid), session_id=None if own else sid)
             done += counted
             if not more:
                 break
     if tail is not None:
-        db.run_write(lambda d: _record_tail(d, tail))
+        out.run_write(lambda d: _record_tail(d, tail))
     return done
 
 

@@ -219,6 +219,14 @@ def check_depth(value: Any, what: str, limit: int = MAX_DEPTH) -> None:
     raise InvalidContent(f"{what} is nested deeper than {limit} levels")
 
 
+def storable_text(text: str) -> str:
+    """Derived text (a preview, notes) as a TEXT column can hold it: NUL, which PostgreSQL refuses, becomes U+FFFD.
+
+    Only text derived from a message goes through here; the message itself keeps every character.
+    """
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
 def check_encodable(text: str, what: str) -> None:
     """Refuse text that is not valid Unicode (lone surrogates cannot be stored as UTF-8)."""
     if not text.isascii():

@@ -21,6 +21,7 @@ from sessionstore.compaction.pipeline import Pipeline
 from sessionstore.interchange.importing import import_paths
 from sessionstore.storage import doctor
 from sessionstore.storage.memory import save_memory
+from sessionstore.storage.pins import pin, unpin
 from tests.support.layers import T0, assistant, at, parallel_round, tool_round, user
 from tests.support.messages import conversation
 
@@ -166,6 +167,17 @@ def _doctor_setup(store: SessionStore) -> str:
     return sid
 
 
+def _first_prompt(store: SessionStore, sid: str) -> str:
+    """The uuid of the session's first typed user prompt (a message with text to pin)."""
+    return next(e.uuid for e in store.get(sid).active_entries() if e.role == "user" and isinstance(e.content, str))
+
+
+def _pinned_setup(store: SessionStore) -> str:
+    sid = _conversation_setup(store)
+    pin(store.get(sid), _first_prompt(store, sid))
+    return sid
+
+
 CASES: dict[str, Case] = {
     c.name: c
     for c in [
@@ -186,13 +198,19 @@ CASES: dict[str, Case] = {
         Case("rewrite.collapse", _collapse_setup, _run_collapse),
         Case("rewrite.spill", _spill_setup, _run_spill),
         Case("doctor.repair", _doctor_setup, lambda st, sid: doctor.repair(st, sid)),
+        Case("pin", _conversation_setup, lambda st, sid: pin(st.get(sid), _first_prompt(st, sid))),
+        Case("unpin", _pinned_setup, lambda st, sid: unpin(st.get(sid), _first_prompt(st, sid))),
     ]
 }
 
 
+#: The PostgreSQL-only writes of sharing and access (tests/test_fault_points_sharing.py).
+SHARING = ("share", "unshare", "grant", "revoke")
+
+
 def case_for(point: str) -> str:
     """The case whose operation reaches `point` (the longest matching prefix)."""
-    names = [name for name in [*CASES, "import", "migration", "fork"] if point.startswith(name + ".")]
+    names = [name for name in [*CASES, *SHARING, "import", "migration", "fork"] if point.startswith(name + ".")]
     return max(names, key=len)
 
 

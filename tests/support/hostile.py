@@ -11,7 +11,7 @@ import dataclasses
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact, make_summarizer
@@ -206,3 +206,41 @@ def write_claude_code(folder: Path, name: str = "hostile\x1b]0;FILE\x07[bold]\x9
     path = folder / name
     path.write_text("".join(json.dumps(line) + "\n" for line in claude_code_lines()), encoding="utf-8")
     return path
+
+
+@dataclasses.dataclass
+class HostileStore:
+    """A store holding the hostile session appended through the API and the one imported from `folder`."""
+
+    url: str
+    native: str
+    imported: str
+    folder: Path
+
+
+def hostile_store(engine: str, folder: Path, pg_url: str | None) -> Iterator[HostileStore]:
+    """Build the hostile store on `engine` (PostgreSQL: a fresh schema, dropped afterwards); yields it once."""
+    import pytest
+
+    from sessionstore.interchange.importing import import_paths
+    from tests.conftest import _pg_schema_url
+
+    if engine == "sqlite":
+        urls: Iterator[str] = iter([f"sqlite:///{folder / 'hostile.db'}"])
+    elif not pg_url:
+        pytest.skip("PostgreSQL tests need SESSIONSTORE_TEST_PG_URL (.ci/run sets it)")
+    else:
+        urls = _pg_schema_url(pg_url)
+    url = next(urls)
+    transcripts = folder / "transcripts"
+    transcripts.mkdir()
+    write_claude_code(transcripts)
+    with SessionStore.open(url) as store:
+        native = append_hostile(store)
+        imported = import_paths(store, [transcripts], source="claude-code")[0].session_id
+        assert imported is not None
+    try:
+        yield HostileStore(url, native, imported, transcripts)
+    finally:
+        for _ in urls:
+            pass

@@ -21,7 +21,7 @@ from sessionstore import SessionStore
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
 #: Columns whose values are generated per run: surrogate ids, the session id itself, write times.
-GENERATED = frozenset({"id", "session_id", "created_at", "updated_at", "written_at", "saved_at"})
+GENERATED = frozenset({"id", "session_id", "created_at", "updated_at", "written_at", "saved_at", "pinned_at"})
 #: Derived tables, written in transactions of their own by design: the search index (caught up at
 #: query time) and `pipeline_states`, the pipeline's scan cache, saved after a rewrite commits and
 #: used only when its view version matches (a missing or older row means a rescan, never a wrong view).
