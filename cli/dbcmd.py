@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from typing import Annotated, Optional
 
 import typer
 
@@ -10,7 +11,7 @@ from sessionstore.storage.config import default_db_url
 from sessionstore.storage.db import open_engine
 from sessionstore.storage.migrate import current_revision, head_revision, upgrade, alembic_config
 
-from .common import DbOption, JsonOption, open_store, print_json
+from .common import DbOption, JsonOption, err_console, open_store, print_json
 
 app = typer.Typer(help="Schema migrations (Alembic).", no_args_is_help=True)
 
@@ -96,3 +97,41 @@ def revoke_cmd(
     with open_store(db) as store:
         schema = revoke(store, role)
     typer.echo(f"{role} may no longer use the store in schema {schema}")
+
+
+@app.command("vacuum")
+def vacuum_cmd(
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    progress: Annotated[
+        Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).")
+    ] = None,
+) -> None:
+    """Give the free space of deleted sessions, rebuilt indexes and upgrades back (SQLite: VACUUM).
+
+    Example: sessionstore db vacuum --db sqlite:///sessions.db
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from sessionstore.storage.vacuum import vacuum
+
+    show = sys.stderr.isatty() if progress is None else progress
+    with open_store(db) as store:
+        if show:
+            with Progress(
+                TextColumn("vacuum {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err_console,
+            ) as bar:
+                task = bar.add_task("", total=None)
+                result = vacuum(
+                    store, lambda done, steps, what: bar.update(task, completed=done, total=steps, description=what)
+                )
+        else:
+            result = vacuum(store)
+    if json_out:
+        print_json({"bytes_before": result.bytes_before, "bytes_after": result.bytes_after, "freed": result.freed})
+    else:
+        typer.echo(f"{result.bytes_before:,} bytes before, {result.bytes_after:,} after ({result.freed:,} freed)")

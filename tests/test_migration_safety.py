@@ -8,6 +8,7 @@ a failing upgrade on a database that is already at head.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import shutil
@@ -28,7 +29,9 @@ from sessionstore.storage import history as hist
 from sessionstore.storage import migrate
 from sessionstore.storage import store as store_module
 from sessionstore.storage.db import make_engine
+from sessionstore.interchange.export import _copy_source_lines
 from sessionstore.storage.doctor import check
+from sessionstore.storage.linepack import DICT_LINE, LinePacker, session_packer
 from sessionstore.storage.migrate import alembic_config, current_revision, head_revision, upgrade
 from tests.support.validity import check_messages
 
@@ -37,6 +40,15 @@ A, B = "0f0e0d0c-0000-4000-8000-00000000000a", "0f0e0d0c-0000-4000-8000-00000000
 BLOB = ("spilled output line\n" * 2000).encode()
 SHA = sha256(BLOB).hexdigest()
 RAW_LINE = b'{"type":"user","message":"\xc3\xa9"}\x00\xff\n'
+#: Enough lines for the upgrade to train session B a dictionary (revision 0010), the last one without a newline.
+LONG_SOURCE = [
+    *(
+        f'{{"type":"progress","uuid":"{n:08d}-aaaa","cwd":"/w/project","text":"step {n} of the build"}}\n'.encode()
+        for n in range(300)
+    ),
+    b"x",
+    b'{"partial":',
+]
 ORDER = {
     "sessions": "id",
     "messages": "session_id, seq",
@@ -219,7 +231,11 @@ def _rows() -> dict[str, list[dict[str, Any]]]:
             }
         ],
         "source_lines": [
-            {"session_id": A, "line_no": 1, "kind": "message", "entry_type": "user", "message_seq": 1, "raw": RAW_LINE}
+            {"session_id": A, "line_no": 1, "kind": "message", "entry_type": "user", "message_seq": 1, "raw": RAW_LINE},
+            *(
+                {"session_id": B, "line_no": n, "kind": "side", "entry_type": "x", "message_seq": None, "raw": raw}
+                for n, raw in enumerate(LONG_SOURCE, 1)
+            ),
         ],
         "imports": [
             {
@@ -240,9 +256,15 @@ def _rows() -> dict[str, list[dict[str, Any]]]:
 ADDED_COLUMNS = {"compactions": {"ordinal": 1, "view_floor": 0}}
 
 
-def _fill(engine: Engine) -> None:
+#: From this revision on a stored source line carries its codec byte (written packed, without a dictionary).
+PACKED_FROM = "0010"
+
+
+def _fill(engine: Engine, revision: str) -> None:
     with engine.begin() as conn:
         for table, rows in _rows().items():
+            if table == "source_lines" and revision >= PACKED_FROM:
+                rows = [{**row, "raw": LinePacker().pack(row["raw"])} for row in rows]
             present = {c["name"] for c in inspect(conn).get_columns(table)}
             added = {k: v for k, v in ADDED_COLUMNS.get(table, {}).items() if k in present}
             for row in rows:
@@ -281,7 +303,7 @@ def _build(url: str, revision: str) -> dict[str, list[tuple[Any, ...]]]:
     engine = make_engine(url)
     try:
         upgrade(engine, revision)
-        _fill(engine)
+        _fill(engine, revision)
         return _snapshot(engine)
     finally:
         engine.dispose()
@@ -326,6 +348,31 @@ def _assert_readable(store: SessionStore, before: dict[str, list[tuple[Any, ...]
     assert report.ok, [str(p) for p in report.problems]
 
 
+def _unpacked(url: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """source_lines rows as they were before revision 0010 packed them: raw lines, no dictionary rows."""
+    with SessionStore.open(url) as store:
+        packers = {sid: session_packer(store.db, sid) for sid in (A, B)}
+    out = []
+    for row in rows:
+        cells = dict(row)
+        if cells["line_no"] == DICT_LINE:
+            continue
+        cells["raw"] = packers[cells["session_id"]].unpack(cells["raw"])
+        out.append(tuple(cells.items()))
+    return out
+
+
+def _assert_source_exports(store: SessionStore, trained: bool) -> None:
+    """The byte copy `export --format claude-code` makes of each session's imported lines is the lines as written."""
+    expected = {A: [RAW_LINE], B: LONG_SOURCE}
+    for sid, lines in expected.items():
+        out = io.BytesIO()
+        _copy_source_lines(store.get(sid), out)
+        assert out.getvalue() == b"".join(lines)
+    if trained:
+        assert session_packer(store.db, B).dictionary is not None, "the upgrade packs a long source with a dictionary"
+
+
 @pytest.mark.parametrize("revision", REVISIONS)
 def test_every_revision_upgrades_to_head_keeping_every_row(store_url: str, revision: str) -> None:
     before = _build(store_url, revision)
@@ -335,7 +382,12 @@ def test_every_revision_upgrades_to_head_keeping_every_row(store_url: str, revis
         with store.db.engine.connect() as conn:
             assert current_revision(conn) == head_revision()
         _assert_readable(store, before)
-    assert _as_before(after, before) == before
+        _assert_source_exports(store, trained=revision < PACKED_FROM)
+    after["source_lines"] = _unpacked(store_url, after["source_lines"])
+    expected = dict(before)
+    if revision >= PACKED_FROM:
+        expected["source_lines"] = _unpacked(store_url, before["source_lines"])
+    assert _as_before(after, expected) == expected
     if store_url.startswith("sqlite"):
         if revision == head_revision():
             assert _backups(store_url) == [], "a database already at head is not copied"

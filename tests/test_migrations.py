@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from sessionstore import MigrationError, SessionStore
+from sessionstore.interchange.export import export_claude_code
+from sessionstore.interchange.importing import import_file
+from sessionstore.storage.linepack import session_packer
 from sessionstore.storage.db import make_engine
 from sessionstore.storage.migrate import current_revision, downgrade, ensure_current, head_revision, upgrade
 from sessionstore.storage.models import Base, include_name
@@ -97,3 +103,28 @@ def test_schema_head_constant_matches_alembic() -> None:
     assert SCHEMA_HEAD == head_revision(), (
         "update SCHEMA_HEAD in sessionstore/storage/migrate.py with each new revision"
     )
+
+
+def test_0010_down_and_up_again_keeps_every_imported_line(store_url: str, transcripts_dir: Path) -> None:
+    """Downgrading past 0010 writes every line back raw (no dictionary rows); upgrading packs them again."""
+    path = transcripts_dir / "claude-code" / "spotter" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    with SessionStore.open(store_url) as store:
+        sid = import_file(store, str(path), source="claude-code").session_id
+    engine = make_engine(store_url)
+    try:
+        downgrade(engine, "0009")
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT line_no, raw FROM source_lines WHERE session_id = :id ORDER BY line_no"), {"id": sid}
+            ).all()
+        assert [int(n) for n, _ in rows] == list(range(1, len(lines) + 1)), "no dictionary row is left"
+        assert [bytes(raw) for _, raw in rows] == lines
+        upgrade(engine, backup=False)
+    finally:
+        engine.dispose()
+    with SessionStore.open(store_url) as store:
+        assert session_packer(store.db, sid).dictionary is not None
+        out = io.BytesIO()
+        export_claude_code(store.get(sid), out)
+        assert out.getvalue() == b"".join(lines)

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
+from sessionstore.storage.linepack import session_packer
+
 if TYPE_CHECKING:
     from sessionstore.storage.db import Database
 
@@ -190,8 +192,11 @@ def _stream_chunks(db: "Database", stream: Stream, start: int, end: int) -> Iter
 def _kept_lines(db: "Database", session_id: str, start: int, end: int) -> Iterator[bytes]:
     """A Claude Code source's bytes [start, end) rebuilt from the raw lines the store keeps of it."""
     offset = 0
-    for (raw,) in db.all("SELECT raw FROM source_lines WHERE session_id = :id ORDER BY line_no", {"id": session_id}):
-        raw = bytes(raw)
+    packer = session_packer(db, session_id)
+    for (stored,) in db.all(
+        "SELECT raw FROM source_lines WHERE session_id = :id AND line_no > 0 ORDER BY line_no", {"id": session_id}
+    ):
+        raw = packer.unpack(bytes(stored))
         if offset + len(raw) > start:
             yield raw[max(0, start - offset) : end - offset]
         offset += len(raw)

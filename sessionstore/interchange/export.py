@@ -24,6 +24,7 @@ from sessionstore.interchange.markdown_text import code_span, markdown_body, mar
 from sessionstore.interchange.sinks import ByteSink, TextSink
 from sessionstore.sanitize import visible
 from sessionstore.storage.history import Boundary, boundaries
+from sessionstore.storage.linepack import session_packer
 from sessionstore.storage.search import document_text
 from sessionstore.storage.rows import dumps, iter_message_rows
 
@@ -243,6 +244,7 @@ def _write_claude_code(session: "Session", out: BinaryIO) -> int:
 def _source_lines(session: "Session", batch: int) -> Iterator[bytes]:
     """Every raw line of the imported file, in order, read `batch` rows at a time (keyset paging)."""
     last = 0
+    packer = session_packer(session.db, session.id)
     while True:
         rows = session.db.all(
             "SELECT line_no, raw FROM source_lines WHERE session_id = :id AND line_no > :after "
@@ -253,7 +255,7 @@ def _source_lines(session: "Session", batch: int) -> Iterator[bytes]:
             return
         for line_no, raw in rows:
             last = int(line_no)
-            yield bytes(raw)
+            yield packer.unpack(bytes(raw))
 
 
 def _copy_source_lines(session: "Session", out: BinaryIO) -> int:

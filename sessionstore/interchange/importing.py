@@ -25,6 +25,7 @@ from sessionstore.interchange.confine import escape_note, inside_root
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
 from sessionstore.storage.faults import fault_in
 from sessionstore.storage.gcpause import gc_paused
+from sessionstore.storage.linepack import LinePacker, dictionary_row, session_packer, train
 from sessionstore.interchange.copies import (
     Match,
     Stream,
@@ -446,6 +447,8 @@ class _Writer:
         self.own_key: str | None = None
         #: The machine a new session is recorded as captured on.
         self.host: str | None = None
+        #: Packs raw lines for storage; None until the first flush decides the session's dictionary.
+        self.packer: LinePacker | None = None
 
     def run(self) -> ImportResult:
         if self.existing:
@@ -619,8 +622,22 @@ class _Writer:
 
     def _flush(self) -> None:
         self.db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, self.messages)
-        self.db.insert_rows("source_lines", _SOURCE_LINE_COLUMNS, self.source_rows)
+        if self.source_rows:
+            packer = self.packer or self._first_packer()
+            self.db.insert_rows("source_lines", _SOURCE_LINE_COLUMNS, packer.pack_rows(self.source_rows))
         self.messages, self.source_rows = [], []
+
+    def _first_packer(self) -> LinePacker:
+        """The session's packer: its stored dictionary, else one trained on this first batch (stored as row 0)."""
+        packer = session_packer(self.db, self.session_id) if self.existing else LinePacker()
+        if packer.dictionary is None:
+            dictionary = train([row[-1] for row in self.source_rows])
+            if dictionary is not None:
+                self.db.insert_rows("source_lines", _SOURCE_LINE_COLUMNS, [dictionary_row(self.session_id, dictionary)])
+                packer = LinePacker(dictionary)
+                fault_in(self.db, "after_dictionary")
+        self.packer = packer
+        return packer
 
     def _duplicate_of(self, plan: ImportPlan) -> str | None:
         """A session already imported from the same source session (a copy of the file elsewhere)."""

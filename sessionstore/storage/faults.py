@@ -71,6 +71,7 @@ POINTS: tuple[str, ...] = (
     *_rewrite_points(),
     "import.begin",
     "import.after_session_row",
+    "import.after_dictionary",
     "import.mid_file",
     "import.after_lines",
     "import.after_layout",

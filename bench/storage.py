@@ -1,0 +1,274 @@
+"""Store size against the JSONL it was imported from, per table, without and with the search index.
+
+    python bench/storage.py [--size-mb 20] [--baseline-code /work/main] [--out bench/RESULTS.md]
+
+Corpus: every shared transcript (../shared/transcripts, Claude Code and Codex),
+plus a generated Claude Code folder of about `--size-mb` MB: repetitions of the
+shared Claude Code transcripts with fresh ids, and for every second repetition
+a resumed session (a new file holding its predecessor's lines under a new
+sessionId, then lines of its own), as real folders have them.
+
+Each code tree (this one, and `--baseline-code` when given: the same script run
+in a child with that tree first on sys.path) imports the corpus into a fresh
+SQLite store, then reports: file bytes and bytes per table (dbstat, indexes
+counted with their table) after import and after the search index is built,
+each over the JSONL bytes; and the hot paths in the same run: import MB/s,
+`export --format claude-code` MB/s, active-view read (resume) and one-message
+read medians, search p50/p95. Results replace the `storage` section of RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "transcripts"
+MB = 1_000_000
+QUERIES = ("error", "import", "function", "the file", "test", "README", "def ", "json", "commit", "zzqx")
+
+
+def build_corpus(folder: Path, size_mb: float, seed: int = 11) -> list[tuple[Path, str]]:
+    """The shared transcripts plus a generated Claude Code folder; returns (path, source) pairs."""
+    sys.path.insert(0, str(REPO))
+    from bench.import_export import repetition, shared_corpus
+
+    files: list[tuple[Path, str]] = []
+    for path in sorted(SHARED.rglob("*.jsonl")):
+        files.append((path, "codex" if "codex" in path.parts else "claude-code"))
+    corpus = shared_corpus(SHARED / "claude-code")
+    rng = random.Random(seed)
+    gen = folder / "generated"
+    gen.mkdir(parents=True, exist_ok=True)
+    written, n = 0, 0
+    while written < size_mb * MB:
+        chunk = repetition(corpus, rng)
+        first = gen / f"s{n:04d}.jsonl"
+        first.write_bytes(chunk)
+        files.append((first, "claude-code"))
+        written += len(chunk)
+        if n % 2 == 0 and written < size_mb * MB:
+            old_id = json.loads(chunk.split(b"\n", 1)[0]).get("sessionId", "")
+            new_id = f"{rng.getrandbits(32):08x}-0000-4000-8000-{rng.getrandbits(48):012x}"
+            resumed = chunk.replace(old_id.encode(), new_id.encode()) if old_id else chunk
+            own = repetition(corpus[: len(corpus) // 4], rng).split(b"\n")
+            tail = b"\n".join(own[: max(1, len(own) - 1)]) + b"\n"
+            path = gen / f"s{n:04d}-resumed.jsonl"
+            path.write_bytes(resumed + tail)
+            files.append((path, "claude-code"))
+            written += len(resumed) + len(tail)
+        n += 1
+    return files
+
+
+def table_sizes(db_path: str) -> dict[str, int]:
+    """Bytes per table (its indexes and FTS shadow tables folded in), from dbstat."""
+    con = sqlite3.connect(db_path)
+    try:
+        owner = dict(con.execute("SELECT name, tbl_name FROM sqlite_master WHERE type IN ('table','index')").fetchall())
+        sizes: dict[str, int] = {}
+        for name, size in con.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name"):
+            table = owner.get(name, name)
+            sizes[table] = sizes.get(table, 0) + int(size)
+        return sizes
+    finally:
+        con.close()
+
+
+def file_bytes(db_path: str) -> int:
+    """The database file's bytes after a WAL checkpoint (what the store costs on disk)."""
+    con = sqlite3.connect(db_path)
+    try:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        con.close()
+    return os.path.getsize(db_path)
+
+
+def ms_quantile(samples: list[float], q: float) -> float:
+    """The q-quantile of `samples` (seconds) in milliseconds."""
+    ordered = sorted(samples)
+    return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure(files: list[tuple[Path, str]], workdir: Path) -> dict[str, Any]:
+    """Import `files` into a fresh store and measure sizes and hot paths with the code on sys.path."""
+    from sessionstore import SessionStore
+    from sessionstore.interchange.export import export_claude_code
+    from sessionstore.interchange.importing import import_file
+    from sessionstore.storage import search as search_mod
+
+    db_path = str(workdir / "store.db")
+    url = f"sqlite:///{db_path}"
+    jsonl = sum(p.stat().st_size for p, _ in files)
+    store = SessionStore.open(url)
+    start = time.perf_counter()
+    sessions: list[tuple[str, str]] = []
+    for path, source in files:
+        result = import_file(store, str(path), source=source)
+        sessions.append((result.session_id, source))
+    import_s = time.perf_counter() - start
+    store.close()
+    report: dict[str, Any] = {"jsonl": jsonl, "import_mb_s": jsonl / MB / import_s}
+    report["plain"] = {"file": file_bytes(db_path), "tables": table_sizes(db_path)}
+
+    store = SessionStore.open(url)
+    cc = [sid for sid, source in sessions if source == "claude-code"]
+    out = workdir / "export.jsonl"
+    start, exported = time.perf_counter(), 0
+    for sid in cc:
+        with open(out, "wb") as f:
+            export_claude_code(store.get(sid), f)
+        exported += out.stat().st_size
+    report["export_mb_s"] = exported / MB / (time.perf_counter() - start)
+
+    resume, one = [], []
+    for sid in cc[:20]:
+        t0 = time.perf_counter()
+        session = store.get(sid)
+        session.active_view()
+        resume.append(time.perf_counter() - t0)
+        uuids = [m.uuid for m in itertools.islice(session.transcript(), 20)]
+        for uuid in uuids:
+            t0 = time.perf_counter()
+            session.message(uuid)
+            one.append(time.perf_counter() - t0)
+    report["resume_ms"] = 1000 * statistics.median(resume)
+    report["one_message_ms"] = 1000 * statistics.median(one) if one else 0.0
+
+    start = time.perf_counter()
+    search_mod.catch_up(store.index_db)
+    report["index_s"] = time.perf_counter() - start
+    samples = []
+    for _ in range(5):
+        for query in QUERIES:
+            t0 = time.perf_counter()
+            store.search(query, limit=20)
+            samples.append(time.perf_counter() - t0)
+    report["search_p50_ms"] = ms_quantile(samples, 0.5)
+    report["search_p95_ms"] = ms_quantile(samples, 0.95)
+    store.close()
+    report["indexed"] = {"file": file_bytes(db_path), "tables": table_sizes(db_path)}
+    return report
+
+
+def child_main(argv: list[str]) -> int:
+    """`child CODE FILES_JSON WORKDIR`: measure with CODE first on sys.path, print the report as JSON."""
+    code, files_json, workdir = argv
+    sys.path.insert(0, code)
+    files = [(Path(p), s) for p, s in json.loads(Path(files_json).read_text())]
+    print(json.dumps(measure(files, Path(workdir))))
+    return 0
+
+
+def run_child(code: Path, files_json: Path, workdir: Path) -> dict[str, Any]:
+    """Run `measure` in a fresh interpreter with `code` first on sys.path."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "SESSIONSTORE_DB_URL": f"sqlite:///{workdir / 'store.db'}"}
+    proc = subprocess.run(
+        [sys.executable, __file__, "child", str(code), str(files_json), str(workdir)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"child for {code} failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def ratio(n: int, jsonl: int) -> str:
+    return f"{n / MB:.2f} MB ({n / jsonl:.2f}x)"
+
+
+def section(runs: dict[str, dict[str, Any]], size_mb: float, count: int) -> str:
+    """The RESULTS.md section: sizes, per-table sizes and hot paths, one column per code tree."""
+    from bench.common import load_note, machine_info, machine_line
+
+    names = list(runs)
+    jsonl = next(iter(runs.values()))["jsonl"]
+    lines = [
+        "## Storage: store bytes / JSONL bytes (bench/storage.py)",
+        "",
+        f"{machine_info()['date']}. {machine_line(machine_info())} {load_note()}",
+        "",
+        f"Corpus: the shared transcripts plus a generated Claude Code folder of ~{size_mb:g} MB "
+        f"(forked/resumed sessions included); {count} files, {jsonl / MB:.2f} MB of JSONL.",
+        "",
+        "| figure | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    rows = [
+        ("store without search index", lambda r: ratio(r["plain"]["file"], r["jsonl"])),
+        ("store with search index", lambda r: ratio(r["indexed"]["file"], r["jsonl"])),
+        ("import MB/s", lambda r: f"{r['import_mb_s']:.2f}"),
+        ("export claude-code MB/s", lambda r: f"{r['export_mb_s']:.2f}"),
+        ("resume (active view) median ms", lambda r: f"{r['resume_ms']:.2f}"),
+        ("one message median ms", lambda r: f"{r['one_message_ms']:.3f}"),
+        ("search index build s", lambda r: f"{r['index_s']:.2f}"),
+        ("search p50 ms", lambda r: f"{r['search_p50_ms']:.2f}"),
+        ("search p95 ms", lambda r: f"{r['search_p95_ms']:.2f}"),
+    ]
+    for label, cell in rows:
+        lines.append(f"| {label} | " + " | ".join(cell(runs[n]) for n in names) + " |")
+    lines += [
+        "",
+        "Only import (packing, a dictionary per session) and the claude-code export (unpacking) run changed code;"
+        " resume, one-message reads, indexing and search read no source line, so their columns differ by the"
+        " machine's noise alone (compare the rows of one column, not across loaded runs).",
+    ]
+    lines += ["", "Per table with the search index built (bytes / JSONL bytes; indexes with their table):", ""]
+    tables = sorted(
+        {t for r in runs.values() for t in r["indexed"]["tables"]},
+        key=lambda t: -max(r["indexed"]["tables"].get(t, 0) for r in runs.values()),
+    )
+    lines += ["| table | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for table in tables:
+        sizes = [r["indexed"]["tables"].get(table, 0) for r in runs.values()]
+        if max(sizes) < 0.001 * jsonl:
+            continue
+        lines.append(f"| {table} | " + " | ".join(ratio(s, jsonl) for s in sizes) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["child"]:
+        return child_main(argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size-mb", type=float, default=20.0)
+    parser.add_argument("--baseline-code", type=Path, default=None, help="a checkout of the code before the change")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "RESULTS.md")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-storage-") as tmp:
+        root = Path(tmp)
+        files = build_corpus(root / "corpus", args.size_mb)
+        files_json = root / "files.json"
+        files_json.write_text(json.dumps([(str(p), s) for p, s in files]))
+        runs: dict[str, dict[str, Any]] = {}
+        if args.baseline_code is not None:
+            runs["before"] = run_child(args.baseline_code.resolve(), files_json, root / "before")
+        runs["after" if args.baseline_code else "this tree"] = run_child(REPO, files_json, root / "after")
+        text = section(runs, args.size_mb, len(files))
+    print(text)
+    if not args.no_write:
+        sys.path.insert(0, str(REPO))
+        from bench.common import write_section
+
+        write_section(args.out, "storage", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
