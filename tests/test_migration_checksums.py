@@ -3,8 +3,8 @@
 A database upgraded by a released revision never runs that revision again; editing the file afterwards
 would leave such databases and new ones with different schemas. A change goes in a new revision instead.
 
-When a release ships a new revision (0005 and on), add its line to RELEASED (`sha256sum
-migrations/versions/0005_*.py` gives the digest). Revisions not yet released stay out of the table, so
+When a release ships a new revision (0010 and on), add its line to RELEASED (`sha256sum
+migrations/versions/0010_*.py` gives the digest). Revisions not yet released stay out of the table, so
 they can still be re-chained or fixed before they ship; the table itself must stay a gap-free run from 0001.
 """
 
@@ -26,6 +26,11 @@ RELEASED: dict[str, tuple[str, str]] = {
     "0002": ("0002_search_index.py", "306643d1b87bf860ae7fe36d289e73474fe8566e7984b1b349fab3c0bcdf775e"),
     "0003": ("0003_import_lookups.py", "f4b27d4cfd4c212dcc3b120283fa6e1650bc60539336586ebc6f38d5f194354e"),
     "0004": ("0004_hot_paths.py", "365cbbe88228818aef528b93ce2dc59ad57464b0ab432b81ef347cde7d64bffc"),
+    "0005": ("0005_session_lineage.py", "5a33845f64e03aa5c7027ea44663a0c038690fc341674a76045348012e1096f8"),
+    "0006": ("0006_pinned_messages.py", "9ed3c49aa359c894348cac700debb983ba50a9bac1ec0948c776544c1a59a391"),
+    "0007": ("0007_import_files.py", "6948578dd8a3ae320be397c91f8036d878b4c83f3574e73c1ea13c26a33f9b6d"),
+    "0008": ("0008_usage.py", "febcac90656ab50187427c05704a122bf186273bb7d58bf5ef8a5522e20848f7"),
+    "0009": ("0009_owners_hosts_shares.py", "33bb830037c61834cdc7f6c6ee0940e2809563c3027b76b1cc0913ecbe9606fe"),
 }
 
 _REVISION = re.compile(r"""^revision(?:\s*:\s*str)?\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)

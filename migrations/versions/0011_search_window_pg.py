@@ -30,7 +30,6 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0011"
-# lead: rechain to 0010
 down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
