@@ -112,9 +112,7 @@ def _check_condensed(session: Session, holders: dict[str, list[str]], summary: s
     first, last = ranges["paths"]
     replay_of = {p: int(re.search(r"/r(\d+)/", p).group(1)) for p in holders}  # type: ignore[union-attr]  # every holder path has a /rN/ part
     sampled = [
-        p
-        for p in holders
-        if p not in summary and (replay_of[p] % (REPLAYS // SAMPLED) == 0 or replay_of[p] < 2)
+        p for p in holders if p not in summary and (replay_of[p] % (REPLAYS // SAMPLED) == 0 or replay_of[p] < 2)
     ]
     assert len(sampled) >= SAMPLED
     for path in sampled:
