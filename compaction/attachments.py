@@ -8,7 +8,7 @@ skipped. Every piece is capped in tokens, and so is the whole.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import os
 from typing import Iterable, Sequence
 
 from sessionstore.storage.config import Config
@@ -23,16 +23,16 @@ READ_TOOLS = ("Read",)
 
 def recently_read_files(entries: Sequence[ViewEntry]) -> list[str]:
     """File paths from Read tool inputs, most recent first, each once."""
-    seen: list[str] = []
+    seen: dict[str, None] = {}
     for entry in reversed(entries):
         if entry.role != "assistant" or isinstance(entry.message.content, str):
             continue
         for block in reversed(entry.message.content):
             if block.get("type") == "tool_use" and block.get("name") in READ_TOOLS:
                 path = (block.get("input") or {}).get("file_path")
-                if isinstance(path, str) and path and path not in seen:
-                    seen.append(path)
-    return seen
+                if isinstance(path, str) and path:
+                    seen.setdefault(path)
+    return list(seen)
 
 
 def _visible_paths(kept: Iterable[ViewEntry]) -> set[str]:
@@ -68,10 +68,11 @@ def file_attachments(
             break
         if path in visible:
             continue
-        resolved = Path(path) if Path(path).is_absolute() or not cwd else Path(cwd) / path
+        resolved = path if os.path.isabs(path) or not cwd else os.path.join(cwd, path)
         try:
-            text = resolved.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            with open(resolved, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        except (OSError, ValueError):
             continue
         text, truncated = _cap(text, config.reattach_file_tokens)
         tokens = estimate_text(text)

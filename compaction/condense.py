@@ -84,9 +84,9 @@ def hold_to_budget(body: str, facts: Facts, *, max_tokens: int, era_of: EraOf, a
     if not any(missing.values()) and not facts.condensed and body_tokens <= max_tokens:
         report = GateReport(_checked(facts), missing, 0, summary_tokens=body_tokens, budget=max_tokens)
         return Budgeted(body, report, facts)
-    costs = {k: [estimate_text(f) + 2 for f in facts.of(k)] for k in FACT_KINDS}
+    costs = {k: _Costs(facts.of(k)) for k in FACT_KINDS}
     overhead = estimate_text(GATE_HEADING) + _reference_reserve() + 8
-    needed = overhead + sum(c for k in FACT_KINDS for c, held in zip(costs[k], present[k], strict=True) if not held)
+    needed = overhead + _missing_cost(costs, present, cap=max_tokens)
     if body_tokens + needed <= max_tokens:
         everything = {k: list(range(len(facts.of(k)))) for k in FACT_KINDS}
         whole = _render(body, facts, everything, present, dict(facts.condensed), era_of)
@@ -110,6 +110,34 @@ def hold_to_budget(body: str, facts: Facts, *, max_tokens: int, era_of: EraOf, a
     if estimate_text(text) > max_tokens:
         text = fit_body(text, max_tokens)
     return _result(text, body, facts, missing, present, condensed, newly, max_tokens, body_cut, era_of)
+
+
+class _Costs:
+    """Each fact's tokens as listed (estimate + bullet), estimated on first use: a span of thousands of
+    facts lists a few hundred, so only those (and the sum up to the budget) are ever estimated."""
+
+    def __init__(self, facts: tuple[str, ...]):
+        self.facts = facts
+        self.known: dict[int, int] = {}
+
+    def __getitem__(self, index: int) -> int:
+        cost = self.known.get(index)
+        if cost is None:
+            cost = self.known[index] = estimate_text(self.facts[index]) + 2
+        return cost
+
+
+def _missing_cost(costs: dict[str, _Costs], present: dict[str, list[bool]], *, cap: int) -> int:
+    """The tokens of every fact not held, counted only until they pass `cap` (past it, all that matters
+    is that they do not fit: the budget is then split, never spent on them all)."""
+    total = 0
+    for kind in FACT_KINDS:
+        for index, held in enumerate(present[kind]):
+            if not held:
+                total += costs[kind][index]
+                if total > cap:
+                    return total
+    return total
 
 
 def _cached(era_of: EraOf) -> EraOf:
@@ -147,9 +175,7 @@ def _newest_first(facts: Facts, kind: str) -> list[int]:
     return indexes if kind == "user_messages" else indexes[::-1]
 
 
-def _choose(
-    facts: Facts, present: dict[str, list[bool]], costs: dict[str, list[int]], room: int
-) -> dict[str, list[int]]:
+def _choose(facts: Facts, present: dict[str, list[bool]], costs: dict[str, _Costs], room: int) -> dict[str, list[int]]:
     """Per kind, the missing facts listed verbatim: an equal share each first, then what is left, newest first."""
     chosen: dict[str, list[int]] = {k: [] for k in FACT_KINDS}
     queues = {k: [i for i in _newest_first(facts, k) if not present[k][i]] for k in FACT_KINDS}
@@ -163,7 +189,7 @@ def _choose(
     return chosen
 
 
-def _take(queue: list[int], costs: list[int], into: list[int], room: int) -> int:
+def _take(queue: list[int], costs: _Costs, into: list[int], room: int) -> int:
     """Move facts from the front of `queue` into `into` while they fit `room`; the tokens spent."""
     spent = taken = 0
     while taken < len(queue) and spent + costs[queue[taken]] <= room:

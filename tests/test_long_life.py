@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,7 +24,7 @@ from sessionstore.compaction.pinning import split_pins
 from sessionstore.interchange.export import export_jsonl
 from sessionstore.storage.recall import recall
 from sessionstore.storage.session import Session
-from sessionstore.storage.tokens import estimate_text
+from sessionstore.storage.tokens import estimate_content, estimate_text
 from tests.conftest import TRANSCRIPTS
 from tests.support.replay import ROOT, load_span, replay
 from tests.support.validity import assert_valid
@@ -30,9 +32,8 @@ from tests.support.validity import assert_valid
 #: A 30,000-token window: the default budgets are 3,000 tokens for a summary and 1,500 for pins.
 WINDOW = 30_000
 BUDGET = WINDOW // 10
-#: Replays (each followed by a compaction): 300 on SQLite; 150 on PostgreSQL, whose appends and
-#: rewrites cost about twice as much here, to stay near two minutes on a loaded 2-core machine.
-REPLAYS = {"sqlite": 300, "postgresql": 150}
+#: Replays, each followed by a compaction, on both engines.
+REPLAYS = 300
 RULE = "Never push to main; open a pull request instead.\nAnswer in English."
 SECOND_RULE = "Always run the test suite before you say a change is done."
 #: The condensed facts of every (replays // SAMPLED)-th replay (and of the first two) are resolved through
@@ -90,7 +91,7 @@ def _run(
     """Replay the span REPLAYS times with `step` compacting after each; (uuids holding each path, last summary)."""
     holders: dict[str, list[str]] = {}
     text = ""
-    for n in range(_replays(session)):
+    for n in range(REPLAYS):
         messages = replay(span, n)
         stored = session.append_many(messages)
         APPENDED.extend((m.uuid, sent["content"]) for m, sent in zip(stored, messages, strict=True))
@@ -104,10 +105,6 @@ def _run(
     return holders, text
 
 
-def _replays(session: Session) -> int:
-    return REPLAYS["sqlite" if session.db.is_sqlite else "postgresql"]
-
-
 def _check_condensed(session: Session, holders: dict[str, list[str]], summary: str) -> int:
     """Every sampled path not listed verbatim resolves, through the summary's reference, to its own message."""
     ranges = _reference_ranges(summary)
@@ -115,9 +112,7 @@ def _check_condensed(session: Session, holders: dict[str, list[str]], summary: s
     first, last = ranges["paths"]
     replay_of = {p: int(re.search(r"/r(\d+)/", p).group(1)) for p in holders}  # type: ignore[union-attr]  # every holder path has a /rN/ part
     sampled = [
-        p
-        for p in holders
-        if p not in summary and (replay_of[p] % (_replays(session) // SAMPLED) == 0 or replay_of[p] < 2)
+        p for p in holders if p not in summary and (replay_of[p] % (REPLAYS // SAMPLED) == 0 or replay_of[p] < 2)
     ]
     assert len(sampled) >= SAMPLED
     for path in sampled:
@@ -190,10 +185,13 @@ def test_300_alternating_partial_compactions_stay_within_budget_with_pins_and_re
 
 
 #: The generated tool-heavy session: TOTAL messages, compacted every EVERY (as the issue measured it).
-#: PostgreSQL appends at about half SQLite's rate here, so it gets 70,000 (14 compactions, past the
-#: 13 at which the view used to exceed the window) to stay within two minutes on a loaded machine.
-TOTAL = {"sqlite": 100_000, "postgresql": 70_000}
+TOTAL = 100_000
 EVERY = 5_000
+#: Compaction cost must stay flat: the median of the LAST compactions' cost within GROWTH times the
+#: median of the FIRST ones. A compaction's cost is its CPU time (not wall time) divided by the CPU time
+#: of a fixed reference workload run right before it, so neither a single slow compaction nor other
+#: processes slowing this one down (a loaded 2-core machine) fail it; growth with the boundaries does.
+FIRST, LAST, GROWTH = 3, 5, 1.5
 
 
 def tool_heavy_batch(start: int, count: int, *, part: int) -> list[dict[str, Any]]:
@@ -229,14 +227,29 @@ def test_a_100k_message_tool_heavy_session_compacted_every_5000_stays_within_bud
     session.append({"role": "assistant", "content": "Understood."})
     budget = store.config.summary_budget(session.context_window)
     files = 0
-    for part in range(TOTAL["sqlite" if store.db.is_sqlite else "postgresql"] // EVERY):
+    cpu: list[float] = []
+    _reference_cpu()  # warm: the first run loads the tokenizer
+    for part in range(TOTAL // EVERY):
         messages = tool_heavy_batch(files, EVERY, part=part)
         files += (len(messages) - 2) // 2
         for chunk in range(0, len(messages), 1_000):
             session.append_many(messages[chunk : chunk + 1_000])
+        reference = _reference_cpu()
+        started = time.process_time()
         outcome = compact(session)
+        cpu.append((time.process_time() - started) / reference)
         summary, pins = _summary_text(session, outcome.summary_uuid)
         assert estimate_text(summary) <= budget, f"compaction {part + 1}"
         assert RULE in pins
         assert session.view_tokens <= budget + 2_000, f"view after compaction {part + 1}: {session.view_tokens}"
     assert files > 30_000 and "earlier files touched" in summary
+    first, last = statistics.median(cpu[:FIRST]), statistics.median(cpu[-LAST:])
+    assert last <= GROWTH * first, f"compaction cost grew: median {last:.2f} at the end, {first:.2f} at first: {cpu}"
+
+
+def _reference_cpu() -> float:
+    """CPU seconds of a fixed workload like a compaction's (building, encoding and estimating messages)."""
+    started = time.process_time()
+    for message in tool_heavy_batch(0, 3_000, part=0):
+        estimate_content(json.loads(json.dumps(message["content"])))
+    return max(time.process_time() - started, 1e-6)

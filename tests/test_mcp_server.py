@@ -260,3 +260,56 @@ async def test_history_lists_a_bounded_number_of_missing_facts(store: SessionSto
     assert gate["missing"]["paths"] == 60 and gate["missing"]["failures"] == 60
     assert all(len(items) <= GATE_ITEMS for items in gate["missing_items"].values())
     assert gate["missing_items"]["paths"], "the first few are still listed"
+
+
+def _condensing_session(store: SessionStore) -> tuple[Session, str, list[str]]:
+    """Three compactions of file-reading rounds under a 300-token summary budget; (session, summary, paths)."""
+    session = store.create_session(title="condensed", cwd="/w", context_window=3_000)
+    paths = []
+    for part in range(3):
+        session.append({"role": "user", "content": f"Part {part}: read the files."})
+        for i in range(30):
+            path = f"/w/pkg{part}/module_{i}.py"
+            paths.append(path)
+            session.append({"role": "assistant", "content": [tool_use(f"r{part}_{i}", "Read", file_path=path)]})
+            session.append({"role": "user", "content": [tool_result(f"r{part}_{i}", f"def f{i}():\n    return {i}\n")]})
+        session.append({"role": "assistant", "content": f"Read part {part}."})
+        outcome = compact(session)
+    content = session.message(outcome.summary_uuid).content
+    assert isinstance(content, str)
+    return session, content, paths
+
+
+@pytest.mark.anyio
+async def test_recall_follows_a_summarys_condensed_reference_by_boundary_range(store: SessionStore) -> None:
+    from sessionstore.compaction.condense import references_in
+
+    session, summary, paths = _condensing_session(store)
+    ranges = references_in(summary)
+    assert ranges, "a 300-token budget over 90 files condenses them into a recall reference"
+    first, last = ranges[0]
+    condensed = [p for p in paths if p not in summary]
+    assert condensed
+    async with Client(build_server(store), raise_exceptions=True) as client:
+        for path in (condensed[0], condensed[-1]):
+            found = await _call(client, "recall", session=session.id, boundary=f"{first}..{last}", query=path)
+            assert path in found["text"], path
+            assert (found["first_boundary"], found["boundary"]) == (first, last)
+            assert found["mode"] == "range-query"
+        one = await _call(client, "recall", session=session.id, boundary=str(last))
+        assert one["first_boundary"] is None and one["boundary"] == last
+
+
+@pytest.mark.anyio
+async def test_a_malformed_or_missing_boundary_range_is_a_tool_error(store: SessionStore) -> None:
+    session = _session(store, rounds=2)
+    async with Client(build_server(store)) as client:
+        for boundary, says in (
+            ("1..9", "there is no boundary 9"),
+            ("2..1", "the first not after the last"),
+            ("0..1", "must run from 1 upwards"),
+            ("1..", "boundary"),
+            ("one..two", "boundary"),
+        ):
+            answer = await client.call_tool("recall", {"session": session.id, "boundary": boundary, "query": "step"})
+            assert answer.is_error and says in answer.content[0].text, (boundary, answer.content)

@@ -133,6 +133,47 @@ def test_a_pin_over_the_budget_is_refused_and_nothing_is_written(store: SessionS
     assert [p.text for p in session.pins()] == [RULE]
 
 
+def test_append_many_pins_the_messages_whose_metadata_asks_and_carries_them(store: SessionStore) -> None:
+    session = store.create_session()
+    stored = session.append_many(
+        [
+            {"role": "user", "content": RULE, "metadata": {"pinned": True}},
+            {"role": "assistant", "content": "Understood."},
+            {"role": "user", "content": LANGUAGE, "metadata": {"pinned": True}},
+            {"role": "assistant", "content": "D'accord."},
+            {"role": "user", "content": "Unpinned: look around.", "metadata": {"pinned": False}},
+            {"role": "assistant", "content": "Looked."},
+        ]
+    )
+    assert [(p.uuid, p.text) for p in session.pins()] == [(stored[0].uuid, RULE), (stored[2].uuid, LANGUAGE)]
+    _work(session, "one")
+    compact(session)
+    carried = _carried(session)
+    assert RULE in carried and LANGUAGE in carried and carried.index(RULE) < carried.index(LANGUAGE)
+    assert "Unpinned" not in carried
+
+
+def test_append_many_over_the_pin_budget_writes_nothing_of_the_batch(store: SessionStore) -> None:
+    session = store.create_session(context_window=20_000)  # pin budget: 1,000 tokens
+    session.append({"role": "user", "content": RULE}, pinned=True)
+    session.append({"role": "assistant", "content": "Understood."})
+    before = [m.uuid for m in session.transcript()]
+    half = "Always " + "follow the style guide " * 120  # ~540 tokens: each fits alone, the two together do not
+    batch = [
+        {"role": "user", "content": half, "metadata": {"pinned": True}},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": half + " twice", "metadata": {"pinned": True}},
+        {"role": "assistant", "content": "Noted again."},
+    ]
+    with pytest.raises(PinBudgetExceeded) as refused:
+        session.append_many(batch)
+    assert refused.value.budget == 1_000 and refused.value.used > 0
+    assert [m.uuid for m in session.transcript()] == before, "no message of the refused batch was written"
+    assert [p.text for p in session.pins()] == [RULE]
+    stored = session.append_many(batch[:2])
+    assert [p.uuid for p in session.pins()][-1] == stored[0].uuid
+
+
 def test_the_cli_pins_lists_and_unpins_and_refuses_over_budget_with_exit_2(
     store: SessionStore, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -307,20 +307,24 @@ class Activity:
     previous_summaries: list[str] = field(default_factory=list)
     assistant_responses: int = 0
     carried: CarriedFacts = field(default_factory=CarriedFacts)
+    #: files(), computed once (three sections read it, and a tool-heavy span touches thousands).
+    _ledger: dict[str, Counter[str]] | None = None
 
     def requests(self) -> list[str]:
         """The user messages that are requests (command echoes and notices left out)."""
         return [message for message in self.user_messages if is_request(message)]
 
     def files(self) -> dict[str, Counter[str]]:
-        """Each touched path (first-touch order) with how often each action happened."""
-        ledger: dict[str, Counter[str]] = {}
-        for call in self.calls:
-            failed = call.outcome is not None and call.outcome.failed
-            for path, action in file_touches(call):
-                label = f"{action} (failed)" if failed else action
-                ledger.setdefault(path, Counter())[label] += 1
-        return ledger
+        """Each touched path (first-touch order) with how often each action happened (a fresh copy)."""
+        if self._ledger is None:
+            ledger: dict[str, Counter[str]] = {}
+            for call in self.calls:
+                failed = call.outcome is not None and call.outcome.failed
+                for path, action in file_touches(call):
+                    label = f"{action} (failed)" if failed else action
+                    ledger.setdefault(path, Counter())[label] += 1
+            self._ledger = ledger
+        return dict(self._ledger)
 
     def commands(self) -> list[tuple[str, str]]:
         """(command, status) of every command run; status "no result" when unanswered."""

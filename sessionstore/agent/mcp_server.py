@@ -50,6 +50,8 @@ MAX_SEARCH_DEPTH = 500
 SUMMARY_PREVIEW_CHARS = 600
 #: Missing facts listed per kind in a boundary's gate report (the counts say how many there were).
 GATE_ITEMS = 5
+#: A boundary as the recall tool takes it in a string: K, or a range A..B.
+BOUNDARY_PATTERN = r"^\s*[0-9]+(\.\.[0-9]+)?\s*$"
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
@@ -107,7 +109,8 @@ class ViewPage(BaseModel):
 
 class RecallResult(BaseModel):
     session: str
-    boundary: int
+    boundary: int = Field(description="Boundary K, or B of a range A..B.")
+    first_boundary: int | None = Field(default=None, description="A of a range A..B; null for one boundary.")
     mode: str
     text: str = Field(description="The exact messages, then a note on what was left out and how to page on.")
     view_size: int
@@ -287,13 +290,23 @@ def build_server(store: SessionStore) -> MCPServer:
     @server.tool(name="recall", annotations=READ_ONLY)
     def recall_tool(
         session: Annotated[str, Field(description="Session id or a unique prefix.")],
-        boundary: Annotated[int | None, Field(ge=1, description="Boundary number K; default the latest.")] = None,
+        boundary: Annotated[
+            Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern=BOUNDARY_PATTERN)] | None,
+            Field(
+                description="Boundary number K (default the latest), or a range 'A..B' as a summary's condensed "
+                "references name it (`recall -b 3..40 --query PATH`): the messages recorded from boundary A-1 "
+                "to boundary B."
+            ),
+        ] = None,
         query: Annotated[str | None, Field(description="Only messages containing this text.")] = None,
         around_uuid: Annotated[str | None, Field(description="This message and its neighbours.")] = None,
         cursor: Annotated[str | None, Field(description="next_cursor of the previous call.")] = None,
         max_tokens: Annotated[int, Field(ge=100, le=MAX_RECALL_TOKENS)] = DEFAULT_MAX_TOKENS,
     ) -> RecallResult:
-        """The exact messages from before a compaction, as text within a token budget."""
+        """The exact messages from before a compaction, as text within a token budget.
+
+        `boundary` takes K or a range 'A..B' (a summary's `recall -b A..B --query FACT` reference).
+        """
         key = decode_cursor("recall", cursor, floor=1 - MAX_CURSOR)
         with reading():
             s = store.get(session)
@@ -301,6 +314,7 @@ def build_server(store: SessionStore) -> MCPServer:
         return RecallResult(
             session=found.session,
             boundary=found.boundary,
+            first_boundary=found.first_boundary,
             mode=found.mode,
             text=found.text,
             view_size=found.view_size,

@@ -297,8 +297,8 @@ def _recall_range(
             params: dict[str, Any] = {"id": session.id, "lo": lo, "hi": bound, "no": False, "n": n}
             extra = ""
             if query is not None:
-                extra = f" AND m.content_json {'LIKE' if db.is_sqlite else 'ILIKE'} :like ESCAPE '!'"
                 params["like"] = _like_pattern(query)
+                extra = f" AND {like_clause(db, params['like'])}"
             batch = db.all(f"{_RANGE_SQL}{extra} ORDER BY m.seq DESC LIMIT :n", params)
             for r in batch:
                 row = _Row(int(r[0]), False, int(r[0]), r[1], r[2], r[4] or r[3], r[5])
@@ -397,7 +397,7 @@ class _Scope:
                 clauses.append("AND v.key < :k" if descending else "AND v.key > :k")
                 params["k"] = bound
             if like is not None:
-                clauses.append(f"AND m.content_json {'LIKE' if self.db.is_sqlite else 'ILIKE'} :like ESCAPE '!'")
+                clauses.append(f"AND {like_clause(self.db, like)}")
                 params["like"] = like
             order = "DESC" if descending else "ASC"
             batch = self.db.all(f"{_ROW_SQL} {' '.join(clauses)} ORDER BY v.key {order} LIMIT :n", params)
@@ -447,6 +447,20 @@ def _fill_around(scope: _Scope, page: _Page, uuid: str) -> None:
             row = next(side, None)
             if row is None or not page.offer(row, render_message(row)):
                 sides.remove(side)
+
+
+def like_clause(db: "Database", pattern: str) -> str:
+    """The case-insensitive match of `m.content_json` against `:like` (a `_like_pattern`).
+
+    SQLite's LIKE folds ASCII letters only. PostgreSQL's ILIKE under the database's locale lowers
+    every character of every row it scans (a range recall reads megabytes); for an ASCII pattern
+    the "C" collation folds ASCII letters only, as SQLite does, at about a third of the cost.
+    """
+    if db.is_sqlite:
+        return "m.content_json LIKE :like ESCAPE '!'"
+    if pattern.isascii():
+        return "m.content_json COLLATE \"C\" ILIKE :like ESCAPE '!'"
+    return "m.content_json ILIKE :like ESCAPE '!'"
 
 
 def _like_pattern(query: str) -> str:

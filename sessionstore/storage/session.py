@@ -132,7 +132,7 @@ class Session:
         budget raises `PinBudgetExceeded` and nothing is written.
         """
         if pinned or _asks_pin(message):
-            return self._append_pinned(message)
+            return self._append_pinned([message], [0])[0]
         return self.append_many([message])[0]
 
     def become(self, other: "Session") -> None:
@@ -164,37 +164,38 @@ class Session:
 
         return list_pins(self)
 
-    def _append_pinned(self, message: Any) -> StoredMessage:
-        """Append one message and pin it, in one transaction under the session lock."""
+    def _append_pinned(self, messages: list[Any], pinned: list[int]) -> list[StoredMessage]:
+        """Append messages and pin those at the `pinned` places, in one transaction under the session lock.
+
+        Every pin is checked against the budget with the ones before it in the batch counted: one over
+        it raises `PinBudgetExceeded` and nothing of the batch is written.
+        """
         from .pins import insert_pin, pin_cost, pin_text, pins_budget
 
         self.before_local_write()
-        batch = _normalize_all([message])
+        batch = _normalize_all(messages)
+        if len(batch) > 1:
+            _check_batch_uuids(batch)
         prepared = [(m, _encoded_json(m), estimate_content(m.content)) for m in batch]
-        text = pin_text(batch[0].content)
-        if not text:
-            raise InvalidMessage("a pinned message needs text to carry")
+        costs = []
+        for i in pinned:
+            text = pin_text(batch[i].content)
+            if not text:
+                where = f"message {i + 1}: " if len(batch) > 1 else ""
+                raise InvalidMessage(f"{where}a pinned message needs text to carry")
+            costs.append((i, pin_cost(text)))
         budget = pins_budget(self)
 
         def body(db: "Database") -> tuple[ViewState, list[TailState]]:
             state, tails = self._append_locked(db, prepared)
-            insert_pin(db, self.id, state.last_seq + 1, batch[0].uuid, pin_cost(text), budget)
+            for i, cost in costs:
+                insert_pin(db, self.id, state.last_seq + i + 1, batch[i].uuid, cost, budget)
             return state, tails
 
         self._state = None
-        state, tails = self.db.run_write(body, session_id=self.id, point="append")
-        added = prepared[0][2]
-        new_state = ViewState(
-            state.last_seq + 1,
-            state.base_seq,
-            state.view_version,
-            state.view_tokens + added,
-            state.explicit_count,
-            tails[-1],
-        )
-        stored = [stored_from_new(state.last_seq + 1, batch[0], added)]
-        self._after_append(new_state, stored, [prepared[0][1]])
-        return stored[0]
+        point = "append" if len(prepared) == 1 else "append_many"
+        state, tails = self.db.run_write(body, session_id=self.id, point=point)
+        return self._appended(state, tails, prepared)
 
     def append_many(self, messages: Iterable[Any]) -> list[StoredMessage]:
         """Record several messages in one transaction: all of them or none.
@@ -202,7 +203,13 @@ class Session:
         Optimistic first: the rows are validated against the cached state and written by one
         guarded INSERT, which writes nothing if a rewrite changed the view meanwhile or another
         append took the seq. Then, once, the pessimistic way: lock the session, re-read, validate, write.
+        A message whose metadata says `"pinned": true` is pinned as `append(..., pinned=True)` does, in the
+        same transaction; a pin over the budget raises `PinBudgetExceeded` and none of the batch is written.
         """
+        messages = list(messages) if not isinstance(messages, list) else messages
+        pinned = [i for i, m in enumerate(messages) if _asks_pin(m)]
+        if pinned:
+            return self._append_pinned(messages, pinned)
         self.before_local_write()
         batch = _normalize_all(messages)
         if not batch:
@@ -226,6 +233,12 @@ class Session:
             state, tails = self.db.run_write(
                 lambda db: self._append_locked(db, prepared), session_id=self.id, point=point
             )
+        return self._appended(state, tails, prepared)
+
+    def _appended(
+        self, state: ViewState, tails: list[TailState], prepared: list[tuple[NewMessage, str, int]]
+    ) -> list[StoredMessage]:
+        """The stored messages of a write built on `state`, with the cached view extended by them."""
         added = sum(tokens for _, _, tokens in prepared)
         new_state = ViewState(
             state.last_seq + len(prepared),
@@ -482,6 +495,19 @@ def _guarded_insert_sql(db: "Database") -> str:
     )
 
 
+def _version_sql(db: "Database") -> str:
+    """The session's view version, share-locked on PostgreSQL until the batch commits."""
+    if db.is_sqlite:
+        return "SELECT view_version FROM sessions WHERE id = ?"
+    return "SELECT view_version FROM sessions WHERE id = %s FOR SHARE"
+
+
+def _plain_insert_sql(db: "Database") -> str:
+    """INSERT one appended row (a batch, after its version check)."""
+    mark = "?" if db.is_sqlite else "%s"
+    return f"INSERT INTO messages ({', '.join(APPEND_COLUMNS)}) VALUES ({', '.join([mark] * len(APPEND_COLUMNS))})"
+
+
 def _insert_checked(db: "Database", session_id: str, version: int, rows: list[tuple[Any, ...]]) -> bool:
     """`_insert_guarded`, then the append's fault point after its rows (when a point is armed)."""
     written = _insert_guarded(db, session_id, version, rows)
@@ -491,16 +517,23 @@ def _insert_checked(db: "Database", session_id: str, version: int, rows: list[tu
 
 
 def _insert_guarded(db: "Database", session_id: str, version: int, rows: list[tuple[Any, ...]]) -> bool:
-    """Write the rows if the view is still at `version`; False when it changed or a seq was taken."""
-    sql = db.cached_sql("append", _guarded_insert_sql)
+    """Write the rows if the view is still at `version`; False when it changed or a seq was taken.
+
+    One row is one guarded statement (its own transaction). A batch runs inside a write
+    transaction, so the version is checked once (the session row share-locked on PostgreSQL, the
+    write lock held on SQLite) and the rows go in as one executemany: one round trip per batch
+    on PostgreSQL (pipelined), not one per message.
+    """
     cur = db.conn.cursor()
     try:
-        for row in rows:
-            cur.execute(sql, row + (session_id, version))
-            if cur.rowcount != 1:
-                if len(rows) > 1:
-                    raise _LostRace()
-                return False
+        if len(rows) == 1:
+            cur.execute(db.cached_sql("append", _guarded_insert_sql), rows[0] + (session_id, version))
+            return bool(cur.rowcount == 1)
+        cur.execute(db.cached_sql("append_version", _version_sql), (session_id,))
+        found = cur.fetchone()
+        if found is None or int(found[0]) != version:
+            raise _LostRace()
+        cur.executemany(db.cached_sql("append_rows", _plain_insert_sql), rows)
     except _LostRace:
         raise
     except Exception as exc:
