@@ -143,13 +143,6 @@ SUBAGENT_JSONL = pytest.mark.xfail(
     strict=True, reason="jsonl export of a sub-agent file: messages off the resumed chain come back into the view"
 )
 
-#: Known gap: the local continuation of fasthooks is forked from a view that starts with the file's
-#: boundary; a fork copies that boundary message without its compaction record, and a re-import
-#: reads it as one more boundary.
-FORKED_BOUNDARY = pytest.mark.xfail(
-    strict=True, reason="a fork's view that starts with a copied boundary message comes back as one more boundary"
-)
-
 KINDS = [
     "native",
     *(f"imported:{n}" for n in SHARED),
@@ -167,11 +160,7 @@ KINDS = [
             kind,
             fmt,
             id=f"{kind}-{fmt}",
-            marks=[SUBAGENT_JSONL]
-            if (kind, fmt) == (f"imported:{SUBAGENT}", "jsonl")
-            else [FORKED_BOUNDARY]
-            if kind == "mixed:claude-code/fasthooks/sample_main_transcript.jsonl"
-            else [],
+            marks=[SUBAGENT_JSONL] if (kind, fmt) == (f"imported:{SUBAGENT}", "jsonl") else [],
         )
         for kind in KINDS
         for fmt in ("claude-code", "jsonl")
