@@ -23,7 +23,7 @@ from sessionstore.interchange.importing import import_file
 from sessionstore.storage.continuation import continuation_of
 from sessionstore.storage.history import boundaries
 from tests.support.cli import run_cli
-from tests.test_claude_code_roundtrip import other_url, round_trip  # noqa: F401  (other_url is a fixture)
+from tests.test_claude_code_roundtrip import other_url, round_trip, snapshot  # noqa: F401  (other_url is a fixture)
 from tests.test_roundtrip import build_session
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
@@ -39,16 +39,16 @@ def test_a_partial_compaction_of_an_imported_session_never_imports_as_another_vi
     tmp_path: Path,
 ) -> None:
     """The user's path: import, `compact --from`, export claude-code. The compaction went to the local
-    continuation, whose view starts with a boundary message copied without its record: that export is
-    refused naming jsonl; the source-side session still exports as its file."""
+    continuation, whose view starts with the file's boundary, copied with its compaction (boundary 1):
+    that export imports back as the same view and history; the source-side session still exports as its file."""
     with SessionStore.open(store_url) as store:
         sid = import_file(store, transcripts_dir / SPOTTER).session_id or ""
     assert run_cli(capsys, "compact", sid, "--from", PIVOT, "--db", store_url).code == 0
-    with SessionStore.open(store_url) as store:
+    with SessionStore.open(store_url) as store, SessionStore.open(other_url) as other:
         local = continuation_of(store.get(sid), create=False)
-        assert local is not None and [b.kind for b in boundaries(local)] == ["partial-from"]
-        with pytest.raises(UnfaithfulExport, match="--format jsonl"):
-            export_claude_code(local, io.BytesIO())
+        assert local is not None and [b.kind for b in boundaries(local)] == ["full", "partial-from"]
+        copy = round_trip(store, other, local.id, tmp_path, "claude-code")
+        assert snapshot(copy) == snapshot(local)
         out = io.BytesIO()
         export_claude_code(store.get(sid), out)
         assert out.getvalue() == (transcripts_dir / SPOTTER).read_bytes()

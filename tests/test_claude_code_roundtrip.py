@@ -137,18 +137,6 @@ def build(store: SessionStore, transcripts_dir: Path, kind: str) -> str:
 
 
 SUBAGENT = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-acompact-fffbd0.jsonl"
-#: Known gap: the jsonl export does not say which messages of a sub-agent file lie off the chain
-#: Claude Code would resume (the native importer replays file order), so the copy shows them too.
-SUBAGENT_JSONL = pytest.mark.xfail(
-    strict=True, reason="jsonl export of a sub-agent file: messages off the resumed chain come back into the view"
-)
-
-#: Known gap: the local continuation of fasthooks is forked from a view that starts with the file's
-#: boundary; a fork copies that boundary message without its compaction record, and a re-import
-#: reads it as one more boundary.
-FORKED_BOUNDARY = pytest.mark.xfail(
-    strict=True, reason="a fork's view that starts with a copied boundary message comes back as one more boundary"
-)
 
 KINDS = [
     "native",
@@ -167,11 +155,6 @@ KINDS = [
             kind,
             fmt,
             id=f"{kind}-{fmt}",
-            marks=[SUBAGENT_JSONL]
-            if (kind, fmt) == (f"imported:{SUBAGENT}", "jsonl")
-            else [FORKED_BOUNDARY]
-            if kind == "mixed:claude-code/fasthooks/sample_main_transcript.jsonl"
-            else [],
         )
         for kind in KINDS
         for fmt in ("claude-code", "jsonl")
@@ -330,3 +313,26 @@ def test_cleared_tool_results_stay_cleared(store: SessionStore, other_url: str, 
         assert copy.refresh_state().view_tokens == s.refresh_state().view_tokens
         assert check(other, copy.id).ok
         assert Pipeline(other).prepare(copy, dry_run=True).messages == Pipeline(store).prepare(s, dry_run=True).messages
+
+
+def test_a_jsonl_export_keeps_the_messages_no_view_showed_and_says_so(
+    store: SessionStore, other_url: str, transcripts_dir: Path, tmp_path: Path
+) -> None:
+    """Every line of the sub-agent file is exported; the two off its resumed chain carry `in_view: false`."""
+    sid = imported(store, transcripts_dir, SUBAGENT)
+    session = store.get(sid)
+    path = tmp_path / "agent.jsonl"
+    with open(path, "w", encoding="utf-8") as text:
+        assert export_jsonl(session, text) == len(list(session.transcript())) == 4
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    shown = {e.uuid for e in session.active_entries()}
+    assert [line["uuid"] for line in lines if line.get("in_view") is False] == [
+        m.uuid for m in session.transcript() if m.uuid not in shown
+    ]
+    assert len(shown) == 2
+    with SessionStore.open(other_url) as other:
+        copy = round_trip(store, other, sid, tmp_path, "jsonl")
+        again = tmp_path / "again.jsonl"
+        with open(again, "w", encoding="utf-8") as text:
+            export_jsonl(copy, text)
+    assert again.read_bytes() == path.read_bytes()

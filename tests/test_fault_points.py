@@ -206,7 +206,7 @@ def test_every_point_of_a_fork_leaves_no_fork_or_a_whole_one(store_url: str) -> 
     """Killed before COMMIT: no session, message, view row or lineage of a fork; after: the whole fork."""
     points = _points("fork")
     assert points
-    tables = ("sessions", "messages", "view_entries", "replacements", "session_forks")
+    tables = ("sessions", "messages", "view_entries", "replacements", "session_forks", "compactions")
 
     def counts(store: SessionStore) -> dict[str, int]:
         return {t: int(store.db.one(f"SELECT COUNT(*) FROM {t}")[0]) for t in tables}

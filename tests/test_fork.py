@@ -133,9 +133,16 @@ def test_fork_before_each_boundary_of_a_real_session_and_of_a_fork(
     compact(s, summarizer=make_summarizer("extractive"))
     assert lineage(store.db, s.id).parent_id == result.session_id  # type: ignore[union-attr]  # a fork: its lineage is there
     count = hist.boundary_count(s)
-    assert count == 1
+    # The file's view starts with its boundary: the continuation holds that compaction as its boundary 1.
+    assert count == 2
+    copied, source = hist.boundaries(s)[0], hist.boundaries(store.get(result.session_id))[-1]
+    assert (copied.boundary_uuid, copied.summary, copied.kind) == (source.boundary_uuid, source.summary, source.kind)
+    assert copied.metadata["copied_from"] == {"session_id": result.session_id, "boundary": source.index}
+    assert (hist.view_before(s, 1), hist.summarized_messages(s, 1)) == ([], [])
+    with pytest.raises(InvalidForkPoint, match=f"fork {result.session_id} --before-boundary {source.index}"):
+        s.fork(before_boundary=1)
     before = parent_state(s)
-    for k in range(1, count + 1):
+    for k in range(2, count + 1):
         expected = hist.view_before(s, k)
         f = s.fork(before_boundary=k, title=f"undo {k}")
         assert f.title == f"undo {k}"
@@ -150,7 +157,7 @@ def test_fork_before_each_boundary_of_a_real_session_and_of_a_fork(
         assert [x.session_id for x in ancestry(store.db, again.id)] == [again.id, f.id, s.id]
         assert [x.parent_id for x in ancestry(store.db, again.id)] == [f.id, s.id, result.session_id]
     assert parent_state(s) == before
-    assert [x.boundary_index for x in forks_of(store.db, s.id)] == [1]
+    assert [x.boundary_index for x in forks_of(store.db, s.id)] == [2]
     report = check(store)
     assert report.ok, report.to_dict()
 

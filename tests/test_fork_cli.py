@@ -60,10 +60,12 @@ def test_fork_before_each_boundary_and_at_a_message_from_the_cli(
         # A local write: the compaction lands on the imported session's local continuation (parent becomes it).
         compact(parent, summarizer=make_summarizer("extractive"))
         pid = parent.id
-        expected_at = hist.view_at(parent, 0)
-    before = parent_outputs(capsys, store_url, pid, 1)
+        # Its boundary 1 is the file's, copied with the view (version 1); its own compaction is boundary 2.
+        expected_at = hist.view_at(parent, 1)
+    before = parent_outputs(capsys, store_url, pid, 2)
+    assert f"fork {imported} --before-boundary 1" in refused(capsys, "fork", pid, "-b", "1", "--db", store_url)
     forks = []
-    for k in (1,):
+    for k in (2,):
         fid = ok(capsys, "fork", pid[:10], "--before-boundary", str(k), "--db", store_url).strip()
         forks.append(fid)
         fork_view = json.loads(ok(capsys, "view", fid, "--json", "--db", store_url))
@@ -87,14 +89,14 @@ def test_fork_before_each_boundary_and_at_a_message_from_the_cli(
     assert again["lineage"] == [made["id"], pid, imported]
     listed = {r["id"]: r for r in json.loads(ok(capsys, "sessions", "--json", "--db", store_url))}
     assert listed[pid]["fork"]["parent_id"] == imported
-    assert [listed[f]["fork"]["boundary_index"] for f in forks] == [1]
+    assert [listed[f]["fork"]["boundary_index"] for f in forks] == [2]
     assert listed[again["id"]]["fork"]["parent_id"] == made["id"]
     assert "⑂" + pid[:8] in ok(capsys, "sessions", "--db", store_url)
     stats = json.loads(ok(capsys, "stats", forks[0], "--json", "--db", store_url))
-    assert (stats["forked_from"], stats["fork_point"]) == (pid, "before boundary 1")
+    assert (stats["forked_from"], stats["fork_point"]) == (pid, "before boundary 2")
     assert json.loads(ok(capsys, "stats", pid, "--json", "--db", store_url))["forks"] == 2
-    assert f"forked from {pid} before boundary 1" in ok(capsys, "export", forks[0], "-f", "markdown", "--db", store_url)
-    assert parent_outputs(capsys, store_url, pid, 1) == before
+    assert f"forked from {pid} before boundary 2" in ok(capsys, "export", forks[0], "-f", "markdown", "--db", store_url)
+    assert parent_outputs(capsys, store_url, pid, 2) == before
     assert json.loads(ok(capsys, "doctor", "--json", "--db", store_url))["ok"]
 
 

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from sessionstore.storage.types import StoredMessage
 
 FORMATS = ("jsonl", "markdown", "html", "claude-code")
+#: What a jsonl line of a message no view ever showed carries (read by `import jsonl`).
+OFF_VIEW = '"in_view":false,'
 
 
 def fork_note(session: "Session") -> str | None:
@@ -52,12 +54,16 @@ def export_jsonl(session: "Session", out: TextSink) -> int:
     decoding and re-encoding would give, without the cost of doing it. The first
     line also carries the session's header (`session`: see `jsonl_header`), which
     messages do not hold (a Codex session's model, cwd and title), so that
-    `import jsonl` gives the session back whole.
+    `import jsonl` gives the session back whole. A message that was in no view (an
+    imported file's line off the chain its tool would resume) says so with
+    `"in_view":false`, so `import jsonl`, which rebuilds the views by replaying the
+    file, leaves it out of them too.
     """
     count = 0
     header = dumps(jsonl_header(session))
+    off_view = never_in_a_view(session)
     for row in iter_message_rows(session.db, session.id):
-        out.write(_jsonl_line(row, header if count == 0 else None))
+        out.write(_jsonl_line(row, header if count == 0 else None, in_view=int(row[0]) not in off_view))
         count += 1
     return count
 
@@ -81,19 +87,35 @@ def jsonl_header(session: "Session") -> dict[str, Any]:
     }
 
 
-def _jsonl_line(row: Any, header: str | None = None) -> str:
+def never_in_a_view(session: "Session") -> set[int]:
+    """The seqs of the messages no view of the session ever showed (one query; usually none).
+
+    A message past `base_seq` is in the active view without a row; every other
+    message a view showed has a temporal view row, kept for history.
+    """
+    rows = session.db.all(
+        "SELECT seq FROM messages WHERE session_id = :id AND seq <= :base "
+        "EXCEPT SELECT seq FROM view_entries WHERE session_id = :id",
+        {"id": session.id, "base": session.refresh_state().base_seq},
+    )
+    return {int(r[0]) for r in rows}
+
+
+def _jsonl_line(row: Any, header: str | None = None, *, in_view: bool = True) -> str:
     """One export line from a raw row (seq, uuid, parent, role, type, subtype, ts, api id, usage, meta flags...).
 
     `header` (JSON text) goes first on the line as its `session` field.
     """
     seq, uuid, parent, role, mtype, subtype, ts, api_id, usage, is_meta, is_summary, meta, content, tokens = row
     first = "" if header is None else f'"session":{header},'
+    off = "" if in_view else OFF_VIEW
     return (
         f'{{{first}"seq":{int(seq)},"uuid":{dumps(uuid)},"parent_uuid":{dumps(parent)},"type":{dumps(mtype)},'
         f'"subtype":{dumps(subtype)},"timestamp":{dumps(ts)},"api_message_id":{dumps(api_id)},'
         f'"usage":{usage or "null"},"is_meta":{"true" if is_meta else "false"},'
         f'"is_compact_summary":{"true" if is_summary else "false"},"metadata":{meta or "{}"},'
-        f'"tokens":{int(tokens)},"message":{{"role":{dumps(role)},"content":{content}}}}}\n'
+        f'"tokens":{int(tokens)},{off}'
+        f'"message":{{"role":{dumps(role)},"content":{content}}}}}\n'
     )
 
 

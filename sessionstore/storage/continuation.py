@@ -7,6 +7,9 @@ byte. A local write (append, the pipeline's markers and spills, a compaction)
 to a source-side session is made on its *local continuation* instead: a fork
 of its active view taken at the first such write (the fork point is recorded
 in the lineage, `session_forks`), marked `{"continues": <source-side id>}`.
+When the file's view starts with its latest compact boundary, that compaction
+is the continuation's boundary 1 (see fork.py), so the continuation's own
+compactions are numbered after it, as a re-import of its export numbers them.
 Later local writes to the source-side session go to the same continuation;
 `sessions`, `history` and the exports show the lineage.
 """

@@ -13,10 +13,19 @@ temporal rows of the version the message was recorded in, cut after its entry);
 `before_boundary` K gives exactly the view before boundary K; neither gives the
 active view. A cut that would leave a tool_use without its result, or split one
 streamed response, is refused with the nearest valid points on either side.
+
+A view that starts with a boundary (what every compaction leaves) is forked with
+its compaction: the fork's boundary 1 is the parent's row as the fork sees it.
+It replaced the fork's version 0, which is empty, summarized nothing of the
+fork, and names the boundary it was copied from (`copied_from`), whose session
+keeps the view before it; a cut before it is refused with that pointer. A
+boundary message no compaction named would read, in any export read back, as
+one more boundary.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid as uuid_mod
 from dataclasses import dataclass
@@ -25,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from .errors import MessageNotFound, SessionStoreError
 from .faults import fault_in
 from .rows import dumps
-from .types import ViewEntry
+from .types import BOUNDARY_SUBTYPE, ViewEntry
 from .validate import tool_result_ids, tool_use_ids
 
 if TYPE_CHECKING:
@@ -34,6 +43,9 @@ if TYPE_CHECKING:
 
 #: Gap between the sort keys of a fork's view rows (the same spacing rewrites use).
 KEY_GAP = 1 << 16
+
+#: The compaction metadata key of a boundary a fork copied with its view: {"session_id", "boundary"} of the source.
+COPIED_FROM = "copied_from"
 
 #: The kinds of cut a lineage row records.
 KINDS = ("message", "boundary", "current")
@@ -175,6 +187,7 @@ def _read_cut(parent: "Session", at: str | int | None, before_boundary: int | No
 
     if before_boundary is not None:
         replaced, floor = history.boundary_floor(parent, before_boundary)
+        _refuse_copied(parent, int(before_boundary))
         return _Cut(
             history._view_at(parent, replaced, floor), "boundary", replaced, boundary_index=int(before_boundary)
         )
@@ -194,6 +207,22 @@ def _read_cut(parent: "Session", at: str | int | None, before_boundary: int | No
         raise InvalidForkPoint(f"message {uuid} (seq {seq}) is not in view version {version}")
     _check_cut(entries, index)
     return _Cut(entries[: index + 1], "message", version, message_uuid=uuid, message_seq=seq)
+
+
+def _refuse_copied(parent: "Session", index: int) -> None:
+    """Refuse a cut before a boundary this session copied when it was forked: the view before it is the source's."""
+    row = parent.db.one(
+        "SELECT metadata_json FROM compactions WHERE session_id = :id AND ordinal = :k", {"id": parent.id, "k": index}
+    )
+    copied = json.loads(row[0] or "{}").get(COPIED_FROM) if row is not None else None
+    if not isinstance(copied, dict):
+        return
+    source, number = copied.get("session_id"), copied.get("boundary")
+    where = f"its boundary {number}" if number is not None else "one of its boundaries"
+    raise InvalidForkPoint(
+        f"boundary {index} of session {parent.id} came with its view from session {source} ({where}); "
+        f"the view before it is that session's: fork {source} --before-boundary {number if number else 'K'}"
+    )
 
 
 def resolve_message(session: "Session", given: str | int) -> tuple[int, str]:
@@ -346,11 +375,16 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
     fault_in(db, "after_messages")
     explicit = _explicit_prefix(entries)
     replaced = [dumps(e.content) if e.replaced else None for e in entries]
+    # A view that starts with a boundary is a compaction's result: the fork records it as its boundary 1
+    # (see _copy_leading_compaction), so its own view is version 1 and version 0, before it, is empty.
+    version = 1 if _starts_with_boundary(entries) else 0
     db.insert_rows(
         "view_entries",
         ("session_id", "valid_from", "key", "seq", "valid_to", "content_json", "tokens"),
-        [(fork_id, 0, (i + 1) * KEY_GAP, i + 1, None, replaced[i], entries[i].tokens) for i in range(explicit)],
+        [(fork_id, version, (i + 1) * KEY_GAP, i + 1, None, replaced[i], entries[i].tokens) for i in range(explicit)],
     )
+    if version:
+        _copy_leading_compaction(db, parent, fork_id, entries, now)
     tools = sorted({t for e in entries if e.replaced and e.role == "user" for t in _replaced_results(e)})
     copies = [{"fork": fork_id, "parent": parent.id, "tool": t} for t in tools]
     db.executemany(_COPY_BLOBS, [{"parent": c["parent"], "tool": c["tool"]} for c in copies])
@@ -358,11 +392,12 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
     fault_in(db, "after_view_rows")
     tail = tail_state_for(db, fork_id, [(i + 1, replaced[i]) for i in range(len(entries))])
     db.execute(
-        "UPDATE sessions SET last_seq = :last, base_seq = :base, view_version = 0, view_tokens = :tokens, "
+        "UPDATE sessions SET last_seq = :last, base_seq = :base, view_version = :version, view_tokens = :tokens, "
         "explicit_count = :base, tail_state = :tail WHERE id = :id",
         {
             "last": len(entries),
             "base": explicit,
+            "version": version,
             "tokens": sum(e.tokens for e in entries),
             "tail": tail.dumps(),
             "id": fork_id,
@@ -385,6 +420,79 @@ def _write_fork(db: "Database", parent: "Session", fork_id: str, cut: _Cut, titl
         },
     ).close()
     return row
+
+
+def _starts_with_boundary(entries: Sequence[ViewEntry]) -> bool:
+    """True when the view's first entry is a compaction boundary (the view a compaction left)."""
+    return bool(entries) and entries[0].role == "system" and entries[0].subtype == BOUNDARY_SUBTYPE
+
+
+def _copy_leading_compaction(
+    db: "Database", parent: "Session", fork_id: str, entries: Sequence[ViewEntry], now: float
+) -> None:
+    """Record the compaction whose boundary starts the forked view as the fork's boundary 1.
+
+    Without it the fork would hold a boundary message no compaction names, which every reader
+    of its transcript (an export read back, `import jsonl`, Claude Code's loader) takes for one
+    more boundary. The row is the parent's, as the fork sees it: it replaced version 0, which
+    is empty (nothing before it is the fork's), summarized nothing of the fork, and names the
+    parent and the parent's boundary number in its metadata, where the view before it is kept.
+    """
+    first = entries[0]
+    found = db.one(
+        "SELECT kind, trigger, pre_tokens, post_tokens, summary_seq, head_uuid, anchor_uuid, tail_uuid, "
+        "custom_instructions, summarizer, created_at, ordinal FROM compactions "
+        "WHERE session_id = :parent AND boundary_seq = :seq",
+        {"parent": parent.id, "seq": first.seq},
+    )
+    new_seq = {e.seq: i + 1 for i, e in enumerate(entries)}
+    uuids = {e.uuid for e in entries}
+    summary_at = _summary_position(entries, found[4] if found is not None else None)
+    shown_tokens = sum(e.tokens for e in entries[: (summary_at if summary_at is not None else 0) + 1])
+    meta = first.message.metadata
+    if found is not None:
+        kind, trigger, pre, post, _summary, head, anchor, tail, instructions, summarizer, created, ordinal = found
+    else:  # a boundary no compaction of the parent names (a fork made before forks recorded one)
+        kind, trigger, pre, post = "full", meta.get("trigger") or "auto", meta.get("pre_tokens"), shown_tokens
+        head = anchor = tail = instructions = summarizer = ordinal = None
+        created = now
+    segment = (head, anchor, tail) if head and anchor and tail and {head, anchor, tail} <= uuids else (None,) * 3
+    db.execute(
+        "INSERT INTO compactions (session_id, boundary_seq, summary_seq, replaced_version, kind, trigger, "
+        "pre_tokens, post_tokens, messages_summarized, summarized_seqs_json, head_uuid, anchor_uuid, tail_uuid, "
+        "custom_instructions, summarizer, created_at, metadata_json, ordinal, view_floor) VALUES (:id, 1, :summary, "
+        "0, :kind, :trigger, :pre, :post, 0, '[]', :head, :anchor, :tail, :instructions, :summarizer, :created, "
+        ":meta, 1, 0)",
+        {
+            "id": fork_id,
+            "summary": new_seq[entries[summary_at].seq] if summary_at is not None else None,
+            "kind": kind,
+            "trigger": trigger if isinstance(trigger, str) and trigger else "auto",
+            "pre": pre if isinstance(pre, int) and not isinstance(pre, bool) else 0,
+            "post": int(post) if post is not None else shown_tokens,
+            "head": segment[0],
+            "anchor": segment[1],
+            "tail": segment[2],
+            "instructions": instructions,
+            "summarizer": summarizer,
+            "created": float(created),
+            "meta": dumps({COPIED_FROM: {"session_id": parent.id, "boundary": ordinal}}),
+        },
+    ).close()
+
+
+def _summary_position(entries: Sequence[ViewEntry], parent_summary_seq: Any) -> int | None:
+    """Where the leading boundary's summary is in the view: the parent's, else the first summary before another boundary."""
+    if parent_summary_seq is not None:
+        found = next((i for i, e in enumerate(entries) if e.seq == int(parent_summary_seq)), None)
+        if found is not None:
+            return found
+    for i, e in enumerate(entries[1:], 1):
+        if e.subtype == BOUNDARY_SUBTYPE and e.role == "system":
+            return None
+        if e.message.is_compact_summary:
+            return i
+    return None
 
 
 def _replaced_results(entry: ViewEntry) -> list[str]:

@@ -2,7 +2,8 @@
 
 Each line is one transcript message: {seq, uuid, parent_uuid, type, subtype,
 timestamp, api_message_id, usage, is_meta, is_compact_summary, metadata,
-tokens, message: {role, content}}. Messages are taken exactly as written
+tokens, message: {role, content}}, plus `"in_view": false` on a message no
+view showed. Messages are taken exactly as written
 (`seq` and `tokens` are recomputed by the store and come out the same), so
 exporting the imported session gives the same bytes.
 
@@ -18,6 +19,8 @@ from the compaction boundaries, in file order:
   summary was written (the view before it beyond what it summarized or
   kept), then every later message;
 - the summary of a boundary is the next `is_compact_summary` message;
+- a line marked `"in_view": false` (a message no view showed, e.g. an imported
+  file's line off the chain its tool would resume) joins no view;
 - a `snip_marker` takes the messages its metadata lists (`removed_uuids`)
   out of the view, as the snip did, and stays at the end of it; a
   `microcompact_boundary` marks the results it lists (`cleared_tool_use_ids`)
@@ -166,9 +169,8 @@ class NativeImport(LineStream):
             self._read_header(entry.get("session"))
         self._identity = self._identity or session_identity(raw)
         self._observe(message)
-        return ImportedLine(
-            line_no, raw, "message", message["type"], message=message, node=self._node(line_no, message)
-        )
+        node = self._node(line_no, message, in_view=entry.get("in_view") is not False)
+        return ImportedLine(line_no, raw, "message", message["type"], message=message, node=node)
 
     def _read_header(self, header: Any) -> None:
         """The session facts an export's first line carries (`export_jsonl`): source id, title, cwd, model, window."""
@@ -201,8 +203,11 @@ class NativeImport(LineStream):
         if self._title is None and message["type"] == "user" and not message["is_meta"]:
             self._title = _prompt_title(message["content"])
 
-    def _node(self, line_no: int, message: dict[str, Any]) -> ChainNode:
-        """The graph facts of one message; boundary and attachment facts kept on the side."""
+    def _node(self, line_no: int, message: dict[str, Any], *, in_view: bool = True) -> ChainNode:
+        """The graph facts of one message; boundary and attachment facts kept on the side.
+
+        `in_view` is False for a line the export marked `"in_view":false` (a message no view showed).
+        """
         role, content, meta = message["role"], message["content"], message["metadata"]
         facts = None
         if role == "system" and message["subtype"] == BOUNDARY_SUBTYPE:
@@ -228,7 +233,7 @@ class NativeImport(LineStream):
             tool_use_ids=block_ids(content, "tool_use", "id") if role == "assistant" else (),
             tool_result_ids=block_ids(content, "tool_result", "tool_use_id") if role == "user" else (),
             blank=role != "system" and is_blank(content),
-            in_view=not meta.get("isApiErrorMessage"),
+            in_view=in_view and not meta.get("isApiErrorMessage"),
             is_compact_summary=message["is_compact_summary"],
             boundary=facts,
         )
