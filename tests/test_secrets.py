@@ -210,6 +210,7 @@ def test_no_command_writes_the_key(
     ):
         run(*args, ok=False)  # PostgreSQL only: one line, exit 2 on SQLite
     run("delete", spill_sid, "--yes")
+    run("db", "vacuum")
     commands = _app_commands() - SERVERS
     assert commands <= {_ran(tuple(c.split()), commands) for c, _ in outputs}, "a command of the app is not run here"
 
