@@ -23,7 +23,7 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py --dir $(DEMO_DIR)
 
 test: $(STAMP) lint typecheck
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --durations=30
 
 # ruff: the linter over everything, the formatter check over the files in scripts/formatted.txt.
 lint: $(STAMP)
