@@ -7,21 +7,12 @@ holding every word first and reads texts only in rank order; on SQLite through t
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from sessionstore import SessionStore
 from sessionstore.storage import search as search_module
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[SessionStore]:
-    s = SessionStore.open(store_url)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def _started(store: SessionStore, title: str, cwd: str | None = None) -> Any:
