@@ -40,11 +40,14 @@ if TYPE_CHECKING:
 #: The session's view state in one indexed read. The session row holds the figures as of its
 #: last rewrite or import (a checkpoint at sessions.last_seq); an append does not write it but
 #: records the new figures on its own transcript row, so a newer last message overrides them.
+#: The last seq is looked up by the parameter, not by `s.id`: under row-level security PostgreSQL
+#: will not use a qual holding a correlated subquery as an index condition (it is not leakproof),
+#: and read every message of the session instead (tests/test_rls_plans.py).
 STATE_SQL = (
     "SELECT s.last_seq, s.base_seq, s.view_version, s.view_tokens, s.explicit_count, s.tail_state, "
     "m.seq, m.view_tokens, m.tail_state, COALESCE(m.written_at, s.updated_at) "
     "FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND m.seq > s.last_seq "
-    "AND m.seq = (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) "
+    "AND m.seq = (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = :id) "
     "WHERE s.id = :id"
 )
 TRANSCRIPT_BATCH = 500

@@ -171,13 +171,12 @@ class SessionStore:
         Appends do not write the session row, so each session's last appended message
         (one index lookup per session) supplies its current counters and update time.
         """
-        last = "(SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id)"
         rows = self.db.all(
             "SELECT * FROM (SELECT s.id, s.title, s.cwd, s.model, s.context_window, s.created_at, "
             "COALESCE(m.written_at, s.updated_at) AS updated, s.parent_id, s.metadata_json, "
             "COALESCE(m.seq, s.last_seq), COALESCE(m.view_tokens, s.view_tokens), s.view_version, "
             "i.source, i.source_key, s.owner, s.host "
-            f"FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND m.seq > s.last_seq AND m.seq = {last} "
+            f"FROM sessions s {_last_message_join(self.db.is_sqlite)} "
             "LEFT JOIN imports i ON i.session_id = s.id"
             f"{' WHERE s.host = :host' if host is not None else ''}"
             ") t ORDER BY updated DESC, id LIMIT :limit OFFSET :offset",
@@ -289,3 +288,21 @@ def _index_only(action: int, table: str | None, arg2: str | None, _db: str | Non
     if action == _PRAGMA:
         return sqlite3.SQLITE_OK if arg2 is None else sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_OK if action in _INDEX_ALLOWED else sqlite3.SQLITE_DENY
+
+
+def _last_message_join(sqlite: bool) -> str:
+    """`LEFT JOIN` of each session's last message as `m`, when it is past the session row's checkpoint.
+
+    PostgreSQL takes it by a backward index scan (LATERAL ... LIMIT 1): with row-level security on,
+    `m.seq = (SELECT MAX ...)` is not leakproof, so it was no index condition and every message of the
+    session was read. SQLite has no LATERAL and no such rule; its plan is one index probe.
+    """
+    if sqlite:
+        return (
+            "LEFT JOIN messages m ON m.session_id = s.id AND m.seq > s.last_seq "
+            "AND m.seq = (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id)"
+        )
+    return (
+        "LEFT JOIN LATERAL (SELECT x.seq, x.written_at, x.view_tokens FROM messages x WHERE x.session_id = s.id "
+        "ORDER BY x.seq DESC LIMIT 1) m ON m.seq > s.last_seq"
+    )
