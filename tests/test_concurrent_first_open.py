@@ -18,10 +18,10 @@ from sessionstore.storage.db import enable_wal
 from sessionstore.storage.migrate import SCHEMA_HEAD, current_revision, ensure_current
 
 
-def test_a_schema_committed_after_the_first_read_is_ours(store_url: str) -> None:
+def test_a_schema_committed_after_the_first_read_is_ours(empty_store_url: str) -> None:
     """The exact interleaving: read 'empty', then another process migrates, then we upgrade."""
-    SessionStore.open(store_url).close()
-    engine = create_engine(store_url)
+    SessionStore.open(empty_store_url).close()
+    engine = create_engine(empty_store_url)
     try:
         assert ensure_current(engine, None, known=True) is False
         with engine.connect() as conn:
@@ -42,10 +42,10 @@ def _open_and_append(url: str, start: "multiprocessing.synchronize.Event", out: 
 
 
 @pytest.mark.parametrize("round_", range(6))
-def test_processes_racing_to_open_a_new_database_all_succeed(store_url: str, round_: int, tmp_path: Path) -> None:
+def test_processes_racing_to_open_a_new_database_all_succeed(empty_store_url: str, round_: int, tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_open_and_append, args=(store_url, start, out)) for _ in range(4)]
+    procs = [ctx.Process(target=_open_and_append, args=(empty_store_url, start, out)) for _ in range(4)]
     for p in procs:
         p.start()
     start.set()
@@ -53,7 +53,7 @@ def test_processes_racing_to_open_a_new_database_all_succeed(store_url: str, rou
     for p in procs:
         p.join(timeout=60)
     assert results == ["ok"] * 4, results
-    with SessionStore.open(store_url) as store:
+    with SessionStore.open(empty_store_url) as store:
         assert len(store.list()) == 4
 
 

@@ -48,10 +48,10 @@ def _tables(url: str) -> set[str]:
         engine.dispose()
 
 
-def test_0001_database_upgrades_and_is_searchable(store_url: str) -> None:
-    sid, transcript = _fill_at_0001(store_url)
-    assert "search_marks" not in _tables(store_url)
-    with SessionStore.open(store_url) as store:
+def test_0001_database_upgrades_and_is_searchable(empty_store_url: str) -> None:
+    sid, transcript = _fill_at_0001(empty_store_url)
+    assert "search_marks" not in _tables(empty_store_url)
+    with SessionStore.open(empty_store_url) as store:
         with store.db.engine.connect() as conn:
             assert current_revision(conn) == SCHEMA_HEAD
         assert [(m.seq, m.role) for m in store.get(sid).transcript()] == transcript
@@ -67,15 +67,15 @@ def test_0001_database_upgrades_and_is_searchable(store_url: str) -> None:
             assert index is not None and "gin_trgm_ops" in index[0]
 
 
-def test_0002_downgrades_to_0001_keeping_every_message(store_url: str) -> None:
-    sid, transcript = _fill_at_0001(store_url)
-    with SessionStore.open(store_url) as store:
+def test_0002_downgrades_to_0001_keeping_every_message(empty_store_url: str) -> None:
+    sid, transcript = _fill_at_0001(empty_store_url)
+    with SessionStore.open(empty_store_url) as store:
         assert store.search("quinceword")
         engine = store.db.engine
         downgrade(engine, "0001")
         with engine.connect() as conn:
             assert current_revision(conn) == "0001"
-    assert not {"search_marks", "search_rows", "search_fts", "search_docs"} & _tables(store_url)
-    with SessionStore.open(store_url) as store:
+    assert not {"search_marks", "search_rows", "search_fts", "search_docs"} & _tables(empty_store_url)
+    with SessionStore.open(empty_store_url) as store:
         assert [(m.seq, m.role) for m in store.get(sid).transcript()] == transcript
         assert len(store.search("quinceword", role="user", limit=50)) == 7

@@ -9,12 +9,12 @@ from sessionstore.storage.migrate import downgrade, upgrade
 from tests.test_migration_safety import A, _build, _snapshot
 
 
-def test_0009_owns_existing_rows_and_downgrades_keeping_every_row(store_url: str) -> None:
-    before = _build(store_url, "0004")
-    engine = make_engine(store_url)
+def test_0009_owns_existing_rows_and_downgrades_keeping_every_row(empty_store_url: str) -> None:
+    before = _build(empty_store_url, "0004")
+    engine = make_engine(empty_store_url)
     try:
         upgrade(engine, "0009")
-        with SessionStore.open(store_url) as store:
+        with SessionStore.open(empty_store_url) as store:
             owner = "local" if store.db.is_sqlite else str(store.db.one("SELECT current_user")[0])
             session = store.get(A)
             assert (session.owner, session.host) == (owner, None)

@@ -43,25 +43,25 @@ def _revision(url: str) -> str | None:
 
 
 def test_a_migration_failing_half_way_changes_nothing(
-    store_url: str, failing_revision: str, caplog: pytest.LogCaptureFixture
+    empty_store_url: str, failing_revision: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    before = _build(store_url, failing_revision)
-    schema = _schema(store_url)
+    before = _build(empty_store_url, failing_revision)
+    schema = _schema(empty_store_url)
     assert "session_memory" in schema and "t_half" not in schema
     with caplog.at_level(logging.WARNING, logger="sessionstore.migrate"):
         with pytest.raises(MigrationError, match="fails half-way"):
-            SessionStore.open(store_url)
-    assert _schema(store_url) == schema, "a table or column of the failed revision survived"
-    assert _revision(store_url) == failing_revision
-    engine = make_engine(store_url)
+            SessionStore.open(empty_store_url)
+    assert _schema(empty_store_url) == schema, "a table or column of the failed revision survived"
+    assert _revision(empty_store_url) == failing_revision
+    engine = make_engine(empty_store_url)
     try:
         assert _snapshot(engine) == before, "a row changed by the failed revision survived"
     finally:
         engine.dispose()
     logged = " ".join(r.getMessage() for r in caplog.records)
-    if store_url.startswith("sqlite"):
-        _assert_backup(store_url, failing_revision, before)
-        assert str(_backups(store_url)[0]) in logged
+    if empty_store_url.startswith("sqlite"):
+        _assert_backup(empty_store_url, failing_revision, before)
+        assert str(_backups(empty_store_url)[0]) in logged
     else:
         assert "no automatic backup" in logged and "pg_dump" in logged
 

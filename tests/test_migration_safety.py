@@ -374,25 +374,25 @@ def _assert_source_exports(store: SessionStore, trained: bool) -> None:
 
 
 @pytest.mark.parametrize("revision", REVISIONS)
-def test_every_revision_upgrades_to_head_keeping_every_row(store_url: str, revision: str) -> None:
-    before = _build(store_url, revision)
+def test_every_revision_upgrades_to_head_keeping_every_row(empty_store_url: str, revision: str) -> None:
+    before = _build(empty_store_url, revision)
     assert sum(map(len, before.values())) == sum(map(len, _rows().values()))
-    with SessionStore.open(store_url) as store:
+    with SessionStore.open(empty_store_url) as store:
         after = _snapshot(store.db.engine)
         with store.db.engine.connect() as conn:
             assert current_revision(conn) == head_revision()
         _assert_readable(store, before)
         _assert_source_exports(store, trained=revision < PACKED_FROM)
-    after["source_lines"] = _unpacked(store_url, after["source_lines"])
+    after["source_lines"] = _unpacked(empty_store_url, after["source_lines"])
     expected = dict(before)
     if revision >= PACKED_FROM:
-        expected["source_lines"] = _unpacked(store_url, before["source_lines"])
+        expected["source_lines"] = _unpacked(empty_store_url, before["source_lines"])
     assert _as_before(after, expected) == expected
-    if store_url.startswith("sqlite"):
+    if empty_store_url.startswith("sqlite"):
         if revision == head_revision():
-            assert _backups(store_url) == [], "a database already at head is not copied"
+            assert _backups(empty_store_url) == [], "a database already at head is not copied"
         else:
-            _assert_backup(store_url, revision, before)
+            _assert_backup(empty_store_url, revision, before)
 
 
 @pytest.fixture
@@ -409,18 +409,18 @@ def newer_head(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_opening_with_a_newer_version_backs_up_first(
-    store_url: str, newer_head: str, caplog: pytest.LogCaptureFixture
+    empty_store_url: str, newer_head: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    before = _build(store_url, newer_head)
+    before = _build(empty_store_url, newer_head)
     with caplog.at_level(logging.WARNING, logger="sessionstore.migrate"):
-        with SessionStore.open(store_url) as store:
+        with SessionStore.open(empty_store_url) as store:
             with store.db.engine.connect() as conn:
                 assert current_revision(conn) == "ffff_test_extra"
             assert _snapshot(store.db.engine) == before
     logged = " ".join(r.getMessage() for r in caplog.records)
-    if store_url.startswith("sqlite"):
-        _assert_backup(store_url, newer_head, before)
-        assert str(_backups(store_url)[0]) in logged
+    if empty_store_url.startswith("sqlite"):
+        _assert_backup(empty_store_url, newer_head, before)
+        assert str(_backups(empty_store_url)[0]) in logged
     else:
         assert "no automatic backup" in logged and "pg_dump" in logged
 

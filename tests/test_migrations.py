@@ -37,8 +37,8 @@ def _tables(engine) -> set[str]:
         return set(inspect(conn).get_table_names()) - {"alembic_version"}
 
 
-def test_upgrade_downgrade_upgrade(store_url: str) -> None:
-    engine = make_engine(store_url)
+def test_upgrade_downgrade_upgrade(empty_store_url: str) -> None:
+    engine = make_engine(empty_store_url)
     try:
         upgrade(engine)
         assert TABLES <= _tables(engine)
@@ -52,8 +52,8 @@ def test_upgrade_downgrade_upgrade(store_url: str) -> None:
         engine.dispose()
 
 
-def test_autogenerate_finds_no_difference(store_url: str) -> None:
-    engine = make_engine(store_url)
+def test_autogenerate_finds_no_difference(empty_store_url: str) -> None:
+    engine = make_engine(empty_store_url)
     try:
         upgrade(engine)
         with engine.connect() as conn:
@@ -64,22 +64,22 @@ def test_autogenerate_finds_no_difference(store_url: str) -> None:
         engine.dispose()
 
 
-def test_open_upgrades_an_empty_database_once(store_url: str) -> None:
-    with SessionStore.open(store_url) as st:
+def test_open_upgrades_an_empty_database_once(empty_store_url: str) -> None:
+    with SessionStore.open(empty_store_url) as st:
         st.create_session(title="kept")
-    engine = make_engine(store_url)
+    engine = make_engine(empty_store_url)
     try:
         assert ensure_current(engine) is False
     finally:
         engine.dispose()
-    with SessionStore.open(store_url) as st:
+    with SessionStore.open(empty_store_url) as st:
         assert [s["title"] for s in st.list()] == ["kept"]
 
 
-def test_a_newer_unknown_revision_is_refused(store_url: str) -> None:
-    with SessionStore.open(store_url):
+def test_a_newer_unknown_revision_is_refused(empty_store_url: str) -> None:
+    with SessionStore.open(empty_store_url):
         pass
-    engine = make_engine(store_url)
+    engine = make_engine(empty_store_url)
     try:
         with engine.begin() as conn:
             conn.execute(text("UPDATE alembic_version SET version_num = 'fffffffff999'"))
@@ -105,13 +105,13 @@ def test_schema_head_constant_matches_alembic() -> None:
     )
 
 
-def test_0010_down_and_up_again_keeps_every_imported_line(store_url: str, transcripts_dir: Path) -> None:
+def test_0010_down_and_up_again_keeps_every_imported_line(empty_store_url: str, transcripts_dir: Path) -> None:
     """Downgrading past 0010 writes every line back raw (no dictionary rows); upgrading packs them again."""
     path = transcripts_dir / "claude-code" / "spotter" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)
-    with SessionStore.open(store_url) as store:
+    with SessionStore.open(empty_store_url) as store:
         sid = import_file(store, str(path), source="claude-code").session_id
-    engine = make_engine(store_url)
+    engine = make_engine(empty_store_url)
     try:
         downgrade(engine, "0009")
         with engine.connect() as conn:
@@ -123,7 +123,7 @@ def test_0010_down_and_up_again_keeps_every_imported_line(store_url: str, transc
         upgrade(engine, backup=False)
     finally:
         engine.dispose()
-    with SessionStore.open(store_url) as store:
+    with SessionStore.open(empty_store_url) as store:
         assert session_packer(store.db, sid).dictionary is not None
         out = io.BytesIO()
         export_claude_code(store.get(sid), out)

@@ -55,9 +55,9 @@ def _state(url: str) -> tuple[str | None, dict]:
 
 
 @pytest.fixture
-def old_store(store_url: str) -> str:
-    _build(store_url, OLD)
-    return store_url
+def old_store(empty_store_url: str) -> str:
+    _build(empty_store_url, OLD)
+    return empty_store_url
 
 
 def _assert_untouched(url: str, before: tuple[str | None, dict]) -> None:
@@ -108,8 +108,8 @@ def test_a_writer_still_upgrades_with_a_backup(capsys: pytest.CaptureFixture[str
 
 
 def test_an_empty_database_still_gets_its_schema_from_a_reader(
-    capsys: pytest.CaptureFixture[str], store_url: str
+    capsys: pytest.CaptureFixture[str], empty_store_url: str
 ) -> None:
-    with SessionStore.open(store_url, read_only=True) as store:
+    with SessionStore.open(empty_store_url, read_only=True) as store:
         assert store.list() == []
-    assert _state(store_url)[0] == head_revision()
+    assert _state(empty_store_url)[0] == head_revision()
