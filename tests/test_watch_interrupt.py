@@ -8,17 +8,18 @@ every file is in the store up to its last whole line.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from tests.support.interrupt import FAULTHANDLER_ENV, interrupt
+
 
 def test_ctrl_c_says_what_was_kept(tmp_path: Path) -> None:
     folder = tmp_path / "transcripts"
     folder.mkdir()
-    env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    env = {**os.environ, **FAULTHANDLER_ENV, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
     env.pop("SESSIONSTORE_DB_URL", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "sessionstore", "watch", str(folder), "--no-progress"],
@@ -34,8 +35,7 @@ def test_ctrl_c_says_what_was_kept(tmp_path: Path) -> None:
         while "watching" not in line and time.monotonic() < deadline and proc.poll() is None:
             line = proc.stderr.readline()
         assert "watching" in line, line
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        _, err = interrupt(proc, 60)
     finally:
         if proc.poll() is None:
             proc.kill()

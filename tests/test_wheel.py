@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.support.interrupt import FAULTHANDLER_ENV, interrupt
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "sessionstore" / "fixtures" / "demo_conversation.jsonl"
@@ -196,7 +197,7 @@ def test_installed_wheel_serves_mcp_and_watches_live(installed: Path, tmp_path: 
     watch = subprocess.Popen(
         [str(installed), "watch", str(watched), "--db", db],
         cwd=tmp_path,
-        env=_clean_env(tmp_path),
+        env={**_clean_env(tmp_path), **FAULTHANDLER_ENV},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -225,6 +226,5 @@ def test_installed_wheel_serves_mcp_and_watches_live(installed: Path, tmp_path: 
             ]
         assert found[0]["messages"] == served_row["messages"], (found, served_row)
     finally:
-        watch.send_signal(signal.SIGINT)
-        _, err = watch.communicate(timeout=30)
+        _, err = interrupt(watch, 30)
     assert "Traceback" not in err, err[-2000:]
