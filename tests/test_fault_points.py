@@ -28,7 +28,7 @@ from sqlalchemy import inspect
 
 from sessionstore import SessionStore
 from sessionstore.storage import doctor, faults
-from sessionstore.storage.linepack import session_packer
+from sessionstore.storage.linepack import session_lines
 from sessionstore.storage.blobs import get_blob
 from sessionstore.storage.migrate import head_revision
 from sessionstore.storage.models import Base
@@ -256,13 +256,7 @@ def _imports_state(
         out[path] = (int(row[1]), s.last_seq, len(s.active_entries()))
         assert doctor.check(store, s.id).problems == []
         assert check_messages(s.active_view()) == []
-        packer = session_packer(store.db, s.id)
-        recorded = [
-            packer.unpack(bytes(r[0]))
-            for r in store.db.all(
-                "SELECT raw FROM source_lines WHERE session_id = :id AND line_no > 0 ORDER BY line_no", {"id": s.id}
-            )
-        ]
+        recorded = [raw for _, raw in session_lines(store.db, s.id)]
         assert recorded == Path(path).read_bytes().splitlines(keepends=True)[: int(row[1])], f"{path}: source lines"
         if rows is not None:
             rows[path] = session_rows(store, s.id)
