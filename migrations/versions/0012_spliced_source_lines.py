@@ -17,9 +17,11 @@ out here rather than imported, so this revision keeps doing what it did when
 the packing module changes.
 
 On PostgreSQL the upgrade runs as the tables' owner (as 0010 did); FORCE ROW
-LEVEL SECURITY on source_lines and messages is lifted inside the transaction so
-the owner converts every role's lines (joined with their messages), and set
-again before the commit.
+LEVEL SECURITY on source_lines and messages must be lifted inside the
+transaction so the owner converts every role's lines (joined with their
+messages), and set again before the commit. migrations/env.py does that for
+every table around the whole run; this revision does it too (a no-op under
+that env.py) so it does not depend on it, as 0010 does not.
 
 Revision ID: 0012
 Revises: 0011
