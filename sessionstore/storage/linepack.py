@@ -111,14 +111,17 @@ class LinePacker:
         inner = self._pack_whole(raw[:at] + raw[at + len(content) :])
         stored = bytes((inner[0] + SPLICE_RAW,)) + _varint(at) + zlib.crc32(raw).to_bytes(4, "big") + inner[1:]
         try:
-            if self.unpack(stored, content_json) != raw:
+            if self.unpack(stored, content) != raw:
                 return None
         except LineCorrupt:
             return None
         return stored
 
-    def unpack(self, stored: bytes, content_json: str | None = None) -> bytes:
-        """The original line of a stored `raw` (`content_json`: its message's, for a spliced line); raises LineCorrupt."""
+    def unpack(self, stored: bytes, content_json: str | bytes | None = None) -> bytes:
+        """The original line of a stored `raw` (`content_json`: its message's, as text or UTF-8, for a spliced line).
+
+        Raises LineCorrupt.
+        """
         if not stored:
             raise LineCorrupt("an empty stored source line (no codec byte)")
         codec, body = stored[0], stored[1:]
@@ -126,7 +129,7 @@ class LinePacker:
             return self._unsplice(SPLICE_OF[codec], body, content_json)
         return self._decode(codec, body)
 
-    def _unsplice(self, codec: int, body: bytes, content_json: str | None) -> bytes:
+    def _unsplice(self, codec: int, body: bytes, content_json: str | bytes | None) -> bytes:
         """A spliced line: its rest decoded, the message's content put back at its offset, the checksum checked."""
         if content_json is None:
             raise LineCorrupt("a source line needs its message's content, which is missing")
@@ -137,7 +140,8 @@ class LinePacker:
         rest = self._decode(codec, body[start + 4 :])
         if at > len(rest):
             raise LineCorrupt("a spliced source line's offset is past its end")
-        line = rest[:at] + content_json.encode("utf-8") + rest[at:]
+        content = content_json.encode("utf-8") if isinstance(content_json, str) else content_json
+        line = b"".join((rest[:at], content, rest[at:]))
         if zlib.crc32(line) != crc:
             raise LineCorrupt("a source line does not match its message's content (changed since the import?)")
         return line
@@ -219,12 +223,19 @@ def dictionary_row(session_id: str, dictionary: bytes) -> tuple[object, ...]:
     return (session_id, DICT_LINE, DICT_KIND, None, None, dictionary)
 
 
-#: A session's imported lines with the content of the message each carries (None for the others).
+#: A session's imported lines with the content of the message each carries (None for the others), as UTF-8
+#: bytes: the text is never decoded only to be encoded again.
 _LINES = (
-    "SELECT s.line_no, s.raw, m.content_json FROM source_lines s LEFT JOIN messages m "
+    "SELECT s.line_no, s.raw, {content} FROM source_lines s LEFT JOIN messages m "
     "ON m.session_id = s.session_id AND m.seq = s.message_seq "
     "WHERE s.session_id = :id AND s.line_no > :after ORDER BY s.line_no LIMIT :n"
 )
+
+
+def _lines_sql(db: "Database") -> str:
+    """`_LINES` in this engine's words for a text's UTF-8 bytes."""
+    content = "CAST(m.content_json AS BLOB)" if db.is_sqlite else "convert_to(m.content_json, 'UTF8')"
+    return _LINES.format(content=content)
 
 
 def session_lines(db: "Database", session_id: str, batch: int = 1000) -> Iterator[tuple[int, bytes]]:
@@ -234,11 +245,12 @@ def session_lines(db: "Database", session_id: str, batch: int = 1000) -> Iterato
     messages whose content spliced lines leave out.
     """
     packer = session_packer(db, session_id)
+    statement = db.cached_sql("session_lines", _lines_sql)
     last = DICT_LINE
     while True:
-        rows = db.all(_LINES, {"id": session_id, "after": last, "n": batch})
+        rows = db.all(statement, {"id": session_id, "after": last, "n": batch})
         if not rows:
             return
-        for line_no, stored, content_json in rows:
+        for line_no, stored, content in rows:
             last = int(line_no)
-            yield last, packer.unpack(bytes(stored), content_json)
+            yield last, packer.unpack(bytes(stored), bytes(content) if content is not None else None)
