@@ -224,7 +224,8 @@ def dictionary_row(session_id: str, dictionary: bytes) -> tuple[object, ...]:
 
 
 #: A session's imported lines with the content of the message each carries (None for the others), as UTF-8
-#: bytes: the text is never decoded only to be encoded again.
+#: bytes: the text is never decoded only to be encoded again. (SQLite's CAST gives the database's encoding,
+#: UTF-8 for every store sessionstore creates; were it another, the CRC check would say LineCorrupt.)
 _LINES = (
     "SELECT s.line_no, s.raw, {content} FROM source_lines s LEFT JOIN messages m "
     "ON m.session_id = s.session_id AND m.seq = s.message_seq "
