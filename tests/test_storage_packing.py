@@ -214,6 +214,43 @@ def test_a_grown_file_packs_its_new_lines_with_the_same_dictionary(
         assert out.getvalue() == b"".join(lines)
 
 
+def test_a_half_written_message_line_completed_later_is_stored_spliced(store_url: str, tmp_path: Path) -> None:
+    """The growth import drops the kept half line (`line_no > lines_done`) and stores the whole one spliced."""
+    lines = _message_lines(40)
+    path = tmp_path / "growing.jsonl"
+    path.write_bytes(b"".join(lines[:-1]) + lines[-1][:30])
+    with SessionStore.open(store_url) as store:
+        sid = import_file(store, str(path), source="claude-code").session_id
+        line_40 = "SELECT kind, raw FROM source_lines WHERE session_id = :id AND line_no = 40"
+        kind, half = store.db.one(line_40, {"id": sid})
+        assert kind == "bad" and bytes(half)[0] not in SPLICE_OF, "the half line is kept as it is"
+        path.write_bytes(b"".join(lines))
+        assert import_file(store, str(path), source="claude-code").status == "grown"
+        kind, whole = store.db.one(line_40, {"id": sid})
+        assert kind == "message" and bytes(whole)[0] in SPLICE_OF
+        out = io.BytesIO()
+        export_claude_code(store.get(sid), out)
+        assert out.getvalue() == b"".join(lines)
+
+
+def _message_lines(n: int) -> list[bytes]:
+    """`n` compact Claude Code lines, user and assistant in turn, each content long enough to be spliced."""
+    out, parent = [], None
+    for i in range(n):
+        role = "user" if i % 2 == 0 else "assistant"
+        line = {
+            "parentUuid": parent,
+            "type": role,
+            "uuid": f"00000000-0000-4000-8000-{i:012d}",
+            "sessionId": "growing",
+            "timestamp": f"2026-01-01T00:00:{i % 60:02d}.000Z",
+            "message": {"role": role, "content": [{"type": "text", "text": f"turn {i}: the build is green é"}]},
+        }
+        out.append(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        parent = line["uuid"]
+    return out
+
+
 def test_delete_removes_the_lines_and_the_dictionary_and_vacuum_gives_the_space_back(
     store_url: str, transcripts_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

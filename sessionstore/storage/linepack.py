@@ -58,7 +58,8 @@ MIN_PACKED = 48
 
 
 class LineCorrupt(SessionStoreError):
-    """A stored source line cannot be decoded (unknown codec, missing or wrong dictionary)."""
+    """A stored source line cannot be decoded (unknown codec, missing or wrong dictionary, or a spliced line whose
+    message content is missing or not the one it was stored without)."""
 
 
 class LinePacker:
