@@ -224,22 +224,31 @@ def section(runs: dict[str, dict[str, Any]], size_mb: float, count: int) -> str:
         lines.append(f"| {label} | " + " | ".join(cell(runs[n]) for n in names) + " |")
     lines += [
         "",
-        "Only import (packing, a dictionary per session) and the claude-code export (unpacking) run changed code;"
+        "Only import (packing source lines: a dictionary per session, a message line without the content its"
+        " messages row holds) and the claude-code export (unpacking them, joined with messages) run changed code;"
         " resume, one-message reads, indexing and search read no source line, so their columns differ by the"
         " machine's noise alone (compare the rows of one column, not across loaded runs).",
     ]
-    lines += ["", "Per table with the search index built (bytes / JSONL bytes; indexes with their table):", ""]
+    for state, title in (("plain", "without the search index"), ("indexed", "with the search index built")):
+        lines += ["", f"Per table {title} (bytes / JSONL bytes; indexes with their table):", ""]
+        lines += _table_rows(runs, state, jsonl)
+    return "\n".join(lines)
+
+
+def _table_rows(runs: dict[str, dict[str, Any]], state: str, jsonl: int) -> list[str]:
+    """One markdown row per table of at least 0.1% of the JSONL, biggest first, one column per code tree."""
+    names = list(runs)
     tables = sorted(
-        {t for r in runs.values() for t in r["indexed"]["tables"]},
-        key=lambda t: -max(r["indexed"]["tables"].get(t, 0) for r in runs.values()),
+        {t for r in runs.values() for t in r[state]["tables"]},
+        key=lambda t: -max(r[state]["tables"].get(t, 0) for r in runs.values()),
     )
-    lines += ["| table | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines = ["| table | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for table in tables:
-        sizes = [r["indexed"]["tables"].get(table, 0) for r in runs.values()]
+        sizes = [r[state]["tables"].get(table, 0) for r in runs.values()]
         if max(sizes) < 0.001 * jsonl:
             continue
         lines.append(f"| {table} | " + " | ".join(ratio(s, jsonl) for s in sizes) + " |")
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv: list[str]) -> int:

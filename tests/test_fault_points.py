@@ -28,7 +28,7 @@ from sqlalchemy import inspect
 
 from sessionstore import SessionStore
 from sessionstore.storage import doctor, faults
-from sessionstore.storage.linepack import session_packer
+from sessionstore.storage.linepack import SPLICE_OF, session_lines
 from sessionstore.storage.blobs import get_blob
 from sessionstore.storage.migrate import head_revision
 from sessionstore.storage.models import Base
@@ -256,13 +256,7 @@ def _imports_state(
         out[path] = (int(row[1]), s.last_seq, len(s.active_entries()))
         assert doctor.check(store, s.id).problems == []
         assert check_messages(s.active_view()) == []
-        packer = session_packer(store.db, s.id)
-        recorded = [
-            packer.unpack(bytes(r[0]))
-            for r in store.db.all(
-                "SELECT raw FROM source_lines WHERE session_id = :id AND line_no > 0 ORDER BY line_no", {"id": s.id}
-            )
-        ]
+        recorded = [raw for _, raw in session_lines(store.db, s.id)]
         assert recorded == Path(path).read_bytes().splitlines(keepends=True)[: int(row[1])], f"{path}: source lines"
         if rows is not None:
             rows[path] = session_rows(store, s.id)
@@ -367,6 +361,36 @@ def test_every_point_of_an_upgrade_of_a_filled_database_keeps_every_row(
             with SessionStore.open(url) as store:  # the next open finishes the job
                 assert store.db.one("SELECT version_num FROM alembic_version")[0] == GROWN
                 assert _snapshot(store.db.engine) == before
+                assert doctor.check(store).problems == []
+
+
+#: The revision that splices message lines (0012) and the one before it.
+SPLICING, BEFORE_SPLICING = "0012", "0011"
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_every_point_of_the_splicing_upgrade_keeps_every_line(engine: str, tmp_path: Path) -> None:
+    """A filled database at 0011 upgraded through 0012 (which rewrites its message lines): killed before COMMIT
+    it is exactly as it was; after COMMIT its message line is spliced; either way every line exports as written."""
+    from tests.test_migration_safety import A, _assert_backup, _assert_source_exports, _build, _snapshot
+
+    line = "SELECT raw FROM source_lines WHERE session_id = :id AND line_no = 2"
+    for n, point in enumerate(_points("migration")):
+        with _fresh_database(engine, tmp_path, n) as url:
+            before = _build(url, BEFORE_SPLICING)
+            _assert_killed_at(_fork(url, point, lambda st: None), point, url)
+            committed = point.endswith(".after_commit")
+            with SessionStore.open(url, upgrade=False) as store:
+                revision = store.db.one("SELECT version_num FROM alembic_version")[0]
+                assert revision == (head_revision() if committed else BEFORE_SPLICING), point
+                assert (bytes(store.db.one(line, {"id": A})[0])[0] in SPLICE_OF) == committed, point
+                if not committed:
+                    assert _snapshot(store.db.engine) == before, f"{point}: a row changed"
+            if url.startswith("sqlite"):
+                _assert_backup(url, BEFORE_SPLICING, before)
+            with SessionStore.open(url) as store:  # the next open finishes the job
+                assert store.db.one("SELECT version_num FROM alembic_version")[0] == head_revision() == SPLICING
+                _assert_source_exports(store, trained=False, spliced=True)
                 assert doctor.check(store).problems == []
 
 

@@ -31,7 +31,7 @@ from sessionstore.storage import store as store_module
 from sessionstore.storage.db import make_engine
 from sessionstore.interchange.export import _copy_source_lines
 from sessionstore.storage.doctor import check
-from sessionstore.storage.linepack import DICT_LINE, LinePacker, session_packer
+from sessionstore.storage.linepack import DICT_LINE, SPLICE_OF, LinePacker, session_packer
 from sessionstore.storage.migrate import alembic_config, current_revision, head_revision, upgrade
 from tests.support.validity import check_messages
 
@@ -40,6 +40,11 @@ A, B = "0f0e0d0c-0000-4000-8000-00000000000a", "0f0e0d0c-0000-4000-8000-00000000
 BLOB = ("spilled output line\n" * 2000).encode()
 SHA = sha256(BLOB).hexdigest()
 RAW_LINE = b'{"type":"user","message":"\xc3\xa9"}\x00\xff\n'
+#: Message 4's line: its content_json occurs in it verbatim, so revision 0012 stores it without that content.
+FIXED = [{"type": "text", "text": "fixed"}]
+MESSAGE_LINE = (
+    '{"type":"assistant","message":{"role":"assistant","content":' + json.dumps(FIXED, ensure_ascii=False) + "}}\n"
+).encode()
 #: Enough lines for the upgrade to train session B a dictionary (revision 0010), the last one without a newline.
 LONG_SOURCE = [
     *(
@@ -106,7 +111,7 @@ def _rows() -> dict[str, list[dict[str, Any]]]:
         _message(1, "user", "Please fix the flaky test é ✓", 11),
         _message(2, "assistant", tool_use, 20, api_message_id="m1", usage_json='{"input_tokens": 900}'),
         _message(3, "user", [{"type": "tool_result", "tool_use_id": "t1", "content": "x = 1"}], 12),
-        _message(4, "assistant", [{"type": "text", "text": "fixed"}], 6, api_message_id="m2"),
+        _message(4, "assistant", FIXED, 6, api_message_id="m2"),
         _message(
             5, "system", "Conversation compacted", 5, subtype="compact_boundary", metadata_json='{"trigger": "manual"}'
         ),
@@ -232,6 +237,14 @@ def _rows() -> dict[str, list[dict[str, Any]]]:
         ],
         "source_lines": [
             {"session_id": A, "line_no": 1, "kind": "message", "entry_type": "user", "message_seq": 1, "raw": RAW_LINE},
+            {
+                "session_id": A,
+                "line_no": 2,
+                "kind": "message",
+                "entry_type": "assistant",
+                "message_seq": 4,
+                "raw": MESSAGE_LINE,
+            },
             *(
                 {"session_id": B, "line_no": n, "kind": "side", "entry_type": "x", "message_seq": None, "raw": raw}
                 for n, raw in enumerate(LONG_SOURCE, 1)
@@ -243,8 +256,8 @@ def _rows() -> dict[str, list[dict[str, Any]]]:
                 "source": "claude-code",
                 "source_key": "abc",
                 "path": "/x/abc.jsonl",
-                "bytes_done": len(RAW_LINE),
-                "lines_done": 1,
+                "bytes_done": len(RAW_LINE) + len(MESSAGE_LINE),
+                "lines_done": 2,
                 "prefix_sha256": "0" * 64,
                 "updated_at": 3.0,
             }
@@ -258,6 +271,8 @@ ADDED_COLUMNS = {"compactions": {"ordinal": 1, "view_floor": 0}}
 
 #: From this revision on a stored source line carries its codec byte (written packed, without a dictionary).
 PACKED_FROM = "0010"
+#: From this revision on a message line is stored without the content its message holds.
+SPLICED_FROM = "0012"
 
 
 def _fill(engine: Engine, revision: str) -> None:
@@ -352,25 +367,32 @@ def _unpacked(url: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """source_lines rows as they were before revision 0010 packed them: raw lines, no dictionary rows."""
     with SessionStore.open(url) as store:
         packers = {sid: session_packer(store.db, sid) for sid in (A, B)}
+        contents = {
+            (sid, int(seq)): c for sid, seq, c in store.db.all("SELECT session_id, seq, content_json FROM messages")
+        }
     out = []
     for row in rows:
         cells = dict(row)
         if cells["line_no"] == DICT_LINE:
             continue
-        cells["raw"] = packers[cells["session_id"]].unpack(cells["raw"])
+        content = contents.get((cells["session_id"], cells["message_seq"]))
+        cells["raw"] = packers[cells["session_id"]].unpack(cells["raw"], content)
         out.append(tuple(cells.items()))
     return out
 
 
-def _assert_source_exports(store: SessionStore, trained: bool) -> None:
+def _assert_source_exports(store: SessionStore, trained: bool, spliced: bool) -> None:
     """The byte copy `export --format claude-code` makes of each session's imported lines is the lines as written."""
-    expected = {A: [RAW_LINE], B: LONG_SOURCE}
+    expected = {A: [RAW_LINE, MESSAGE_LINE], B: LONG_SOURCE}
     for sid, lines in expected.items():
         out = io.BytesIO()
         _copy_source_lines(store.get(sid), out)
         assert out.getvalue() == b"".join(lines)
     if trained:
         assert session_packer(store.db, B).dictionary is not None, "the upgrade packs a long source with a dictionary"
+    if spliced:
+        stored = store.db.one("SELECT raw FROM source_lines WHERE session_id = :id AND line_no = 2", {"id": A})[0]
+        assert bytes(stored)[0] in SPLICE_OF and FIXED[0]["text"].encode() not in bytes(stored), "0012 splices it"
 
 
 @pytest.mark.parametrize("revision", REVISIONS)
@@ -382,7 +404,7 @@ def test_every_revision_upgrades_to_head_keeping_every_row(empty_store_url: str,
         with store.db.engine.connect() as conn:
             assert current_revision(conn) == head_revision()
         _assert_readable(store, before)
-        _assert_source_exports(store, trained=revision < PACKED_FROM)
+        _assert_source_exports(store, trained=revision < PACKED_FROM, spliced=revision < SPLICED_FROM)
     after["source_lines"] = _unpacked(empty_store_url, after["source_lines"])
     expected = dict(before)
     if revision >= PACKED_FROM:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import io
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
+from sqlalchemy.engine import Engine
 
 from sessionstore import MigrationError, SessionStore
 from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage.linepack import session_packer
+from sessionstore.storage.linepack import RAW, SPLICE_OF, ZSTD, ZSTD_DICT, session_packer
 from sessionstore.storage.db import make_engine
 from sessionstore.storage.migrate import current_revision, downgrade, ensure_current, head_revision, upgrade
 from sessionstore.storage.models import Base, include_name
@@ -128,3 +130,42 @@ def test_0010_down_and_up_again_keeps_every_imported_line(empty_store_url: str, 
         out = io.BytesIO()
         export_claude_code(store.get(sid), out)
         assert out.getvalue() == b"".join(lines)
+
+
+def _codecs(engine: Engine, sid: str) -> dict[int, int]:
+    """How many of the session's message lines each codec stores."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT raw FROM source_lines WHERE session_id = :id AND message_seq IS NOT NULL"), {"id": sid}
+        ).all()
+    return dict(Counter(bytes(raw)[0] for (raw,) in rows))
+
+
+def test_0012_down_and_up_again_splices_the_message_lines_and_keeps_every_byte(
+    store_url: str, transcripts_dir: Path
+) -> None:
+    """Downgrading past 0012 stores every message line whole again (codecs 1-2); upgrading splices them again."""
+    path = transcripts_dir / "claude-code" / "spotter" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+    source = path.read_bytes()
+    with SessionStore.open(store_url) as store:
+        sid = import_file(store, str(path), source="claude-code").session_id
+    engine = make_engine(store_url)
+    try:
+        imported = _codecs(engine, sid)
+        assert sum(n for codec, n in imported.items() if codec in SPLICE_OF) > 0.95 * sum(imported.values())
+        downgrade(engine, "0011")
+        assert set(_codecs(engine, sid)) <= {RAW, ZSTD, ZSTD_DICT}, "0011 reads no spliced line"
+        with SessionStore.open(store_url, upgrade=False) as store:
+            packer = session_packer(store.db, sid)
+            rows = store.db.all(
+                "SELECT raw FROM source_lines WHERE session_id = :id AND line_no > 0 ORDER BY line_no", {"id": sid}
+            )
+            assert b"".join(packer.unpack(bytes(raw)) for (raw,) in rows) == source
+        upgrade(engine, backup=False)
+        assert _codecs(engine, sid) == imported, "the upgrade stores the lines as an import at 0012 does"
+    finally:
+        engine.dispose()
+    with SessionStore.open(store_url) as store:
+        out = io.BytesIO()
+        export_claude_code(store.get(sid), out)
+        assert out.getvalue() == source

@@ -23,6 +23,9 @@ from mcp import Client
 from sessionstore import ReadOnlySession, SessionNotFound, SessionStore
 from sessionstore.agent.mcp_server import build_server
 from sessionstore.interchange.importing import import_file
+from sessionstore.storage.db import make_engine
+from sessionstore.storage.linepack import SPLICE_OF
+from sessionstore.storage.migrate import downgrade, upgrade
 from tests.conftest import PG_URL
 from tests.support.cli import run_cli
 from tests.support.pgadmin import admin_url, catalogue, create_role, drop_role, fresh_database, url_for
@@ -76,7 +79,8 @@ def _claude_file(path: Path, source_id: str, text: str) -> Path:
         },
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    # Compact, as Claude Code writes its lines (so a message's content occurs in its line verbatim).
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
     return path
 
 
@@ -295,6 +299,38 @@ def test_source_ids_of_a_do_not_block_the_imports_of_b(roles: Roles) -> None:
         assert [m.content for m in store.get(result.session_id).transcript()][0] == "imported by A"
     with SessionStore.open(roles.url(roles.a)) as store:
         assert store.get("cc-source-1").id == roles.a_imported
+
+
+def _codecs_of_a_import(r: Roles) -> list[int]:
+    """The codec byte of each message line of A's imported session, as the superuser sees them."""
+    with psycopg.connect(url_for(admin_url(PG_URL or ""), database=r.database), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT raw FROM source_lines WHERE session_id = %s AND message_seq IS NOT NULL ORDER BY line_no",
+            (r.a_imported,),
+        ).fetchall()
+    return [bytes(raw)[0] for (raw,) in rows]
+
+
+def test_the_owner_splices_and_unsplices_every_role_s_lines(roles: Roles, capsys: pytest.CaptureFixture[str]) -> None:
+    """Revision 0012 run by the owner rewrites A's lines too (it lifts FORCE ROW LEVEL SECURITY on source_lines
+    and messages inside its transaction, and sets it again): down to 0011 whole, up again spliced, A exports them."""
+    spliced = _codecs_of_a_import(roles)
+    assert any(codec in SPLICE_OF for codec in spliced), spliced
+    engine = make_engine(roles.url(roles.owner))
+    try:
+        downgrade(engine, "0011")
+        assert not any(codec in SPLICE_OF for codec in _codecs_of_a_import(roles))
+        upgrade(engine, backup=False)
+    finally:
+        engine.dispose()
+    assert _codecs_of_a_import(roles) == spliced
+    with roles.raw(roles.owner) as conn:
+        for table in ("source_lines", "messages"):
+            forced = conn.execute("SELECT relforcerowsecurity FROM pg_class WHERE oid = %s::regclass", (table,))
+            assert forced.fetchone() == (True,), table
+    exported = run_cli(capsys, "export", roles.a_imported, "--format", "claude-code", "--db", roles.url(roles.a))
+    assert exported.code == 0, exported.err
+    assert exported.out.encode() == Path(roles.source_file).read_bytes()
 
 
 # ------------------------------------------------------------------ sharing

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
-from sessionstore.storage.linepack import session_packer
+from sessionstore.storage.linepack import session_lines
 
 if TYPE_CHECKING:
     from sessionstore.storage.db import Database
@@ -192,11 +192,7 @@ def _stream_chunks(db: "Database", stream: Stream, start: int, end: int) -> Iter
 def _kept_lines(db: "Database", session_id: str, start: int, end: int) -> Iterator[bytes]:
     """A Claude Code source's bytes [start, end) rebuilt from the raw lines the store keeps of it."""
     offset = 0
-    packer = session_packer(db, session_id)
-    for (stored,) in db.all(
-        "SELECT raw FROM source_lines WHERE session_id = :id AND line_no > 0 ORDER BY line_no", {"id": session_id}
-    ):
-        raw = packer.unpack(bytes(stored))
+    for _, raw in session_lines(db, session_id):
         if offset + len(raw) > start:
             yield raw[max(0, start - offset) : end - offset]
         offset += len(raw)

@@ -24,7 +24,7 @@ from sessionstore.interchange.markdown_text import code_span, markdown_body, mar
 from sessionstore.interchange.sinks import ByteSink, TextSink
 from sessionstore.sanitize import visible
 from sessionstore.storage.history import Boundary, boundaries
-from sessionstore.storage.linepack import session_packer
+from sessionstore.storage.linepack import session_lines
 from sessionstore.storage.search import document_text
 from sessionstore.storage.rows import dumps, iter_message_rows
 
@@ -265,19 +265,8 @@ def _write_claude_code(session: "Session", out: BinaryIO) -> int:
 
 def _source_lines(session: "Session", batch: int) -> Iterator[bytes]:
     """Every raw line of the imported file, in order, read `batch` rows at a time (keyset paging)."""
-    last = 0
-    packer = session_packer(session.db, session.id)
-    while True:
-        rows = session.db.all(
-            "SELECT line_no, raw FROM source_lines WHERE session_id = :id AND line_no > :after "
-            "ORDER BY line_no LIMIT :n",
-            {"id": session.id, "after": last, "n": batch},
-        )
-        if not rows:
-            return
-        for line_no, raw in rows:
-            last = int(line_no)
-            yield packer.unpack(bytes(raw))
+    for _, raw in session_lines(session.db, session.id, batch):
+        yield raw
 
 
 def _copy_source_lines(session: "Session", out: BinaryIO) -> int:

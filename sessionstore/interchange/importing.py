@@ -56,6 +56,8 @@ Progress = Callable[[int], None]
 
 #: Columns of the raw-line rows, in the order `_take` builds them.
 _SOURCE_LINE_COLUMNS = ("session_id", "line_no", "kind", "entry_type", "message_seq", "raw")
+#: Where a message row (MESSAGE_INSERT_COLUMNS) holds content_json.
+_CONTENT = MESSAGE_INSERT_COLUMNS.index("content_json")
 #: Columns of the view rows `_layout` writes (content_json is NULL unless a result shows cleared).
 _VIEW_ENTRY_COLUMNS = ("session_id", "valid_from", "key", "seq", "valid_to", "tokens", "content_json")
 
@@ -624,7 +626,9 @@ class _Writer:
         self.db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, self.messages)
         if self.source_rows:
             packer = self.packer or self._first_packer()
-            self.db.insert_rows("source_lines", _SOURCE_LINE_COLUMNS, packer.pack_rows(self.source_rows))
+            # A line carrying a message of this batch is stored without the content its messages row holds.
+            contents = {row[1]: row[_CONTENT] for row in self.messages}
+            self.db.insert_rows("source_lines", _SOURCE_LINE_COLUMNS, packer.pack_rows(self.source_rows, contents))
         self.messages, self.source_rows = [], []
 
     def _first_packer(self) -> LinePacker:
