@@ -510,9 +510,9 @@ class _TranscriptWriter:
         self.heads[(role, mtype, subtype)] = head
         return head
 
-    def _usage_badge(self, usage_json: str) -> str:
+    def _usage_badge(self, usage_json: str | bytes) -> str:
         """The usage badge of a stored usage object, remembered (bounded): a response's messages share it."""
-        badge = _usage_badge(json.loads(usage_json))
+        badge = _usage_badge(loads_stored(usage_json))
         if len(self.usage_badges) >= _CACHE_MAX:
             self.usage_badges.clear()
         self.usage_badges[usage_json] = badge

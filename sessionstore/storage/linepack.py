@@ -236,7 +236,7 @@ _LINES = (
 
 def _lines_sql(db: "Database") -> str:
     """`_LINES` in this engine's words for a text's UTF-8 bytes."""
-    content = "CAST(m.content_json AS BLOB)" if db.is_sqlite else "convert_to(m.content_json, 'UTF8')"
+    content = "CAST(unpacked(m.content_json) AS BLOB)" if db.is_sqlite else "convert_to(m.content_json, 'UTF8')"
     return _LINES.format(content=content)
 
 
