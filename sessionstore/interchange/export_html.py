@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from sessionstore.interchange.sinks import TextSink
 from sessionstore.storage.fastjson import loads_stored
+from sessionstore.storage.textpack import text_of
 from sessionstore.storage.types import StoredMessage
 
 SCRIPT = """(function () {
@@ -428,7 +429,8 @@ class _TranscriptWriter:
         checking `esc`; the rest the plain escape (same output, less work).
         """
         count = 0
-        for seq, uuid, role, mtype, subtype, timestamp, usage, is_meta, is_summary, raw in rows:
+        for seq, uuid, role, mtype, subtype, timestamp, usage, is_meta, is_summary, packed in rows:
+            raw = text_of(packed)
             badge = self.usage_badges.get(usage) if usage else ""
             if badge is None:
                 badge = self._usage_badge(usage)
