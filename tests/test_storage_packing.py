@@ -173,9 +173,9 @@ def test_a_spliced_line_whose_message_content_changed_or_is_gone_fails_the_expor
     with SessionStore.open(store_url) as store:
         sid = import_file(store, str(transcripts_dir / SPOTTER), source="claude-code").session_id
         seq, content = store.db.one(
-            "SELECT m.seq, m.content_json FROM source_lines s JOIN messages m "
+            "SELECT m.seq, unpacked(m.content_json) FROM source_lines s JOIN messages m "
             "ON m.session_id = s.session_id AND m.seq = s.message_seq "
-            "WHERE s.session_id = :id AND LENGTH(m.content_json) > 100 ORDER BY s.line_no LIMIT 1",
+            "WHERE s.session_id = :id AND LENGTH(unpacked(m.content_json)) > 100 ORDER BY s.line_no LIMIT 1",
             {"id": sid},
         )
         changed = content.replace("a", "b", 1) if "a" in content else content[::-1]
