@@ -264,30 +264,9 @@ class LinePacker:
 
     def _unsegment(self, codec: int, body: bytes, fetched: Sequence[Any]) -> bytes:
         """A SEGMENTS_* line: its rest decoded, each segment's column slice put back in, the checksum checked."""
-        count, pos = _read_varint(body, 0)
-        texts: list[bytes | None] = [None] * len(COLUMNS)
-        pieces: list[tuple[int, bytes]] = []
-        for _ in range(count):
-            gap, pos = _read_varint(body, pos)
-            tag, pos = _read_varint(body, pos)
-            column = tag >> 1
-            if column >= len(COLUMNS):
-                raise LineCorrupt(f"a spliced source line names unknown column {column}")
-            if texts[column] is None:
-                texts[column] = column_bytes(fetched[column])
-            text = texts[column]
-            if text is None:
-                raise LineCorrupt(f"a source line needs its message's {COLUMNS[column]}, which is missing")
-            if tag & 1:
-                start, pos = _read_varint(body, pos)
-                length, pos = _read_varint(body, pos)
-                if start + length > len(text):
-                    raise LineCorrupt(f"a source line's segment is past the end of its message's {COLUMNS[column]}")
-                text = text[start : start + length]
-            pieces.append((gap, text))
+        pieces, pos = self._segment_texts(body, fetched)
         if len(body) < pos + 4:
             raise LineCorrupt("a spliced source line is truncated")
-        crc = int.from_bytes(body[pos : pos + 4], "big")
         rest = self._decode(codec, body[pos + 4 :])
         out: list[bytes] = []
         done = 0
@@ -298,9 +277,35 @@ class LinePacker:
             done += gap
         out.append(rest[done:])
         line = b"".join(out)
-        if zlib.crc32(line) != crc:
+        if zlib.crc32(line) != int.from_bytes(body[pos : pos + 4], "big"):
             raise LineCorrupt("a source line does not match its message's columns (changed since the import?)")
         return line
+
+    @staticmethod
+    def _segment_texts(body: bytes, fetched: Sequence[Any]) -> tuple[list[tuple[int, bytes]], int]:
+        """(gap, bytes) of each segment a SEGMENTS_* body names, and where its CRC starts; raises LineCorrupt."""
+        count, pos = _read_varint(body, 0)
+        texts: list[bytes | None] = [None, None, None]
+        pieces: list[tuple[int, bytes]] = []
+        for _ in range(count):
+            gap, pos = _read_varint(body, pos)
+            tag, pos = _read_varint(body, pos)
+            column = tag >> 1
+            if column >= len(COLUMNS):
+                raise LineCorrupt(f"a spliced source line names unknown column {column}")
+            text = texts[column]
+            if text is None:
+                text = texts[column] = column_bytes(fetched[column])
+                if text is None:
+                    raise LineCorrupt(f"a source line needs its message's {COLUMNS[column]}, which is missing")
+            if tag & 1:
+                start, pos = _read_varint(body, pos)
+                length, pos = _read_varint(body, pos)
+                if start + length > len(text):
+                    raise LineCorrupt(f"a source line's segment is past the end of its message's {COLUMNS[column]}")
+                text = text[start : start + length]
+            pieces.append((gap, text))
+        return pieces, pos
 
     def _decode(self, codec: int, body: bytes) -> bytes:
         """The bytes a RAW, ZSTD or ZSTD_DICT body holds; raises LineCorrupt."""
@@ -348,6 +353,8 @@ def _varint(n: int) -> bytes:
 
 def _read_varint(body: bytes, pos: int) -> tuple[int, int]:
     """The varint at `pos` in `body` and where it ends; raises LineCorrupt when it does not end."""
+    if pos < len(body) and body[pos] < 0x80:
+        return body[pos], pos + 1  # one byte: most counts, columns and gaps
     value = shift = 0
     for i in range(pos, min(len(body), pos + 10)):
         value |= (body[i] & 0x7F) << shift
@@ -410,6 +417,6 @@ def session_lines(db: "Database", session_id: str, batch: int = 1000) -> Iterato
         rows = db.all(statement, {"id": session_id, "after": last, "n": batch})
         if not rows:
             return
-        for line_no, stored, *columns in rows:
+        for line_no, stored, content, usage, metadata in rows:
             last = int(line_no)
-            yield last, packer.unpack(bytes(stored), *columns)
+            yield last, packer.unpack(bytes(stored), content, usage, metadata)
