@@ -131,7 +131,8 @@ def _metadata_values(metadata: bytes) -> list[bytes]:
         return []
     texts = []
     for value in meta.values():
-        if isinstance(value, (dict, list, str)):
+        # Most values are short strings: one under MIN_SLICE - 2 characters is left in the line unencoded.
+        if isinstance(value, (dict, list)) or (isinstance(value, str) and len(value) >= MIN_SLICE - 2):
             text = compact_dumps(value).encode("utf-8")
             if len(text) >= MIN_SLICE:
                 texts.append(text)
