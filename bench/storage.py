@@ -224,8 +224,9 @@ def section(runs: dict[str, dict[str, Any]], size_mb: float, count: int) -> str:
         lines.append(f"| {label} | " + " | ".join(cell(runs[n]) for n in names) + " |")
     lines += [
         "",
-        "Only import (packing source lines: a dictionary per session, a message line without the content its"
-        " messages row holds) and the claude-code export (unpacking them, joined with messages) run changed code;"
+        "Only import (packing source lines: a dictionary per session, a message line without the content, usage"
+        " and metadata values its messages row holds) and the claude-code export (unpacking them, joined with"
+        " messages) run changed code;"
         " resume, one-message reads, indexing and search read no source line, so their columns differ by the"
         " machine's noise alone (compare the rows of one column, not across loaded runs).",
     ]

@@ -132,13 +132,19 @@ def test_0010_down_and_up_again_keeps_every_imported_line(empty_store_url: str, 
         assert out.getvalue() == b"".join(lines)
 
 
-def _codecs(engine: Engine, sid: str) -> dict[int, int]:
-    """How many of the session's message lines each codec stores."""
+def _message_lines(engine: Engine, sid: str) -> list[bytes]:
+    """The session's message lines as stored, in order."""
     with engine.connect() as conn:
         rows = conn.execute(
-            text("SELECT raw FROM source_lines WHERE session_id = :id AND message_seq IS NOT NULL"), {"id": sid}
+            text("SELECT raw FROM source_lines WHERE session_id = :id AND message_seq IS NOT NULL ORDER BY line_no"),
+            {"id": sid},
         ).all()
-    return dict(Counter(bytes(raw)[0] for (raw,) in rows))
+    return [bytes(raw) for (raw,) in rows]
+
+
+def _codecs(engine: Engine, sid: str) -> dict[int, int]:
+    """How many of the session's message lines each codec stores."""
+    return dict(Counter(raw[0] for raw in _message_lines(engine, sid)))
 
 
 def test_0012_down_and_up_again_splices_the_message_lines_and_keeps_every_byte(
@@ -151,7 +157,7 @@ def test_0012_down_and_up_again_splices_the_message_lines_and_keeps_every_byte(
         sid = import_file(store, str(path), source="claude-code").session_id
     engine = make_engine(store_url)
     try:
-        imported = _codecs(engine, sid)
+        imported, stored = _codecs(engine, sid), _message_lines(engine, sid)
         assert sum(n for codec, n in imported.items() if codec in SPLICE_OF) > 0.95 * sum(imported.values())
         downgrade(engine, "0011")
         assert set(_codecs(engine, sid)) <= {RAW, ZSTD, ZSTD_DICT}, "0011 reads no spliced line"
@@ -163,6 +169,7 @@ def test_0012_down_and_up_again_splices_the_message_lines_and_keeps_every_byte(
             assert b"".join(packer.unpack(bytes(raw)) for (raw,) in rows) == source
         upgrade(engine, backup=False)
         assert _codecs(engine, sid) == imported, "the upgrade stores the lines as an import at 0012 does"
+        assert _message_lines(engine, sid) == stored, "the same segments of the same columns, byte for byte"
     finally:
         engine.dispose()
     with SessionStore.open(store_url) as store:

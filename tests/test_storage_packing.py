@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ from sessionstore.storage.linepack import (
     DICT_KIND,
     DICT_LINE,
     RAW,
+    SEGMENTS_DICT,
+    SEGMENTS_RAW,
+    SEGMENTS_ZSTD,
     SPLICE_DICT,
     SPLICE_OF,
     SPLICE_RAW,
@@ -25,6 +29,7 @@ from sessionstore.storage.linepack import (
     ZSTD_DICT,
     LineCorrupt,
     LinePacker,
+    column_bytes,
     session_lines,
     session_packer,
     train,
@@ -90,13 +95,116 @@ def test_a_line_carrying_its_message_content_is_stored_without_it() -> None:
     dictionary = train(_lines(400))
     with_dict, plain = LinePacker(dictionary), LinePacker()
     short = b'{"message":{"content":' + CONTENT.encode() + b"}}\n"
-    for packer, line, codec in ((with_dict, LINE, SPLICE_DICT), (plain, LINE, SPLICE_ZSTD), (plain, short, SPLICE_RAW)):
+    cases = ((with_dict, LINE, SEGMENTS_DICT), (plain, LINE, SEGMENTS_ZSTD), (plain, short, SEGMENTS_RAW))
+    for packer, line, codec in cases:
         packed = packer.pack(line, CONTENT)
         assert packed[0] == codec, (packed[0], codec)
         assert CONTENT.encode() not in packed
         assert len(packed) < len(packer.pack(line)), "the spliced form is the smaller one"
         assert packer.unpack(packed, CONTENT) == line
-    assert SPLICE_OF == {SPLICE_RAW: RAW, SPLICE_ZSTD: ZSTD, SPLICE_DICT: ZSTD_DICT}
+        assert packer.unpack(packed, CONTENT.encode()) == line, "the content as fetched bytes too"
+    assert SPLICE_OF == {
+        SPLICE_RAW: RAW,
+        SPLICE_ZSTD: ZSTD,
+        SPLICE_DICT: ZSTD_DICT,
+        SEGMENTS_RAW: RAW,
+        SEGMENTS_ZSTD: ZSTD,
+        SEGMENTS_DICT: ZSTD_DICT,
+    }
+
+
+def _content_only(packer: LinePacker, line: bytes, content: bytes) -> bytes:
+    """`line` as revision 0012 first stored it (codec 3-5: offset, CRC-32, the rest), written out by hand."""
+    at = line.index(content)
+    inner = packer.pack(line[:at] + line[at + len(content) :])
+    return bytes((inner[0] + SPLICE_RAW,)) + bytes((at,)) + zlib.crc32(line).to_bytes(4, "big") + inner[1:]
+
+
+def test_lines_stored_with_the_content_alone_spliced_stay_readable() -> None:
+    """Codecs 3-5 (a store written at 0012 before segments) read back, and a changed content is still caught."""
+    short = b'{"message":{"content":' + CONTENT.encode() + b"}}\n"
+    for packer, line in ((LinePacker(train(_lines(400))), short), (LinePacker(), short), (LinePacker(), short * 3)):
+        stored = _content_only(packer, line, CONTENT.encode())
+        assert stored[0] in (SPLICE_RAW, SPLICE_ZSTD, SPLICE_DICT)
+        assert packer.unpack(stored, CONTENT, '{"ignored":1}', None) == line
+        with pytest.raises(LineCorrupt, match="does not match"):
+            packer.unpack(stored, CONTENT.replace("flaky", "FLAKY"))
+    every = ((LinePacker(train(_lines(400))), LINE), (LinePacker(), LINE), (LinePacker(), short))
+    assert {_content_only(packer, line, CONTENT.encode())[0] for packer, line in every} == {
+        SPLICE_RAW,
+        SPLICE_ZSTD,
+        SPLICE_DICT,
+    }
+
+
+#: A Claude Code tool result line: its message's content, usage and toolUseResult as the messages row holds them.
+USAGE = '{"input_tokens":4,"cache_read_input_tokens":18001,"output_tokens":120,"service_tier":"standard"}'
+TOOL_RESULT = '{"stdout":"12 passed in 0.41s — all green","stderr":"","interrupted":false,"isImage":false}'
+METADATA = '{"cwd":"/home/me/project","toolUseResult":' + TOOL_RESULT + ',"version":"2.1.0"}'
+ENVELOPE = (
+    '{"parentUuid":"p-1","cwd":"/home/me/project","type":"user","message":{"role":"user","content":' + CONTENT + ","
+    '"usage":' + USAGE + '},"uuid":"u-3","toolUseResult":' + TOOL_RESULT + ',"version":"2.1.0"}\n'
+).encode()
+
+
+def test_a_line_is_stored_without_its_usage_and_the_metadata_values_it_repeats() -> None:
+    """Content and usage whole and the toolUseResult as a slice of metadata_json: each one needed to read it back."""
+    for packer in (LinePacker(train(_lines(400))), LinePacker()):
+        packed = packer.pack(ENVELOPE, CONTENT, USAGE, METADATA)
+        assert packed[0] in (SEGMENTS_ZSTD, SEGMENTS_DICT)
+        assert packer.unpack(packed, CONTENT, USAGE, METADATA) == ENVELOPE
+        assert packer.unpack(packed, CONTENT.encode(), USAGE.encode(), METADATA.encode()) == ENVELOPE
+        assert len(packed) < len(packer.pack(ENVELOPE, CONTENT)), "smaller than the content alone cut out"
+        with pytest.raises(LineCorrupt, match="usage_json, which is missing"):
+            packer.unpack(packed, CONTENT, None, METADATA)
+        with pytest.raises(LineCorrupt, match="metadata_json, which is missing"):
+            packer.unpack(packed, CONTENT, USAGE, None)
+        with pytest.raises(LineCorrupt, match="past the end of its message's metadata_json"):
+            packer.unpack(packed, CONTENT, USAGE, METADATA[:40])
+
+
+def test_a_column_not_verbatim_in_the_line_is_left_in_it_and_the_others_still_cut() -> None:
+    """Usage spaced otherwise, a metadata value escaped otherwise, a usage inside the content: fewer segments."""
+    spaced = USAGE.replace(":", ": ")
+    escaped = METADATA.replace("—", "\\u2014")
+    # The usage's text occurs only inside the content: the content is cut out, the usage is not cut from inside it.
+    holding = "[" + USAGE + "]"
+    usage_in_content = ENVELOPE.replace(CONTENT.encode(), holding.encode()).replace(USAGE.encode() + b"}", b"{}}")
+    assert usage_in_content.count(USAGE.encode()) == 1
+    packer = LinePacker()
+    for line, content, usage, metadata, needs in (
+        (ENVELOPE, CONTENT, spaced, METADATA, (True, False, True)),
+        (ENVELOPE, CONTENT, USAGE, escaped, (True, True, False)),
+        (ENVELOPE, CONTENT, spaced, escaped, (True, False, False)),
+        (usage_in_content, holding, USAGE, METADATA, (True, False, True)),
+        (ENVELOPE.replace(CONTENT.encode(), b"[]"), CONTENT, USAGE, METADATA, (False, True, True)),
+    ):
+        packed = packer.pack(line, content, usage, metadata)
+        assert packer.unpack(packed, content, usage, metadata) == line
+        given = [c if need else None for c, need in zip((content, usage, metadata), needs, strict=True)]
+        assert packer.unpack(packed, *given) == line, needs
+        for i, need in enumerate(needs):
+            if need:
+                with pytest.raises(LineCorrupt, match="missing"):
+                    packer.unpack(packed, *[None if j == i else c for j, c in enumerate(given)])
+
+
+def test_a_changed_column_is_a_typed_error_never_other_bytes() -> None:
+    """Every one-byte change of any column a line was cut from, and a shorter or longer column, gives LineCorrupt."""
+    packer = LinePacker()
+    packed = packer.pack(ENVELOPE, CONTENT, USAGE, METADATA)
+    columns = [CONTENT.encode(), USAGE.encode(), METADATA.encode()]
+    for i, column in enumerate(columns):
+        variants = [column[:k] + bytes((column[k] ^ 0x01,)) + column[k + 1 :] for k in range(len(column))]
+        variants += [column[:-1], column + b" ", b"x" + column, column[1:]]
+        for variant in variants:
+            given = [variant if j == i else c for j, c in enumerate(columns)]
+            try:
+                line = packer.unpack(packed, *given)
+            except LineCorrupt:
+                continue
+            # A change in metadata_json outside the slice the line was cut from leaves the line as it was.
+            assert i == 2 and line == ENVELOPE, (i, variant)
 
 
 def test_a_line_without_its_content_verbatim_is_stored_whole_and_round_trips() -> None:
@@ -143,7 +251,7 @@ def test_an_import_stores_lines_packed_with_a_dictionary_and_exports_them_byte_f
         sid = import_file(store, str(transcripts_dir / SPOTTER), source="claude-code").session_id
         rows = _stored(store, sid)
         assert rows[0][:2] == (DICT_LINE, DICT_KIND), "the session's dictionary is its row 0"
-        assert {raw[0] for _, _, raw in rows[1:]} <= {RAW, ZSTD_DICT, SPLICE_RAW, SPLICE_DICT}
+        assert {raw[0] for _, _, raw in rows[1:]} <= {RAW, ZSTD_DICT, SEGMENTS_RAW, SEGMENTS_DICT}
         assert sum(len(raw) for _, _, raw in rows) < len(source) / 4, "the lines are kept in a quarter of their bytes"
         out = io.BytesIO()
         export_claude_code(store.get(sid), out)
@@ -164,6 +272,74 @@ def test_an_import_stores_message_lines_spliced_in_fewer_bytes(store_url: str, t
         assert sum(raw[0] in SPLICE_OF for raw in stored) > 0.95 * len(stored)
         assert sum(map(len, stored)) < 0.75 * sum(map(len, whole)), (sum(map(len, stored)), sum(map(len, whole)))
         assert [raw for _, raw in session_lines(store.db, sid, batch=7)] == source
+
+
+def test_an_import_stores_message_lines_without_their_usage_and_tool_results(
+    store_url: str, transcripts_dir: Path
+) -> None:
+    """On a real transcript the usage and the toolUseResult metadata_json keeps are cut from their lines too."""
+    source = (transcripts_dir / SPOTTER).read_bytes().splitlines(keepends=True)
+    with SessionStore.open(store_url) as store:
+        sid = import_file(store, str(transcripts_dir / SPOTTER), source="claude-code").session_id
+        packer = session_packer(store.db, sid)
+        rows = store.db.all(
+            "SELECT s.line_no, s.raw, m.content_json, m.usage_json, m.metadata_json FROM source_lines s "
+            "JOIN messages m ON m.session_id = s.session_id AND m.seq = s.message_seq WHERE s.session_id = :id",
+            {"id": sid},
+        )
+        needs = {"usage": 0, "metadata": 0}
+        stored = content_only = 0
+        for n, raw, content, usage, metadata in rows:
+            line, raw = source[int(n) - 1], bytes(raw)
+            assert packer.unpack(raw, content, usage, metadata) == line
+            stored += len(raw)
+            content_only += len(packer.pack(line, content))
+            for key, given in (("usage", (content, None, metadata)), ("metadata", (content, usage, None))):
+                try:
+                    packer.unpack(raw, *given)
+                except LineCorrupt:
+                    needs[key] += 1
+        assert needs["usage"] > 0.3 * len(rows) and needs["metadata"] > 20, needs
+        assert stored < 0.85 * content_only, (stored, content_only)
+        assert [raw for _, raw in session_lines(store.db, sid, batch=7)] == source
+
+
+def _spliced_message(store: SessionStore, sid: str, column: str) -> tuple[int, str]:
+    """The seq and `column` of a message whose line was stored without part of that column."""
+    packer = session_packer(store.db, sid)
+    rows = store.db.all(
+        "SELECT m.seq, s.raw, m.content_json, m.usage_json, m.metadata_json FROM source_lines s JOIN messages m "
+        "ON m.session_id = s.session_id AND m.seq = s.message_seq WHERE s.session_id = :id ORDER BY s.line_no",
+        {"id": sid},
+    )
+    names = ["content_json", "usage_json", "metadata_json"]
+    for seq, raw, *columns in rows:
+        without = [None if name == column else value for name, value in zip(names, columns, strict=True)]
+        try:
+            packer.unpack(bytes(raw), *without)
+        except LineCorrupt:
+            return int(seq), columns[names.index(column)]
+    raise AssertionError(f"no line was stored without its {column}")
+
+
+@pytest.mark.parametrize("column", ["usage_json", "metadata_json"])
+def test_a_changed_usage_or_metadata_fails_the_export(store_url: str, transcripts_dir: Path, column: str) -> None:
+    """Export gives LineCorrupt, never other bytes, when a usage or metadata a line was cut from changed."""
+    with SessionStore.open(store_url) as store:
+        sid = import_file(store, str(transcripts_dir / SPOTTER), source="claude-code").session_id
+        seq, value = _spliced_message(store, sid, column)
+        update = f"UPDATE messages SET {column} = :c WHERE session_id = :id AND seq = :seq"
+        for changed in (value.replace("0", "1").replace("e", "f"), value[: len(value) // 2]):
+            assert changed != value
+            params = {"c": changed, "id": sid, "seq": seq}
+            store.db.run_write(lambda db, params=params: db.execute(update, params).close())
+            with pytest.raises(LineCorrupt):
+                export_claude_code(store.get(sid), io.BytesIO())
+
+
+def test_column_bytes_is_utf8_of_text_and_bytes_as_they_are() -> None:
+    assert column_bytes("é✓") == "é✓".encode() and column_bytes(b"\xc3\xa9") == b"\xc3\xa9"
+    assert column_bytes(memoryview(b"ab")) == b"ab" and column_bytes(None) is None
 
 
 def test_a_spliced_line_whose_message_content_changed_or_is_gone_fails_the_export(

@@ -3,16 +3,23 @@
 From 0010 each `source_lines.raw` is a codec byte (0 raw, 1 zstd, 2 zstd with the
 session's dictionary, row `line_no = 0`) and a body. A line that carries a
 message (message_seq set) also holds that message's content, stored a second
-time in `messages.content_json`. From this revision such a line, when the
-content's UTF-8 bytes occur in it verbatim (16 bytes or more), is stored as
-codec 3, 4 or 5 (codecs 0, 1, 2 of the rest of the line): a varint offset where
-the content goes back, the CRC-32 of the whole line, then the body of the
-line's prefix + suffix. Each spliced row is checked to rebuild its line exactly
-before it is written; a line that does not is left as it was.
+time in `messages.content_json`, and its envelope repeats more of that row:
+the usage (`usage_json`) and entry fields such as `toolUseResult` (values of
+`metadata_json`). From this revision such a line is stored without the
+segments of those columns it holds verbatim: content and usage whole (16 bytes
+or more), and each value of metadata_json whose compact JSON is 64 bytes or
+more, as a slice of metadata_json (start, length). The codec is 6, 7 or 8
+(codecs 0, 1, 2 of the rest of the line), then a varint count, per segment
+varints (bytes of the rest before it, column * 2 + sliced, and for a slice its
+start and length; columns 0 content_json, 1 usage_json, 2 metadata_json), the
+CRC-32 of the whole line, and the body of the rest. Each row is checked to
+rebuild its line exactly before it is written; when it does not, fewer segments
+are tried, down to the line left as it was. (Codecs 3-5, the content alone,
+were written by this revision before it was released; they stay readable.)
 
 The upgrade rewrites the message lines session by session, in batches, inside
 the one upgrade transaction (the runner backs the SQLite file up first); the
-downgrade writes every spliced line back as codec 1 or 2. The codec is spelled
+downgrade writes every spliced line (codecs 3-8) back as codec 1 or 2. The codec is spelled
 out here rather than imported, so this revision keeps doing what it did when
 the packing module changes.
 
@@ -29,8 +36,9 @@ Revises: 0011
 
 from __future__ import annotations
 
+import json
 import zlib
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import sqlalchemy as sa
 import zstandard
@@ -42,23 +50,84 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 RAW, ZSTD, ZSTD_DICT = 0, 1, 2
-SPLICE_RAW = 3
-LEVEL, MIN_PACKED, MIN_SPLICED = 3, 48, 16
+SPLICE_RAW, SEGMENTS_RAW = 3, 6
+CONTENT, USAGE, METADATA = 0, 1, 2
+LEVEL, MIN_PACKED, MIN_SPLICED, MIN_SLICE = 3, 48, 16, 64
 BATCH = 2000
 TABLES = ("source_lines", "messages")
 
 _SESSIONS = "SELECT DISTINCT session_id FROM source_lines WHERE message_seq IS NOT NULL ORDER BY session_id"
 _DICTIONARY = "SELECT raw FROM source_lines WHERE session_id = :id AND line_no = 0"
 _MESSAGE_LINES = (
-    "SELECT s.line_no, s.raw, m.content_json FROM source_lines s JOIN messages m "
+    "SELECT s.line_no, s.raw, m.content_json, m.usage_json, m.metadata_json FROM source_lines s JOIN messages m "
     "ON m.session_id = s.session_id AND m.seq = s.message_seq "
     "WHERE s.session_id = :id AND s.line_no > :after ORDER BY s.line_no LIMIT :n"
 )
 _UPDATE = "UPDATE source_lines SET raw = :raw WHERE session_id = :id AND line_no = :n"
 
 
+class _Segment(NamedTuple):
+    at: int
+    column: int
+    start: int
+    length: int
+    whole: bool
+
+
+def _utf8(value: str | None) -> bytes | None:
+    try:
+        return value.encode("utf-8") if value is not None else None
+    except UnicodeEncodeError:
+        return None
+
+
+def _metadata_values(metadata: bytes) -> list[bytes]:
+    """The compact JSON of metadata_json's values of MIN_SLICE bytes or more, longest first."""
+    try:
+        meta = json.loads(metadata.decode("utf-8"))
+    except ValueError:
+        return []
+    if not isinstance(meta, dict):
+        return []
+    texts = []
+    for value in meta.values():
+        # Most values are short strings: one under MIN_SLICE - 2 characters is left in the line unencoded.
+        if isinstance(value, (dict, list)) or (isinstance(value, str) and len(value) >= MIN_SLICE - 2):
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            if len(text) >= MIN_SLICE:
+                texts.append(text)
+    return sorted(texts, key=len, reverse=True)
+
+
+def _segments(raw: bytes, columns: Sequence[bytes | None]) -> list[_Segment]:
+    """Non-overlapping places of the columns in `raw`: content, usage whole; metadata values sliced."""
+    found: list[_Segment] = []
+    for column in (CONTENT, USAGE):
+        text = columns[column]
+        if text is not None and len(text) >= MIN_SPLICED:
+            _place(raw, text, found, column, 0, True)
+    metadata = columns[METADATA]
+    if metadata is not None and len(metadata) >= MIN_SLICE:
+        for text in _metadata_values(metadata):
+            _place(raw, text, found, METADATA, metadata.find(text), False)
+    return found
+
+
+def _place(raw: bytes, text: bytes, found: list[_Segment], column: int, start: int, whole: bool) -> None:
+    if start < 0:
+        return
+    at = raw.find(text)
+    while at >= 0:
+        end = at + len(text)
+        clash = next((s for s in found if s.at < end and at < s.at + s.length), None)
+        if clash is None:
+            found.append(_Segment(at, column, start, len(text), whole))
+            return
+        at = raw.find(text, clash.at + clash.length)
+
+
 class _Codec:
-    """One session's codecs 0-5 as this revision writes and reads them."""
+    """One session's codecs 0-8 as this revision writes and reads them."""
 
     def __init__(self, dictionary: bytes | None):
         data = zstandard.ZstdCompressionDict(dictionary) if dictionary is not None else None
@@ -85,22 +154,71 @@ class _Codec:
             return self.with_dict.decompress(body)
         raise ValueError(f"unknown codec {codec} (or its dictionary is missing)")
 
-    def splice(self, raw: bytes, content: bytes) -> bytes | None:
-        """Codec 3, 4 or 5 of `raw` without `content`; None when it does not rebuild `raw` exactly."""
-        at = raw.find(content) if len(content) >= MIN_SPLICED else -1
-        if at < 0:
-            return None
-        inner = self.pack(raw[:at] + raw[at + len(content) :])
-        stored = bytes((inner[0] + SPLICE_RAW,)) + _varint(at) + zlib.crc32(raw).to_bytes(4, "big") + inner[1:]
-        return stored if self.unsplice(stored, content) == raw else None
+    def splice(self, raw: bytes, columns: Sequence[bytes | None]) -> bytes | None:
+        """Codec 6, 7 or 8 of `raw` without its segments (fewer when it does not rebuild); None: none is left."""
+        segments = _segments(raw, columns)
+        while segments:
+            stored = self.segmented(raw, segments)
+            try:
+                if self.unsplice(stored, columns) == raw:
+                    return stored
+            except (ValueError, zstandard.ZstdError):
+                pass
+            segments = segments[:-1]
+        return None
 
-    def unsplice(self, stored: bytes, content: bytes) -> bytes:
-        """The line a codec 3, 4 or 5 row holds, `content` put back; raises ValueError when it does not check."""
+    def segmented(self, raw: bytes, segments: Sequence[_Segment]) -> bytes:
+        head = bytearray(_varint(len(segments)))
+        rest, done = [], 0
+        for seg in sorted(segments):
+            rest.append(raw[done : seg.at])
+            head += _varint(seg.at - done) + _varint(seg.column * 2 + (not seg.whole))
+            if not seg.whole:
+                head += _varint(seg.start) + _varint(seg.length)
+            done = seg.at + seg.length
+        rest.append(raw[done:])
+        inner = self.pack(b"".join(rest))
+        return bytes((inner[0] + SEGMENTS_RAW,)) + head + zlib.crc32(raw).to_bytes(4, "big") + inner[1:]
+
+    def unsplice(self, stored: bytes, columns: Sequence[bytes | None]) -> bytes:
+        """The line a codec 3-8 row holds, its columns put back; raises ValueError when it does not check."""
+        if stored[0] >= SEGMENTS_RAW:
+            return self._unsegment(stored, columns)
+        content = columns[CONTENT]
+        if content is None:
+            raise ValueError("a spliced line's content is missing")
         at, start = _read_varint(stored, 1)
         rest = self.decode(stored[0] - SPLICE_RAW, stored[start + 4 :])
         line = rest[:at] + content + rest[at:]
         if at > len(rest) or zlib.crc32(line) != int.from_bytes(stored[start : start + 4], "big"):
             raise ValueError("a spliced line does not match its message's content")
+        return line
+
+    def _unsegment(self, stored: bytes, columns: Sequence[bytes | None]) -> bytes:
+        count, pos = _read_varint(stored, 1)
+        pieces = []
+        for _ in range(count):
+            gap, pos = _read_varint(stored, pos)
+            tag, pos = _read_varint(stored, pos)
+            text = columns[tag >> 1] if (tag >> 1) < len(columns) else None
+            if text is None:
+                raise ValueError("a spliced line's column is missing")
+            if tag & 1:
+                start, pos = _read_varint(stored, pos)
+                length, pos = _read_varint(stored, pos)
+                if start + length > len(text):
+                    raise ValueError("a spliced line's segment is past its column's end")
+                text = text[start : start + length]
+            pieces.append((gap, text))
+        rest = self.decode(stored[0] - SEGMENTS_RAW, stored[pos + 4 :])
+        out: list[bytes] = []
+        done = 0
+        for gap, text in pieces:
+            out += (rest[done : done + gap], text)
+            done += gap
+        line = b"".join((*out, rest[done:]))
+        if done > len(rest) or zlib.crc32(line) != int.from_bytes(stored[pos : pos + 4], "big"):
+            raise ValueError("a spliced line does not match its message's columns")
         return line
 
 
@@ -145,8 +263,11 @@ def _force_again(bind: sa.engine.Connection, forced: list[str]) -> None:
         bind.execute(sa.text(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY"))
 
 
-def _rewrite(bind: sa.engine.Connection, convert: "Callable[[_Codec, bytes, bytes], bytes | None]") -> None:
-    """Every message line of every session through `convert(codec, stored, content)` (None: left as it is)."""
+Convert = Callable[[_Codec, bytes, Sequence[bytes | None]], "bytes | None"]
+
+
+def _rewrite(bind: sa.engine.Connection, convert: Convert) -> None:
+    """Every message line of every session through `convert(codec, stored, columns)` (None: left as it is)."""
     for session_id in [r[0] for r in bind.execute(sa.text(_SESSIONS))]:
         row = bind.execute(sa.text(_DICTIONARY), {"id": session_id}).first()
         codec = _Codec(bytes(row[0]) if row is not None else None)
@@ -157,15 +278,15 @@ def _rewrite(bind: sa.engine.Connection, convert: "Callable[[_Codec, bytes, byte
                 break
             last = int(rows[-1][0])
             updates = []
-            for n, stored, content_json in rows:
-                new = convert(codec, bytes(stored), content_json.encode("utf-8"))
+            for n, stored, *columns in rows:
+                new = convert(codec, bytes(stored), [_utf8(column) for column in columns])
                 if new is not None:
                     updates.append({"id": session_id, "n": int(n), "raw": new})
             if updates:
                 bind.execute(sa.text(_UPDATE), updates)
 
 
-def _spliced(codec: _Codec, stored: bytes, content: bytes) -> bytes | None:
+def _spliced(codec: _Codec, stored: bytes, columns: Sequence[bytes | None]) -> bytes | None:
     """A codec 0-2 row spliced; a row already spliced, or one that does not decode, is left as it is."""
     if stored[0] > ZSTD_DICT:
         return None
@@ -173,14 +294,14 @@ def _spliced(codec: _Codec, stored: bytes, content: bytes) -> bytes | None:
         raw = codec.decode(stored[0], stored[1:])
     except (ValueError, zstandard.ZstdError):
         return None
-    return codec.splice(raw, content)
+    return codec.splice(raw, columns)
 
 
-def _whole(codec: _Codec, stored: bytes, content: bytes) -> bytes | None:
+def _whole(codec: _Codec, stored: bytes, columns: Sequence[bytes | None]) -> bytes | None:
     """A spliced row back as codec 1 or 2 (raises when it does not rebuild: 0011 could not read it)."""
     if stored[0] <= ZSTD_DICT:
         return None
-    return codec.pack(codec.unsplice(stored, content))
+    return codec.pack(codec.unsplice(stored, columns))
 
 
 def upgrade() -> None:

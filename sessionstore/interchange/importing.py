@@ -26,7 +26,7 @@ from sessionstore.storage.errors import InvalidMessage, SessionStoreError
 from sessionstore.storage.fastjson import loads_stored
 from sessionstore.storage.faults import fault_in
 from sessionstore.storage.gcpause import gc_paused
-from sessionstore.storage.linepack import LinePacker, dictionary_row, session_packer, train
+from sessionstore.storage.linepack import COLUMNS, LinePacker, dictionary_row, session_packer, train
 from sessionstore.interchange.copies import (
     Match,
     Stream,
@@ -57,8 +57,8 @@ Progress = Callable[[int], None]
 
 #: Columns of the raw-line rows, in the order `_take` builds them.
 _SOURCE_LINE_COLUMNS = ("session_id", "line_no", "kind", "entry_type", "message_seq", "raw")
-#: Where a message row (MESSAGE_INSERT_COLUMNS) holds content_json.
-_CONTENT = MESSAGE_INSERT_COLUMNS.index("content_json")
+#: Where a message row (MESSAGE_INSERT_COLUMNS) holds the columns a source line is stored without (linepack.COLUMNS).
+_SPLICED = [MESSAGE_INSERT_COLUMNS.index(column) for column in COLUMNS]
 #: Columns of the view rows `_layout` writes (content_json is NULL unless a result shows cleared).
 _VIEW_ENTRY_COLUMNS = ("session_id", "valid_from", "key", "seq", "valid_to", "tokens", "content_json")
 
@@ -629,9 +629,9 @@ class _Writer:
         )
         if self.source_rows:
             packer = self.packer or self._first_packer()
-            # A line carrying a message of this batch is stored without the content its messages row holds.
-            contents = {row[1]: row[_CONTENT] for row in self.messages}
-            self.db.insert_rows("source_lines", _SOURCE_LINE_COLUMNS, packer.pack_rows(self.source_rows, contents))
+            # A line carrying a message of this batch is stored without what its messages row holds already.
+            columns = {row[1]: [row[i] for i in _SPLICED] for row in self.messages}
+            self.db.insert_rows("source_lines", _SOURCE_LINE_COLUMNS, packer.pack_rows(self.source_rows, columns))
         self.messages, self.source_rows = [], []
 
     def _first_packer(self) -> LinePacker:
