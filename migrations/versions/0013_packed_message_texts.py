@@ -36,7 +36,7 @@ depends_on: str | Sequence[str] | None = None
 
 PACKED, LEVEL, MIN_PACKED = 1, 3, 64
 TRAIN_MIN, TRAIN_SAMPLES, DICT_BYTES = 256, 2000, 32_768
-COLUMNS = ("content_json", "metadata_json", "usage_json")
+COLUMNS = ("metadata_json", "usage_json")
 BATCH = 2000
 
 

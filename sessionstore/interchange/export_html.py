@@ -399,7 +399,7 @@ class _TranscriptWriter:
         self.cursor = 0
         self.next_anchor: float = (self.anchors[0].seq or 0) if self.anchors else math.inf
         self.heads: dict[tuple[Any, Any, Any], tuple[str, str]] = {}
-        self.usage_badges: dict[str, str] = {}
+        self.usage_badges: dict[str | bytes, str] = {}
         self.put('<section class="transcript"><h2>Transcript</h2>')
 
     def messages(self, messages: Iterable[StoredMessage]) -> int:

@@ -68,7 +68,7 @@ def loads_stored(text: str | bytes) -> Any:
     decodes it or raises the usual JSONDecodeError.
     """
     if text.__class__ is bytes:
-        text = unpack(text)  # type: ignore[arg-type]
+        text = unpack(text)
     try:
         value, end = _scan_once(text, 0)
     except StopIteration:
