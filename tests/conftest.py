@@ -18,14 +18,14 @@ TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "transc
 ENGINES = ["sqlite", "postgresql"]
 
 
-def _pg_schema_url(base: str) -> Iterator[str]:
-    """A URL whose search_path is a fresh schema, dropped afterwards."""
+def _pg_schema_url(base: str, create: str = 'CREATE SCHEMA "{schema}"') -> Iterator[str]:
+    """A URL whose search_path is a new schema made by the SQL `create` (`{schema}`: its name), dropped afterwards."""
     import psycopg
 
     schema = "t_" + uuid.uuid4().hex[:12]
     plain = base.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(plain, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(create.replace("{schema}", schema).encode())
     sep = "&" if "?" in base else "?"
     try:
         yield f"{base}{sep}options=-csearch_path%3D{schema}"
@@ -60,20 +60,9 @@ class Templates:
 
     def postgresql(self, base: str) -> Iterator[str]:
         """A URL to a new schema holding a migrated store, dropped afterwards."""
-        import psycopg
-
         if self._pg_sql is None:
             self._pg_sql, self._pg_schema = _pg_template_sql(base)
-        schema = "t_" + uuid.uuid4().hex[:12]
-        plain = base.replace("postgresql+psycopg://", "postgresql://")
-        with psycopg.connect(plain, autocommit=True) as conn:
-            conn.execute(self._pg_sql.replace(self._pg_schema, schema).encode())
-        sep = "&" if "?" in base else "?"
-        try:
-            yield f"{base}{sep}options=-csearch_path%3D{schema}"
-        finally:
-            with psycopg.connect(plain, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        yield from _pg_schema_url(base, self._pg_sql.replace(self._pg_schema, "{schema}"))
 
 
 def _pg_template_sql(base: str) -> tuple[str, str]:

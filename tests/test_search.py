@@ -62,7 +62,7 @@ def test_imported_compacted_phrase_is_found_with_its_boundary(store: SessionStor
                 if seq in active or seq in earlier:
                     continue
                 content = store.db.one(
-                    "SELECT content_json FROM messages WHERE session_id = :id AND seq = :s",
+                    "SELECT unpacked(content_json) FROM messages WHERE session_id = :id AND seq = :s",
                     {"id": session.id, "s": seq},
                 )[0]
                 phrase = _phrase_of(message_text(json.loads(content)))

@@ -283,7 +283,8 @@ def test_an_import_stores_message_lines_without_their_usage_and_tool_results(
         sid = import_file(store, str(transcripts_dir / SPOTTER), source="claude-code").session_id
         packer = session_packer(store.db, sid)
         rows = store.db.all(
-            "SELECT s.line_no, s.raw, m.content_json, m.usage_json, m.metadata_json FROM source_lines s "
+            "SELECT s.line_no, s.raw, unpacked(m.content_json), unpacked(m.usage_json), unpacked(m.metadata_json) "
+            "FROM source_lines s "
             "JOIN messages m ON m.session_id = s.session_id AND m.seq = s.message_seq WHERE s.session_id = :id",
             {"id": sid},
         )
@@ -308,7 +309,8 @@ def _spliced_message(store: SessionStore, sid: str, column: str) -> tuple[int, s
     """The seq and `column` of a message whose line was stored without part of that column."""
     packer = session_packer(store.db, sid)
     rows = store.db.all(
-        "SELECT m.seq, s.raw, m.content_json, m.usage_json, m.metadata_json FROM source_lines s JOIN messages m "
+        "SELECT m.seq, s.raw, unpacked(m.content_json), unpacked(m.usage_json), unpacked(m.metadata_json) "
+        "FROM source_lines s JOIN messages m "
         "ON m.session_id = s.session_id AND m.seq = s.message_seq WHERE s.session_id = :id ORDER BY s.line_no",
         {"id": sid},
     )
@@ -349,9 +351,9 @@ def test_a_spliced_line_whose_message_content_changed_or_is_gone_fails_the_expor
     with SessionStore.open(store_url) as store:
         sid = import_file(store, str(transcripts_dir / SPOTTER), source="claude-code").session_id
         seq, content = store.db.one(
-            "SELECT m.seq, m.content_json FROM source_lines s JOIN messages m "
+            "SELECT m.seq, unpacked(m.content_json) FROM source_lines s JOIN messages m "
             "ON m.session_id = s.session_id AND m.seq = s.message_seq "
-            "WHERE s.session_id = :id AND LENGTH(m.content_json) > 100 ORDER BY s.line_no LIMIT 1",
+            "WHERE s.session_id = :id AND LENGTH(unpacked(m.content_json)) > 100 ORDER BY s.line_no LIMIT 1",
             {"id": sid},
         )
         changed = content.replace("a", "b", 1) if "a" in content else content[::-1]

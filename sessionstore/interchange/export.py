@@ -26,6 +26,7 @@ from sessionstore.sanitize import visible
 from sessionstore.storage.history import Boundary, boundaries
 from sessionstore.storage.linepack import session_lines
 from sessionstore.storage.search import document_text
+from sessionstore.storage.textpack import text_of
 from sessionstore.storage.rows import dumps, iter_message_rows
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ def _jsonl_line(row: Any, header: str | None = None, *, in_view: bool = True) ->
     `header` (JSON text) goes first on the line as its `session` field.
     """
     seq, uuid, parent, role, mtype, subtype, ts, api_id, usage, is_meta, is_summary, meta, content, tokens = row
+    usage, meta, content = text_of(usage), text_of(meta), text_of(content)
     first = "" if header is None else f'"session":{header},'
     off = "" if in_view else OFF_VIEW
     return (

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from sessionstore.interchange.sinks import TextSink
 from sessionstore.storage.fastjson import loads_stored
+from sessionstore.storage.textpack import text_of
 from sessionstore.storage.types import StoredMessage
 
 SCRIPT = """(function () {
@@ -398,7 +399,7 @@ class _TranscriptWriter:
         self.cursor = 0
         self.next_anchor: float = (self.anchors[0].seq or 0) if self.anchors else math.inf
         self.heads: dict[tuple[Any, Any, Any], tuple[str, str]] = {}
-        self.usage_badges: dict[str, str] = {}
+        self.usage_badges: dict[str | bytes, str] = {}
         self.put('<section class="transcript"><h2>Transcript</h2>')
 
     def messages(self, messages: Iterable[StoredMessage]) -> int:
@@ -428,7 +429,8 @@ class _TranscriptWriter:
         checking `esc`; the rest the plain escape (same output, less work).
         """
         count = 0
-        for seq, uuid, role, mtype, subtype, timestamp, usage, is_meta, is_summary, raw in rows:
+        for seq, uuid, role, mtype, subtype, timestamp, usage, is_meta, is_summary, packed in rows:
+            raw = text_of(packed)
             badge = self.usage_badges.get(usage) if usage else ""
             if badge is None:
                 badge = self._usage_badge(usage)
@@ -510,9 +512,9 @@ class _TranscriptWriter:
         self.heads[(role, mtype, subtype)] = head
         return head
 
-    def _usage_badge(self, usage_json: str) -> str:
+    def _usage_badge(self, usage_json: str | bytes) -> str:
         """The usage badge of a stored usage object, remembered (bounded): a response's messages share it."""
-        badge = _usage_badge(json.loads(usage_json))
+        badge = _usage_badge(loads_stored(usage_json))
         if len(self.usage_badges) >= _CACHE_MAX:
             self.usage_badges.clear()
         self.usage_badges[usage_json] = badge

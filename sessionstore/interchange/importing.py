@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from sessionstore.compaction.microcompact import CLEARED_TEXT
 from sessionstore.interchange.confine import escape_note, inside_root
 from sessionstore.storage.errors import InvalidMessage, SessionStoreError
+from sessionstore.storage.fastjson import loads_stored
 from sessionstore.storage.faults import fault_in
 from sessionstore.storage.gcpause import gc_paused
 from sessionstore.storage.linepack import COLUMNS, LinePacker, dictionary_row, session_packer, train
@@ -623,7 +624,9 @@ class _Writer:
             self.last_time = moment if self.last_time is None else max(self.last_time, moment)
 
     def _flush(self) -> None:
-        self.db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, self.messages)
+        self.db.insert_rows(
+            "messages", MESSAGE_INSERT_COLUMNS, self.db.text_packer.pack_rows(self.messages, train=True)
+        )
         if self.source_rows:
             packer = self.packer or self._first_packer()
             # A line carrying a message of this batch is stored without what its messages row holds already.
@@ -714,7 +717,7 @@ class _Writer:
             "SELECT content_json FROM messages WHERE session_id = :id AND seq = :seq",
             {"id": self.session_id, "seq": seq},
         )
-        return json.loads(row[0])
+        return loads_stored(row[0])
 
     def _post_tokens(self, b: ImportedBoundary, next_view: list[int]) -> int:
         """Tokens of the view right after the compaction: boundary, summary and preserved messages.

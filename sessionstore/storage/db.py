@@ -25,13 +25,15 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sessionstore.credentials import hide_url_credentials
 
 from .errors import DatabaseUnavailable, ReadOnlySession, ReadOnlyStore, SessionNotFound, SessionStoreError, StoreBusy
-from . import faults
+from . import faults, textpack
 from .faults import fault_in
 
 #: What a write body returns, handed back by `run_write`.
 T = TypeVar("T")
 
 _PARAM = re.compile(r"(?<![:\w]):([a-zA-Z_][a-zA-Z0-9_]*)")
+#: `unpacked(m.content_json)`: a message text as JSON whether it is stored packed or not (sessionstore.storage.textpack).
+_UNPACKED = re.compile(r"\bunpacked\(([\w.]+)\)")
 
 
 def prepare_sqlite_file(url: str) -> None:
@@ -65,6 +67,8 @@ def make_engine(url: str, *, busy_timeout_ms: int = 10_000, read_only: bool = Fa
             connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
         )
         _configure_sqlite(engine, busy_timeout_ms, read_only=read_only)
+        if parsed.database and parsed.database != ":memory:":
+            textpack.watch_file(str(parsed.database))
         return engine
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
@@ -186,6 +190,7 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, *, read_only: bool =
         enable_wal(cur, busy_timeout_ms)
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
+        textpack.register(dbapi_conn)
         if read_only:
             cur.execute("PRAGMA query_only = ON")
         cur.close()
@@ -224,6 +229,7 @@ class Database:
                 self.conn.execute("SET default_transaction_read_only = on")
         self._lock = threading.RLock()
         self._sql_cache: dict[str, str] = {}
+        self._text_packer: textpack.TextPacker | None = None
         self._in_write = False
         #: The named write in flight (fault points are `<fault_scope>.<group>`); "" outside writes.
         self.fault_scope = ""
@@ -239,12 +245,23 @@ class Database:
         self._proxy.close()
 
     def sql(self, statement: str) -> str:
-        """The statement in this driver's parameter style (cached)."""
+        """The statement in this driver's parameter style, `unpacked(column)` in its SQL (cached)."""
         cached = self._sql_cache.get(statement)
         if cached is None:
-            cached = statement if self.is_sqlite else _PARAM.sub(r"%(\1)s", statement.replace("%", "%%"))
+            cached = statement
+            if "unpacked(" in cached:
+                cached = _UNPACKED.sub(lambda m: textpack.sql_expression(m.group(1), self.is_sqlite), cached)
+            if not self.is_sqlite:
+                cached = _PARAM.sub(r"%(\1)s", cached.replace("%", "%%"))
             self._sql_cache[statement] = cached
         return cached
+
+    @property
+    def text_packer(self) -> "textpack.TextPacker":
+        """Packs message texts as this store keeps them (compressed on SQLite)."""
+        if self._text_packer is None:
+            self._text_packer = textpack.TextPacker(self)
+        return self._text_packer
 
     def cached_sql(self, name: str, build: Any) -> str:
         """A statement built once per connection by `build(self)` (hot paths with driver-specific SQL)."""

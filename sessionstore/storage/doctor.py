@@ -20,7 +20,6 @@ tail state may write it back on its next append.
 
 from __future__ import annotations
 
-import json
 import zlib
 from functools import partial
 from collections import Counter
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from sqlalchemy import inspect
 
 from .blobs import BlobCorrupt, BlobNotFound, get_blob
+from .fastjson import loads_stored
 from .faults import fault_in
 from .migrate import head_revision
 from .search import index_problems, rebuild, reindex_session
@@ -341,7 +341,7 @@ def _add_entry(view: _View, seq: int, tokens: int, message: list[Any], replaced:
     """Append one view entry; content that is not valid JSON is noted instead."""
     uuid, role, mtype, subtype, api_id, content_json = message
     try:
-        content = json.loads(replaced if replaced is not None else content_json)
+        content = loads_stored(replaced if replaced is not None else content_json)
     except (ValueError, RecursionError):
         view.unreadable.append(seq)
         return
@@ -536,7 +536,7 @@ def _left_out_with_substance(db: "Database", sid: str, api_id: str, view_seqs: s
 def _is_blank(content_json: str) -> bool:
     """Content with nothing but whitespace text (or unreadable, which is reported elsewhere)."""
     try:
-        blocks = as_blocks(json.loads(content_json))
+        blocks = as_blocks(loads_stored(content_json))
     except (ValueError, RecursionError):
         return True
     return all(b.get("type") == "text" and not str(b.get("text") or "").strip() for b in blocks)

@@ -18,6 +18,8 @@ from typing import Any, Callable
 
 from jiter import from_json
 
+from .textpack import unpack
+
 
 def loads_line(data: bytes) -> Any:
     """`json.loads(data.decode("utf-8"))` for one line of JSON Lines, `data` being valid UTF-8.
@@ -58,12 +60,15 @@ spaced_dumps = encoder(", ", ": ")
 _scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__; typeshed omits it
 
 
-def loads_stored(text: str) -> Any:
+def loads_stored(text: str | bytes) -> Any:
     """Decode JSON this package stored (compact, no padding): about 30% faster than json.loads per row.
 
+    A packed message text (a BLOB on SQLite: sessionstore.storage.textpack) is unpacked first.
     Anything the scanner does not consume whole goes through json.loads, which
     decodes it or raises the usual JSONDecodeError.
     """
+    if text.__class__ is bytes:
+        text = unpack(text)
     try:
         value, end = _scan_once(text, 0)
     except StopIteration:

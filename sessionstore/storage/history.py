@@ -145,7 +145,9 @@ def boundaries(
     With `summaries=False` only a preview of each summary is read (`summary_preview`), so a
     page costs its own rows, not the summaries' full text.
     """
-    summary = "s.content_json" if summaries else f"SUBSTR(s.content_json, 1, {PREVIEW_SOURCE_CHARS})"
+    summary = (
+        "unpacked(s.content_json)" if summaries else f"SUBSTR(unpacked(s.content_json), 1, {PREVIEW_SOURCE_CHARS})"
+    )
     sql = (
         f"SELECT {_BOUNDARY_COLUMNS.format(summary=summary)} {_BOUNDARY_FROM}"
         "WHERE c.session_id = :id AND c.ordinal > :after"
@@ -167,7 +169,7 @@ def boundary_count(session: "Session") -> int:
 def boundary(session: "Session", index: int) -> Boundary:
     """Boundary number `index` (from 1), one indexed lookup; raises BoundaryNotFound."""
     row = session.db.one(
-        f"SELECT {_BOUNDARY_COLUMNS.format(summary='s.content_json')} {_BOUNDARY_FROM}"
+        f"SELECT {_BOUNDARY_COLUMNS.format(summary='unpacked(s.content_json)')} {_BOUNDARY_FROM}"
         "WHERE c.session_id = :id AND c.ordinal = :k",
         {"id": session.id, "k": _ordinal(session, index)},
     )

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple, 
 
 import zstandard
 
+from . import textpack
 from .errors import SessionStoreError
 from .fastjson import compact_dumps, loads_stored
 
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     from .db import Database
 
 RAW, ZSTD, ZSTD_DICT = 0, 1, 2
+#: How a packed message text starts (sessionstore.storage.textpack).
+PACKED_TEXT = bytes((textpack.PACKED,))
 #: The same three for a line stored without its message's content (spliced back in when read; read, not written).
 SPLICE_RAW, SPLICE_ZSTD, SPLICE_DICT = 3, 4, 5
 #: The same three for a line stored without several segments of its message's columns (what imports write).
@@ -91,12 +94,15 @@ class LineCorrupt(SessionStoreError):
 def column_bytes(value: Any) -> bytes | None:
     """A messages column as fetched (or given) as its UTF-8 bytes, None for NULL: the one place that decodes them.
 
-    Today a column is text (str) or, fetched with CAST AS BLOB / convert_to, its UTF-8 bytes.
+    A column is text (str), its UTF-8 bytes (fetched with convert_to), or on SQLite a packed text
+    (sessionstore.storage.textpack: a codec byte no JSON text starts with), unpacked here.
     """
     if value is None:
         return None
     if isinstance(value, str):
         return value.encode("utf-8")
+    if value[:1] == PACKED_TEXT:
+        return textpack.unpack(bytes(value)).encode("utf-8")
     return bytes(value)
 
 
@@ -401,7 +407,8 @@ _LINES = (
 
 def _lines_sql(db: "Database") -> str:
     """`_LINES` in this engine's words for a text's UTF-8 bytes."""
-    spelled = "CAST(m.{} AS BLOB)" if db.is_sqlite else "convert_to(m.{}, 'UTF8')"
+    # SQLite: the column as stored (text, or a packed text that column_bytes unpacks only when a line needs it).
+    spelled = "m.{}" if db.is_sqlite else "convert_to(m.{}, 'UTF8')"
     return _LINES.format(columns=", ".join(spelled.format(column) for column in COLUMNS))
 
 

@@ -474,8 +474,10 @@ class SessionShareRow(Base):
 #: The search index's engine-specific tables (SQLite FTS5 and its shadow tables, PostgreSQL's
 #: tsvector table): written by revision 0002 in raw DDL, so they have no model here.
 SEARCH_INDEX_TABLES = ("search_rows", "search_fts", "search_docs")
+#: SQLite-only tables written in raw DDL: the packed message texts' dictionaries (revision 0013).
+SQLITE_ONLY_TABLES = ("text_dictionaries",)
 
 
 def include_name(name: str | None, type_: str, _parents: object = None) -> bool:
-    """Alembic's autogenerate filter: leave out the search index's engine-specific tables."""
-    return not (type_ == "table" and name is not None and name.startswith(SEARCH_INDEX_TABLES))
+    """Alembic's autogenerate filter: leave out the engine-specific tables (search index, text dictionaries)."""
+    return not (type_ == "table" and name is not None and name.startswith(SEARCH_INDEX_TABLES + SQLITE_ONLY_TABLES))

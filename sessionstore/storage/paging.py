@@ -158,7 +158,7 @@ def typed_user_text(session: "Session", *, latest: bool) -> str | None:
     most USER_SCAN_LIMIT rows."""
     order = "DESC" if latest else "ASC"
     rows = session.db.all(
-        f"SELECT substr(content_json, 1, {PREVIEW_CHARS}) FROM messages "
+        f"SELECT substr(unpacked(content_json), 1, {PREVIEW_CHARS}) FROM messages "
         "WHERE session_id = :id AND role = 'user' AND type = 'user' AND NOT is_compact_summary "
         f"ORDER BY seq {order} LIMIT {USER_SCAN_LIMIT}",
         {"id": session.id},
@@ -236,7 +236,7 @@ def active_rows(session: "Session", start: int, count: int) -> list[ViewRow]:
         if start < state.explicit_count:
             rows = db.all(
                 f"SELECT {_ROW_COLUMNS}, v.tokens, v.content_json IS NOT NULL, "
-                f"substr(COALESCE(v.content_json, m.content_json), 1, {PREVIEW_CHARS}) "
+                f"substr(COALESCE(v.content_json, unpacked(m.content_json)), 1, {PREVIEW_CHARS}) "
                 "FROM view_entries v JOIN messages m ON m.session_id = v.session_id AND m.seq = v.seq "
                 "WHERE v.session_id = :id AND v.valid_to IS NULL ORDER BY v.key LIMIT :n OFFSET :off",
                 {"id": session.id, "n": count, "off": start},
@@ -247,7 +247,7 @@ def active_rows(session: "Session", start: int, count: int) -> list[ViewRow]:
         if left > 0 and state.base_seq + implicit_start < state.last_seq:
             first = state.base_seq + implicit_start + 1
             rows = db.all(
-                f"SELECT {_ROW_COLUMNS}, m.tokens, 0, substr(m.content_json, 1, {PREVIEW_CHARS}) "
+                f"SELECT {_ROW_COLUMNS}, m.tokens, 0, substr(unpacked(m.content_json), 1, {PREVIEW_CHARS}) "
                 "FROM messages m WHERE m.session_id = :id AND m.seq >= :a AND m.seq <= :b ORDER BY m.seq",
                 {"id": session.id, "a": first, "b": min(state.last_seq, first + left - 1)},
             )
@@ -307,7 +307,7 @@ def past_rows(
             return []
         rows = session.db.all(
             f"SELECT {_ROW_COLUMNS}, v.tokens, v.content_json IS NOT NULL, "
-            f"substr(COALESCE(v.content_json, m.content_json), 1, {PREVIEW_CHARS}) "
+            f"substr(COALESCE(v.content_json, unpacked(m.content_json)), 1, {PREVIEW_CHARS}) "
             "FROM view_entries v JOIN messages m ON m.session_id = v.session_id AND m.seq = v.seq "
             f"WHERE {_VALID_AT} AND v.key IN ({','.join(str(k) for k in keys)}) ORDER BY v.key",
             bounds,
@@ -315,7 +315,7 @@ def past_rows(
         return [_view_row(start + i, r) for i, r in enumerate(rows)]
     rows = session.db.all(
         f"SELECT {_ROW_COLUMNS}, v.tokens, v.content_json IS NOT NULL, "
-        f"substr(COALESCE(v.content_json, m.content_json), 1, {PREVIEW_CHARS}) FROM "
+        f"substr(COALESCE(v.content_json, unpacked(m.content_json)), 1, {PREVIEW_CHARS}) FROM "
         f"(SELECT v.key, v.seq, v.tokens, v.content_json FROM view_entries v WHERE {_VALID_AT}{extra} "
         "ORDER BY v.key LIMIT :n OFFSET :off) v "
         "JOIN messages m ON m.session_id = :id AND m.seq = v.seq ORDER BY v.key",

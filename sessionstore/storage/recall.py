@@ -457,7 +457,7 @@ def like_clause(db: "Database", pattern: str) -> str:
     the "C" collation folds ASCII letters only, as SQLite does, at about a third of the cost.
     """
     if db.is_sqlite:
-        return "m.content_json LIKE :like ESCAPE '!'"
+        return "unpacked(m.content_json) LIKE :like ESCAPE '!'"
     if pattern.isascii():
         return "m.content_json COLLATE \"C\" ILIKE :like ESCAPE '!'"
     return "m.content_json ILIKE :like ESCAPE '!'"

@@ -9,12 +9,12 @@ and opened, so storage grows with changes, not with views times size.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import RewriteConflict, SessionStoreError
+from .fastjson import loads_stored
 from .faults import fault_in
 from .rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
 from .session import ViewState, load_state
@@ -203,7 +203,7 @@ def _apply(
         )
     upper = (next_seq + 1) * KEY_GAP
     _assign_keys(items, upper)
-    db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, message_rows)
+    db.insert_rows("messages", MESSAGE_INSERT_COLUMNS, db.text_packer.pack_rows(message_rows))
     fault_in(db, "after_messages")
     _write_rows(db, session_id, version, new_version, current, items, planned_seqs)
     fault_in(db, "after_view_rows")
@@ -365,7 +365,7 @@ def tail_state_for(db: "Database", session_id: str, items: Sequence[tuple[int, s
     for seq, replaced in last_items:
         _, role, api_id, content_json = by_seq[seq]
         if role != "system":
-            window.append((role, api_id, json.loads(replaced or content_json)))
+            window.append((role, api_id, loads_stored(replaced or content_json)))
     if len(items) > TAIL_SCAN and not any(role == "assistant" for role, _, _ in window):
         return TailState(last_role="user")
     state = TailState.from_messages(window)

@@ -285,7 +285,7 @@ class Session:
         for i, (m, cj, tokens) in enumerate(prepared):
             total += tokens
             rows.append(message_row(self.id, state.last_seq + i + 1, m, cj, tokens) + (total, tails[i].dumps(), now))
-        return state, rows, tails
+        return state, list(db.text_packer.pack_rows(rows)), tails
 
     def _after_append(self, state: ViewState, stored: list[StoredMessage], texts: list[str]) -> None:
         """Extend the cached view with what we just wrote, when it was current."""

@@ -98,7 +98,8 @@ def results_in_view(session: "Session") -> set[str]:
         sid,
     )
     rows += db.all(
-        "SELECT content_json FROM messages WHERE session_id = :id AND seq > :base AND content_json LIKE '%tool_result%'",
+        "SELECT content_json FROM messages WHERE session_id = :id AND seq > :base "
+        "AND unpacked(content_json) LIKE '%tool_result%'",
         {**sid, "base": state.base_seq},
     )
     found: set[str] = set()

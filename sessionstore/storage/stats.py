@@ -31,7 +31,7 @@ def session_stats(session: "Session") -> dict[str, Any]:
     state = session.refresh_state()
     sid = {"id": session.id}
     msg_count, msg_bytes = db.one(
-        "SELECT COUNT(*), COALESCE(SUM(LENGTH(content_json)), 0) FROM messages WHERE session_id = :id", sid
+        "SELECT COUNT(*), COALESCE(SUM(LENGTH(unpacked(content_json))), 0) FROM messages WHERE session_id = :id", sid
     )
     implicit = state.last_seq - state.base_seq
     boundaries = db.one("SELECT COUNT(*) FROM compactions WHERE session_id = :id", sid)[0]

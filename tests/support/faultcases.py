@@ -239,7 +239,8 @@ def write_import_files(folder: Path, tag: str) -> dict[str, int]:
                         "sessionId": sid,
                         "timestamp": f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
                         "isSidechain": False,
-                        "message": {"role": role, "content": f"line {i} of {sid}"},
+                        # long enough to be stored packed on SQLite, with dictionaries trained on the first batch
+                        "message": {"role": role, "content": f"line {i} of {sid}: " + "a fairly long text " * 4},
                     }
                 )
             )

@@ -1,0 +1,220 @@
+"""Message texts stored compressed on SQLite: zstd per value, with dictionaries trained on the store's own rows.
+
+`messages.content_json`, `metadata_json` and `usage_json` hold JSON text. On SQLite
+(which compresses nothing) a value long enough to gain is stored as a BLOB: one codec
+byte (PACKED) and a zstd frame. The frame names the dictionary it was made with (0:
+none); dictionaries are trained per column on the first import batch that has enough
+values and kept in `text_dictionaries` (revision 0013), never changed or deleted, so
+each id always means the same bytes. A TEXT value is the JSON itself: every row ever
+written stays readable and a store mixes both freely. PostgreSQL keeps TEXT (TOAST
+compresses long values already).
+
+Readers see JSON text: `loads_stored` decodes a BLOB first, and SQL that looks into a
+value (LIKE, substr, length) writes `unpacked(column)`, which `Database.sql` turns into
+a call of the `sessionstore_unpack` function registered on each SQLite connection.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+import zstandard
+
+from .errors import SessionStoreError
+
+if TYPE_CHECKING:
+    from .db import Database
+
+PACKED = 1
+#: Columns of `messages` stored packed, and where `rows.message_row` puts them. Not `content_json`: a
+#: resume decodes every content of the view, and unpacking doubled that decoding (bench/storage.py:
+#: resume +34%, export -15% with it); the metadata and usage no resume reads are half the table's bytes.
+COLUMNS = {"usage_json": 9, "metadata_json": 12}
+#: Shorter values stay TEXT (a frame's header costs more than it saves on them).
+MIN_PACKED = 64
+LEVEL = 3
+#: A column gets a dictionary from an import batch with at least this many values to train on.
+TRAIN_MIN = 256
+TRAIN_SAMPLES = 2000
+DICT_BYTES = 32_768
+#: The SQL function `unpacked(x)` becomes on SQLite.
+SQL_FUNCTION = "sessionstore_unpack"
+
+
+class TextCorrupt(SessionStoreError):
+    """A packed message text cannot be decoded (unknown codec, missing dictionary, damaged frame)."""
+
+
+_lock = threading.Lock()
+#: Every dictionary this process has seen, by zstd id (a decompressor each per thread: they are not thread-safe).
+_dicts: dict[int, zstandard.ZstdCompressionDict] = {}
+_local = threading.local()
+#: SQLite files whose dictionaries may be read on a miss (a dictionary another process trained after we opened).
+_files: set[str] = set()
+
+
+def remember(dict_id: int, data: bytes) -> None:
+    """Make a dictionary known to this process (ids are zstd's random 32-bit ids: one id, one content)."""
+    with _lock:
+        if dict_id not in _dicts:
+            _dicts[dict_id] = zstandard.ZstdCompressionDict(data)
+
+
+def watch_file(path: str) -> None:
+    """Let a miss look for dictionaries in this SQLite file too."""
+    with _lock:
+        _files.add(path)
+
+
+def _fetch(dict_id: int) -> None:
+    """Read a dictionary not seen yet from the known store files, by a connection of their own."""
+    with _lock:
+        paths = sorted(_files)
+    for path in paths:
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10) as conn:
+                row = conn.execute("SELECT data FROM text_dictionaries WHERE id = ?", (dict_id,)).fetchone()
+        except sqlite3.Error:
+            continue
+        if row is not None:
+            remember(dict_id, bytes(row[0]))
+            return
+    raise TextCorrupt(f"a stored message text needs dictionary {dict_id}, which this store does not have")
+
+
+def _decompressor(dict_id: int) -> zstandard.ZstdDecompressor:
+    """This thread's decompressor for a dictionary id (0: none)."""
+    cache: dict[int, zstandard.ZstdDecompressor] | None = getattr(_local, "cache", None)
+    if cache is None:
+        cache = _local.cache = {}
+    found = cache.get(dict_id)
+    if found is None:
+        if dict_id == 0:
+            found = zstandard.ZstdDecompressor()
+        else:
+            if dict_id not in _dicts:
+                _fetch(dict_id)
+            found = zstandard.ZstdDecompressor(dict_data=_dicts[dict_id])
+        cache[dict_id] = found
+    return found
+
+
+def unpack(value: bytes) -> str:
+    """The JSON text a packed BLOB holds; raises TextCorrupt."""
+    if not value or value[0] != PACKED:
+        raise TextCorrupt(f"a stored message text has unknown codec {value[:1]!r}")
+    frame = value[1:]
+    try:
+        return _decompressor(zstandard.get_frame_parameters(frame).dict_id).decompress(frame).decode("utf-8")
+    except (zstandard.ZstdError, UnicodeDecodeError) as exc:
+        raise TextCorrupt(f"a stored message text does not decode: {exc}") from exc
+
+
+def text_of(value: Any) -> Any:
+    """A column value as JSON text: a packed BLOB decoded, anything else as it is (the SQL function's body)."""
+    if value.__class__ is bytes:
+        return unpack(value)
+    return value
+
+
+def sql_expression(column: str, sqlite: bool) -> str:
+    """What `unpacked(column)` is in this engine's SQL."""
+    if not sqlite:
+        return column
+    return f"(CASE WHEN typeof({column}) = 'blob' THEN {SQL_FUNCTION}({column}) ELSE {column} END)"
+
+
+def register(dbapi_conn: Any) -> None:
+    """Give a new SQLite connection the `sessionstore_unpack` function."""
+    dbapi_conn.create_function(SQL_FUNCTION, 1, text_of, deterministic=True)
+
+
+class TextPacker:
+    """Packs one store's message texts (SQLite), with each column's dictionary when it has one."""
+
+    def __init__(self, db: "Database") -> None:
+        self.db = db
+        self._compressors: dict[str, zstandard.ZstdCompressor] | None = None
+
+    def _load(self) -> dict[str, zstandard.ZstdCompressor]:
+        """Each column's compressor: with its newest dictionary, else plain."""
+        compressors = {}
+        rows = self.db.all("SELECT id, column_name, data FROM text_dictionaries ORDER BY created_at, id")
+        newest = {}
+        for dict_id, column, data in rows:
+            remember(int(dict_id), bytes(data))
+            newest[column] = bytes(data)
+        for column in COLUMNS:
+            data = newest.get(column)
+            compressors[column] = zstandard.ZstdCompressor(
+                level=LEVEL, dict_data=zstandard.ZstdCompressionDict(data) if data else None, write_content_size=True
+            )
+        return compressors
+
+    def pack(self, column: str, text: str | None) -> str | bytes | None:
+        """`text` as stored: a PACKED BLOB when that is shorter, else the text itself."""
+        if text is None or len(text) < MIN_PACKED:
+            return text
+        if self._compressors is None:
+            self._compressors = self._load()
+        raw = text.encode("utf-8")
+        frame = self._compressors[column].compress(raw)
+        if len(frame) + 1 >= len(raw):
+            return text
+        return bytes((PACKED,)) + frame
+
+    def pack_rows(self, rows: Sequence[tuple[Any, ...]], *, train: bool = False) -> Sequence[tuple[Any, ...]]:
+        """`message_row` tuples (extra columns after them kept) with their texts packed; `train`: a column without
+        a dictionary gets one from these rows when they are enough (an import batch). PostgreSQL: as they are."""
+        if not self.db.is_sqlite or not rows:
+            return rows
+        if train:
+            self._train(rows)
+        out = []
+        for row in rows:
+            values = list(row)
+            for column, index in COLUMNS.items():
+                values[index] = self.pack(column, values[index])
+            out.append(tuple(values))
+        return out
+
+    def _train(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Train and store a dictionary for each column that has none and enough values here."""
+        if self._compressors is None:
+            self._compressors = self._load()
+        have = {c for (c,) in self.db.all("SELECT DISTINCT column_name FROM text_dictionaries")}
+        for column, index in COLUMNS.items():
+            if column in have:
+                continue
+            samples = [r[index].encode("utf-8") for r in rows if r[index] is not None and len(r[index]) >= MIN_PACKED]
+            data = _trained(samples)
+            if data is None:
+                continue
+            dictionary = zstandard.ZstdCompressionDict(data)
+            self.db.execute(
+                "INSERT INTO text_dictionaries (id, column_name, created_at, data) VALUES (:id, :c, :t, :d)",
+                {"id": dictionary.dict_id(), "c": column, "t": _now(), "d": data},
+            ).close()
+            remember(dictionary.dict_id(), data)
+            self._compressors[column] = zstandard.ZstdCompressor(
+                level=LEVEL, dict_data=dictionary, write_content_size=True
+            )
+
+
+def _trained(samples: Iterable[bytes]) -> bytes | None:
+    """A dictionary trained on `samples`, or None when they are too few (or zstd cannot train one)."""
+    chosen = list(samples)[:TRAIN_SAMPLES]
+    if len(chosen) < TRAIN_MIN:
+        return None
+    try:
+        return zstandard.train_dictionary(DICT_BYTES, chosen, k=400, d=6, level=LEVEL).as_bytes()  # type: ignore[arg-type]
+    except zstandard.ZstdError:
+        return None
+
+
+def _now() -> float:
+    import time
+
+    return time.time()

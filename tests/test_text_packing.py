@@ -1,0 +1,195 @@
+"""Message texts packed on SQLite (revision 0013): smaller, read back exactly, never read wrong.
+
+`messages.metadata_json` and `usage_json` of 64 characters or more are stored as zstd frames
+(with dictionaries trained on the store's first import batch) when that is shorter; contents
+stay TEXT (a resume decodes each one; unpacking doubled that cost). Every reader sees JSON
+text, packed or not: the API, exports, SQL that looks inside a text (`unpacked()`), another
+process that opened the store before the dictionary existed. A frame whose dictionary is missing
+is an error, not a wrong text. PostgreSQL stores TEXT.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+import zstandard
+
+from sessionstore import SessionStore
+from sessionstore.interchange.export import export_claude_code
+from sessionstore.interchange.importing import import_file
+from sessionstore.storage import textpack
+from sessionstore.storage.db import make_engine
+from sessionstore.storage.fastjson import loads_stored
+from sessionstore.storage.migrate import downgrade, head_revision, upgrade
+from sessionstore.storage.recall import _like_pattern, like_clause
+
+SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+BIG = "x" * 5000
+META = {"cwd": "/home/someone/project", "toolUseResult": {"stdout": "ok " * 200, "exitCode": 0}}
+
+
+def _types(path: Path, column: str) -> dict[str, int]:
+    with sqlite3.connect(path) as conn:
+        return dict(conn.execute(f"SELECT typeof({column}), COUNT(*) FROM messages GROUP BY 1").fetchall())
+
+
+def test_an_import_is_stored_packed_and_reads_back_exactly(tmp_path: Path, transcripts_dir: Path) -> None:
+    db = tmp_path / "s.db"
+    source = transcripts_dir / SPOTTER
+    with SessionStore.open(f"sqlite:///{db}") as store:
+        sid = import_file(store, source).session_id
+        out = io.BytesIO()
+        export_claude_code(store.get(sid), out)
+        metadata = [m.metadata for m in store.get(sid).transcript()]
+    assert out.getvalue() == source.read_bytes()  # every line rebuilt from packed columns, byte for byte
+    assert any("toolUseResult" in m for m in metadata)
+    types = _types(db, "metadata_json")
+    assert types.get("blob", 0) > types.get("text", 0), types
+    assert "blob" not in _types(db, "content_json")
+    with sqlite3.connect(db) as conn:
+        packed = list(conn.execute("SELECT metadata_json FROM messages WHERE typeof(metadata_json) = 'blob'"))
+        columns = {c for (c,) in conn.execute("SELECT column_name FROM text_dictionaries")}
+    stored = sum(len(v) for (v,) in packed)
+    text = sum(len(textpack.unpack(v).encode()) for (v,) in packed)
+    assert stored < text * 0.5, (stored, text)
+    assert "metadata_json" in columns  # usage_json too once a batch has 256 long enough
+
+
+def test_a_packed_text_reads_as_json_through_the_api_and_sql(sqlite_url: str) -> None:
+    """Contents are not packed today, but a packed value in any of the columns reads as its JSON everywhere."""
+    with SessionStore.open(sqlite_url) as store:
+        session = store.create_session(title="packed")
+        session.append({"role": "user", "content": "find the needle-7f3 " + BIG, "metadata": META})
+        session.append({"role": "assistant", "content": "short"})
+        path = Path(sqlite_url.removeprefix("sqlite:///"))
+        assert _types(path, "metadata_json") == {"blob": 1, "null": 1}
+        frame = zstandard.ZstdCompressor().compress(json.dumps("find the needle-7f3 " + BIG).encode())
+        store.db.run_write(
+            lambda db: db.execute(
+                "UPDATE messages SET content_json = :c WHERE seq = 1", {"c": bytes((textpack.PACKED,)) + frame}
+            ).close()
+        )
+        assert _types(path, "content_json") == {"blob": 1, "text": 1}
+        fresh = store.get(session.id)
+        assert fresh.active_view()[0]["content"] == "find the needle-7f3 " + BIG
+        first = next(iter(fresh.transcript()))
+        assert first.metadata == META and first.content == "find the needle-7f3 " + BIG
+        clause = like_clause(store.db, "needle-7f3")  # what recall's query searches with
+        found = store.db.all(f"SELECT m.seq FROM messages m WHERE {clause}", {"like": _like_pattern("needle-7f3")})
+        assert [r[0] for r in found] == [1]
+        row = store.db.one("SELECT substr(unpacked(content_json), 1, 12) FROM messages WHERE seq = 1")
+        assert row[0] == '"find the ne'
+
+
+def test_metadata_is_packed_on_sqlite_and_text_on_postgresql(store_url: str) -> None:
+    with SessionStore.open(store_url) as store:
+        session = store.create_session(title="plain")
+        session.append({"role": "user", "content": BIG, "metadata": META})
+        value = store.db.one("SELECT metadata_json FROM messages WHERE session_id = :id", {"id": session.id})[0]
+        assert next(iter(store.get(session.id).transcript())).metadata == META
+    if store_url.startswith("sqlite"):
+        assert isinstance(value, bytes) and len(value) < 200 and json.loads(textpack.unpack(value)) == META
+    else:
+        assert json.loads(value) == META
+
+
+def test_a_frame_whose_dictionary_is_missing_is_an_error_not_a_wrong_text(
+    tmp_path: Path, transcripts_dir: Path
+) -> None:
+    db = tmp_path / "s.db"
+    with SessionStore.open(f"sqlite:///{db}") as store:
+        import_file(store, transcripts_dir / SPOTTER)
+    with sqlite3.connect(db) as conn:
+        (value,) = conn.execute(
+            "SELECT metadata_json FROM messages WHERE typeof(metadata_json) = 'blob' ORDER BY length(metadata_json) DESC"
+        ).fetchone()
+    frame = bytearray(value)
+    dict_id = int.from_bytes(frame[6:10], "little")
+    assert dict_id != 0 and zstandard.get_frame_parameters(bytes(frame[1:])).dict_id == dict_id
+    frame[6:10] = (dict_id ^ 0x5A5A5A5A).to_bytes(4, "little")  # a dictionary no store has
+    with pytest.raises(textpack.TextCorrupt, match="dictionary"):
+        loads_stored(bytes(frame))
+    with pytest.raises(textpack.TextCorrupt, match="codec"):
+        textpack.unpack(b"\x07" + bytes(value[1:]))
+
+
+def test_a_dictionary_trained_by_another_process_after_this_one_opened_is_found(
+    tmp_path: Path, transcripts_dir: Path
+) -> None:
+    db = tmp_path / "s.db"
+    with SessionStore.open(f"sqlite:///{db}") as store:
+        script = (
+            "import sys; from sessionstore import SessionStore; from sessionstore.interchange.importing import "
+            "import_file\nwith SessionStore.open(sys.argv[1]) as s: print(import_file(s, sys.argv[2]).session_id)"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script, f"sqlite:///{db}", str(transcripts_dir / SPOTTER)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        sid = done.stdout.strip().splitlines()[-1]
+        with sqlite3.connect(db) as conn:
+            ids = [i for (i,) in conn.execute("SELECT id FROM text_dictionaries")]
+        assert ids
+        for i in ids:  # this process has not seen them: as if it had opened the store first
+            textpack._dicts.pop(i, None)
+        textpack._local.cache = {}
+        metadata = [m.metadata for m in store.get(sid).transcript()]
+    assert any("toolUseResult" in m for m in metadata)
+
+
+def test_0013_packs_an_existing_store_and_its_downgrade_gives_every_text_back(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    engine = make_engine(url)
+    upgrade(engine, "0012")
+    rows = [
+        {
+            "s": "s1",
+            "q": i,
+            "u": f"u{i}",
+            "c": json.dumps(f"message {i}"),
+            "m": json.dumps({"cwd": "/w", "toolUseResult": {"stdout": f"run {i} " + "lorem ipsum " * (i % 7 + 3)}}),
+        }
+        for i in range(1, 400)
+    ]
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO sessions (id, title, context_window, created_at, updated_at, metadata_json) "
+                "VALUES ('s1', 't', 200000, 0, 0, '{}')"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO messages (session_id, seq, uuid, role, type, is_meta, is_compact_summary, content_json, "
+                "metadata_json, tokens) VALUES (:s, :q, :u, 'user', 'user', 0, 0, :c, :m, 10)"
+            ),
+            rows,
+        )
+    before = _texts(url)
+    with SessionStore.open(url) as store:
+        assert [json.dumps(m.metadata) for m in store.get("s1").transcript()] == [r["m"] for r in rows]
+    assert _types(tmp_path / "s.db", "metadata_json") == {"blob": len(rows)}
+    downgrade(engine, "0012")
+    assert _types(tmp_path / "s.db", "metadata_json") == {"text": len(rows)}
+    assert _texts(url) == before
+    with SessionStore.open(url) as store:
+        assert store.db.one("SELECT version_num FROM alembic_version")[0] == head_revision()
+    assert _types(tmp_path / "s.db", "metadata_json") == {"blob": len(rows)}
+    engine.dispose()
+
+
+def _texts(url: str) -> list[tuple[int, str, str]]:
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+        return [
+            (q, textpack.text_of(c), textpack.text_of(m))
+            for q, c, m in conn.execute("SELECT seq, content_json, metadata_json FROM messages ORDER BY seq")
+        ]
