@@ -31,6 +31,8 @@ RELEASED: dict[str, tuple[str, str]] = {
     "0007": ("0007_import_files.py", "6948578dd8a3ae320be397c91f8036d878b4c83f3574e73c1ea13c26a33f9b6d"),
     "0008": ("0008_usage.py", "febcac90656ab50187427c05704a122bf186273bb7d58bf5ef8a5522e20848f7"),
     "0009": ("0009_owners_hosts_shares.py", "33bb830037c61834cdc7f6c6ee0940e2809563c3027b76b1cc0913ecbe9606fe"),
+    "0010": ("0010_packed_source_lines.py", "cff2554bc749f9d068b1d732846c278992692318c7f2a275c7c10ae8379ffd2b"),
+    "0011": ("0011_search_window_pg.py", "04b4c551f551889f879e36d7dda9fcb0d12980ccc129550b1fcb1ae94a96be41"),
 }
 
 _REVISION = re.compile(r"""^revision(?:\s*:\s*str)?\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
