@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.interrupt import FAULTHANDLER_ENV, interrupt
+from tests.support.interrupt import FAULTHANDLER_ENV, TERMINAL_SIGINT, interrupt
 
 
 def test_ctrl_c_says_what_was_kept(tmp_path: Path) -> None:
@@ -27,6 +27,7 @@ def test_ctrl_c_says_what_was_kept(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         env=env,
         text=True,
+        **TERMINAL_SIGINT,
     )
     try:
         assert proc.stderr is not None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.interrupt import FAULTHANDLER_ENV, interrupt
+from tests.support.interrupt import FAULTHANDLER_ENV, TERMINAL_SIGINT, interrupt
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "sessionstore" / "fixtures" / "demo_conversation.jsonl"
@@ -201,6 +201,7 @@ def test_installed_wheel_serves_mcp_and_watches_live(installed: Path, tmp_path: 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        **TERMINAL_SIGINT,
     )
     try:
         time.sleep(1)
