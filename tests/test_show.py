@@ -52,10 +52,12 @@ def test_show_names_envelope_usage_spills_and_boundaries(
     assert doc["message"]["uuid"] == by_seq[2] and doc["message"]["usage"] == USAGE
     assert doc["in_view"] is False
     assert {"boundary": 1, "as": "summarized", "kind": "full"} in doc["boundaries"]
-    spilled = json.loads(run_cli(capsys, "show", sid, by_seq[3][:16], "--json", "--db", store_url).out)
+    # a unique start of its uuid: uuids made in one millisecond share their first 15 characters
+    start = next(by_seq[3][:n] for n in range(16, 37) if sum(u.startswith(by_seq[3][:n]) for u in by_seq.values()) == 1)
+    spilled = json.loads(run_cli(capsys, "show", sid, start, "--json", "--db", store_url).out)
     assert spilled["message"]["seq"] == 3
     assert [(s["tool_use_id"], s["kind"]) for s in spilled["spills"]] == [("t1", "spilled")]
-    text = run_cli(capsys, "show", sid, by_seq[3][:16], "--db", store_url)
+    text = run_cli(capsys, "show", sid, start, "--db", store_url)
     assert text.code == 0 and "spill" in text.out and "t1" in text.out and "line of the log" in text.out
 
 
