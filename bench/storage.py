@@ -224,10 +224,11 @@ def section(runs: dict[str, dict[str, Any]], size_mb: float, count: int) -> str:
         lines.append(f"| {label} | " + " | ".join(cell(runs[n]) for n in names) + " |")
     lines += [
         "",
-        "Only import (packing source lines: a dictionary per session, a message line without the content, usage"
-        " and metadata values its messages row holds) and the claude-code export (unpacking them, joined with"
-        " messages) run changed code;"
-        " resume, one-message reads, indexing and search read no source line, so their columns differ by the"
+        "What runs changed code: import (source lines packed without what their message row holds, revision"
+        " 0012; message metadata and usage packed with trained dictionaries, 0013), the claude-code export"
+        " (lines rebuilt from their row, metadata and usage unpacked where a line needs them) and one-message"
+        " reads (the metadata unpacked: about 3 us). Resume, indexing and search read no packed text: contents"
+        " stay TEXT (unpacking them doubled the decoding a resume does), so their columns differ by the"
         " machine's noise alone (compare the rows of one column, not across loaded runs).",
     ]
     for state, title in (("plain", "without the search index"), ("indexed", "with the search index built")):
