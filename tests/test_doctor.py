@@ -350,9 +350,8 @@ def test_schema_damage(store: SessionStore) -> None:
     assert any("schema revision is abc123" in m for m in messages)
 
 
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)  # a PostgreSQL catalogue check
 def test_postgres_invalid_index(store: SessionStore) -> None:
-    if store.db.is_sqlite:
-        pytest.skip("PostgreSQL catalogue check")
     _write(
         store,
         "UPDATE pg_index SET indisvalid = false WHERE indexrelid = "
