@@ -7,6 +7,7 @@ import io
 import json
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -282,12 +283,7 @@ def test_an_import_stores_message_lines_without_their_usage_and_tool_results(
     with SessionStore.open(store_url) as store:
         sid = import_file(store, str(transcripts_dir / SPOTTER), source="claude-code").session_id
         packer = session_packer(store.db, sid)
-        rows = store.db.all(
-            "SELECT s.line_no, s.raw, unpacked(m.content_json), unpacked(m.usage_json), unpacked(m.metadata_json) "
-            "FROM source_lines s "
-            "JOIN messages m ON m.session_id = s.session_id AND m.seq = s.message_seq WHERE s.session_id = :id",
-            {"id": sid},
-        )
+        rows = _lines_with_columns(store, sid, "s.line_no")
         needs = {"usage": 0, "metadata": 0}
         stored = content_only = 0
         for n, raw, content, usage, metadata in rows:
@@ -305,15 +301,20 @@ def test_an_import_stores_message_lines_without_their_usage_and_tool_results(
         assert [raw for _, raw in session_lines(store.db, sid, batch=7)] == source
 
 
-def _spliced_message(store: SessionStore, sid: str, column: str) -> tuple[int, str]:
-    """The seq and `column` of a message whose line was stored without part of that column."""
-    packer = session_packer(store.db, sid)
-    rows = store.db.all(
-        "SELECT m.seq, s.raw, unpacked(m.content_json), unpacked(m.usage_json), unpacked(m.metadata_json) "
+def _lines_with_columns(store: SessionStore, sid: str, key: str) -> list[Any]:
+    """(`key`, stored raw, content, usage, metadata as JSON text) of each line carrying a message, in file order."""
+    return store.db.all(
+        f"SELECT {key}, s.raw, unpacked(m.content_json), unpacked(m.usage_json), unpacked(m.metadata_json) "
         "FROM source_lines s JOIN messages m "
         "ON m.session_id = s.session_id AND m.seq = s.message_seq WHERE s.session_id = :id ORDER BY s.line_no",
         {"id": sid},
     )
+
+
+def _spliced_message(store: SessionStore, sid: str, column: str) -> tuple[int, str]:
+    """The seq and `column` of a message whose line was stored without part of that column."""
+    packer = session_packer(store.db, sid)
+    rows = _lines_with_columns(store, sid, "m.seq")
     names = ["content_json", "usage_json", "metadata_json"]
     for seq, raw, *columns in rows:
         without = [None if name == column else value for name, value in zip(names, columns, strict=True)]
