@@ -239,8 +239,12 @@ def write_import_files(folder: Path, tag: str) -> dict[str, int]:
                         "sessionId": sid,
                         "timestamp": f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
                         "isSidechain": False,
-                        # long enough to be stored packed on SQLite, with dictionaries trained on the first batch
-                        "message": {"role": role, "content": f"line {i} of {sid}: " + "a fairly long text " * 4},
+                        # an envelope long enough that the first batch trains the metadata dictionary on SQLite
+                        # (revision 0013), inside the import's transaction like everything else it writes
+                        "cwd": "/home/someone/projects/fault-points",
+                        "version": "2.1.0",
+                        "gitBranch": f"feature/line-{i}",
+                        "message": {"role": role, "content": f"line {i} of {sid}"},
                     }
                 )
             )
