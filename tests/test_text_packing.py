@@ -23,7 +23,7 @@ import zstandard
 
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code
-from sessionstore.interchange.importing import import_file
+from sessionstore.interchange.importing import ImportWarnings, import_file
 from sessionstore.storage import textpack
 from sessionstore.storage.db import make_engine
 from sessionstore.storage.fastjson import loads_stored
@@ -193,3 +193,37 @@ def _texts(url: str) -> list[tuple[int, str, str]]:
             (q, textpack.text_of(c), textpack.text_of(m))
             for q, c, m in conn.execute("SELECT seq, content_json, metadata_json FROM messages ORDER BY seq")
         ]
+
+
+def test_a_dictionary_trained_in_a_write_that_rolled_back_is_not_used_after_it(tmp_path: Path) -> None:
+    """A strict import refused after its first batch takes its new dictionary with it; later writes of the
+    same handle must not compress with that dictionary (no store holds it)."""
+    path = tmp_path / "refused.jsonl"
+    lines = [
+        json.dumps(
+            {
+                "type": "user",
+                "uuid": f"u{i:05d}",
+                "parentUuid": f"u{i - 1:05d}" if i else None,
+                "sessionId": "refused",
+                "timestamp": "2026-01-01T00:00:00Z",
+                "cwd": "/home/someone/projects/refused",
+                "gitBranch": f"feature/line-{i}",
+                "message": {"role": "user", "content": f"line {i}"},
+            }
+        )
+        for i in range(1_100)
+    ]
+    path.write_text("\n".join(lines) + "\nnot json at all\n")
+    db = tmp_path / "s.db"
+    with SessionStore.open(f"sqlite:///{db}") as store:
+        with pytest.raises(ImportWarnings):
+            import_file(store, path, strict=True)
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("SELECT COUNT(*) FROM text_dictionaries").fetchone()[0] == 0
+        session = store.create_session(title="after")
+        session.append({"role": "user", "content": "hi", "metadata": META})
+    textpack._dicts.clear()  # another process: it knows only what the store holds
+    textpack._local.cache = {}
+    with SessionStore.open(f"sqlite:///{db}") as store:
+        assert next(iter(store.get(session.id).transcript())).metadata == META

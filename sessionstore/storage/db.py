@@ -384,6 +384,8 @@ class Database:
                 return result
             except BaseException:
                 conn.execute("ROLLBACK")
+                # A dictionary trained in this write is gone with it: the packer must not compress with it.
+                self._text_packer = None
                 raise
             finally:
                 self._in_write = False

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import zstandard
@@ -137,6 +138,8 @@ class TextPacker:
     def __init__(self, db: "Database") -> None:
         self.db = db
         self._compressors: dict[str, zstandard.ZstdCompressor] | None = None
+        #: The columns that had a dictionary when they were loaded, or got one since (no query per batch).
+        self._with_dictionary: set[str] = set()
 
     def _load(self) -> dict[str, zstandard.ZstdCompressor]:
         """Each column's compressor: with its newest dictionary, else plain."""
@@ -146,6 +149,7 @@ class TextPacker:
         for dict_id, column, data in rows:
             remember(int(dict_id), bytes(data))
             newest[column] = bytes(data)
+        self._with_dictionary = set(newest)
         for column in COLUMNS:
             data = newest.get(column)
             compressors[column] = zstandard.ZstdCompressor(
@@ -184,9 +188,8 @@ class TextPacker:
         """Train and store a dictionary for each column that has none and enough values here."""
         if self._compressors is None:
             self._compressors = self._load()
-        have = {c for (c,) in self.db.all("SELECT DISTINCT column_name FROM text_dictionaries")}
         for column, index in COLUMNS.items():
-            if column in have:
+            if column in self._with_dictionary:
                 continue
             samples = [r[index].encode("utf-8") for r in rows if r[index] is not None and len(r[index]) >= MIN_PACKED]
             data = _trained(samples)
@@ -195,9 +198,10 @@ class TextPacker:
             dictionary = zstandard.ZstdCompressionDict(data)
             self.db.execute(
                 "INSERT INTO text_dictionaries (id, column_name, created_at, data) VALUES (:id, :c, :t, :d)",
-                {"id": dictionary.dict_id(), "c": column, "t": _now(), "d": data},
+                {"id": dictionary.dict_id(), "c": column, "t": time.time(), "d": data},
             ).close()
             remember(dictionary.dict_id(), data)
+            self._with_dictionary.add(column)
             self._compressors[column] = zstandard.ZstdCompressor(
                 level=LEVEL, dict_data=dictionary, write_content_size=True
             )
@@ -212,9 +216,3 @@ def _trained(samples: Iterable[bytes]) -> bytes | None:
         return zstandard.train_dictionary(DICT_BYTES, chosen, k=400, d=6, level=LEVEL).as_bytes()  # type: ignore[arg-type]
     except zstandard.ZstdError:
         return None
-
-
-def _now() -> float:
-    import time
-
-    return time.time()
