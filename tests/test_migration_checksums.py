@@ -33,6 +33,8 @@ RELEASED: dict[str, tuple[str, str]] = {
     "0009": ("0009_owners_hosts_shares.py", "33bb830037c61834cdc7f6c6ee0940e2809563c3027b76b1cc0913ecbe9606fe"),
     "0010": ("0010_packed_source_lines.py", "cff2554bc749f9d068b1d732846c278992692318c7f2a275c7c10ae8379ffd2b"),
     "0011": ("0011_search_window_pg.py", "04b4c551f551889f879e36d7dda9fcb0d12980ccc129550b1fcb1ae94a96be41"),
+    "0012": ("0012_spliced_source_lines.py", "5a24ab36c8e8208033b12360b2463e165b729d97c7dcc375a73637fab4f5e405"),
+    "0013": ("0013_packed_message_texts.py", "8fe4b089b86b5ee52011da03018d3afaab73815fce0a24696a3e5d55bd9d99a3"),
 }
 
 _REVISION = re.compile(r"""^revision(?:\s*:\s*str)?\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
