@@ -1,6 +1,7 @@
 """Store size against the JSONL it was imported from, per table, without and with the search index.
 
-    python bench/storage.py [--size-mb 20] [--baseline-code /work/main] [--out bench/RESULTS.md]
+    python bench/storage.py [--size-mb 20] [--rounds 3] [--resume-messages 100000] [--baseline-code DIR]
+                            [--out bench/RESULTS.md] [--no-write]
 
 Corpus: every shared transcript (../shared/transcripts, Claude Code and Codex),
 plus a generated Claude Code folder of about `--size-mb` MB: repetitions of the
@@ -13,8 +14,11 @@ in a child with that tree first on sys.path) imports the corpus into a fresh
 SQLite store, then reports: file bytes and bytes per table (dbstat, indexes
 counted with their table) after import and after the search index is built,
 each over the JSONL bytes; and the hot paths in the same run: import MB/s,
-`export --format claude-code` MB/s, active-view read (resume) and one-message
-read medians, search p50/p95. Results replace the `storage` section of RESULTS.md.
+`export --format claude-code` MB/s, active-view read (resume), one-message read
+and `view_before` medians, search p50/p95, and on a session of `--resume-messages`
+messages appended through the API (a store of its own) the append and the
+fresh-process resume. Each tree is measured `--rounds` times, alternating; timed
+figures are medians. Results replace the `storage` section of RESULTS.md.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -102,7 +107,7 @@ def ms_quantile(samples: list[float], q: float) -> float:
     return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(files: list[tuple[Path, str]], workdir: Path) -> dict[str, Any]:
+def measure(files: list[tuple[Path, str]], workdir: Path, resume_messages: int) -> dict[str, Any]:
     """Import `files` into a fresh store and measure sizes and hot paths with the code on sys.path."""
     from sessionstore import SessionStore
     from sessionstore.interchange.export import export_claude_code
@@ -158,26 +163,78 @@ def measure(files: list[tuple[Path, str]], workdir: Path) -> dict[str, Any]:
             samples.append(time.perf_counter() - t0)
     report["search_p50_ms"] = ms_quantile(samples, 0.5)
     report["search_p95_ms"] = ms_quantile(samples, 0.95)
+    report["view_before_ms"] = view_before_ms(store, cc)
     store.close()
     report["indexed"] = {"file": file_bytes(db_path), "tables": table_sizes(db_path)}
+    report.update(long_session(workdir / "long.db", resume_messages))
     return report
+
+
+def view_before_ms(store: Any, session_ids: list[str], limit: int = 40) -> float:
+    """Median ms of `history.view_before` (what the model saw before a boundary) over the imported boundaries."""
+    from sessionstore.storage import history
+
+    samples = []
+    for sid in session_ids:
+        session = store.get(sid)
+        for index in range(1, len(history.boundaries(session)) + 1):
+            t0 = time.perf_counter()
+            history.view_before(session, index)
+            samples.append(time.perf_counter() - t0)
+            if len(samples) >= limit:
+                return 1000 * statistics.median(samples)
+    return 1000 * statistics.median(samples) if samples else 0.0
+
+
+def long_session(db_path: Path, messages: int, appends: int = 2000) -> dict[str, float]:
+    """Append (one message per transaction, median us) and resume of a `messages`-message session (median ms of
+    3 fresh opens reading its active view), in a store of its own so the size figures stay the corpus's."""
+    from bench.append_resume import make_messages
+    from sessionstore import SessionStore
+
+    msgs = make_messages(messages)
+    url = f"sqlite:///{db_path}"
+    store = SessionStore.open(url)
+    session = store.create_session()
+    for start in range(0, max(0, messages - appends), 1000):
+        session.append_many(msgs[start : min(start + 1000, messages - appends)])
+    one = []
+    for msg in msgs[max(0, messages - appends) :]:
+        t0 = time.perf_counter()
+        session.append(msg)
+        one.append(time.perf_counter() - t0)
+    sid = session.id
+    store.close()
+    resume = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        store = SessionStore.open(url)
+        view = store.get(sid).active_view()
+        resume.append(time.perf_counter() - t0)
+        store.close()
+    return {
+        "long_messages": float(messages),
+        "append_us": 1e6 * statistics.median(one),
+        "resume_long_ms": 1000 * statistics.median(resume),
+        "resume_long_view": float(len(view)),
+    }
 
 
 def child_main(argv: list[str]) -> int:
     """`child CODE FILES_JSON WORKDIR`: measure with CODE first on sys.path, print the report as JSON."""
-    code, files_json, workdir = argv
+    code, files_json, workdir, resume_messages = argv
     sys.path.insert(0, code)
     files = [(Path(p), s) for p, s in json.loads(Path(files_json).read_text())]
-    print(json.dumps(measure(files, Path(workdir))))
+    print(json.dumps(measure(files, Path(workdir), int(resume_messages))))
     return 0
 
 
-def run_child(code: Path, files_json: Path, workdir: Path) -> dict[str, Any]:
-    """Run `measure` in a fresh interpreter with `code` first on sys.path."""
+def run_child(code: Path, files_json: Path, workdir: Path, resume_messages: int) -> dict[str, Any]:
+    """Run `measure` in a fresh interpreter with `code` first on sys.path (its store deleted after)."""
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SESSIONSTORE_DB_URL": f"sqlite:///{workdir / 'store.db'}"}
     proc = subprocess.run(
-        [sys.executable, __file__, "child", str(code), str(files_json), str(workdir)],
+        [sys.executable, __file__, "child", str(code), str(files_json), str(workdir), str(resume_messages)],
         capture_output=True,
         text=True,
         env=env,
@@ -185,7 +242,41 @@ def run_child(code: Path, files_json: Path, workdir: Path) -> dict[str, Any]:
     )
     if proc.returncode != 0:
         raise SystemExit(f"child for {code} failed:\n{proc.stderr[-4000:]}")
+    shutil.rmtree(workdir, ignore_errors=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+#: Figures that are times or rates: the report gives their median over the rounds (sizes are the same each round).
+TIMED = (
+    "import_mb_s",
+    "export_mb_s",
+    "resume_ms",
+    "one_message_ms",
+    "index_s",
+    "search_p50_ms",
+    "search_p95_ms",
+    "view_before_ms",
+    "append_us",
+    "resume_long_ms",
+)
+
+
+def run_rounds(codes: dict[str, Path], files_json: Path, root: Path, rounds: int, messages: int) -> dict[str, Any]:
+    """Each code tree measured `rounds` times, the trees alternating, in fresh children; timed figures are the
+    medians of the rounds (the machine is shared: interleaving spreads its load over both trees alike)."""
+    reports: dict[str, list[dict[str, Any]]] = {name: [] for name in codes}
+    for i in range(rounds):
+        order = list(codes) if i % 2 == 0 else list(reversed(codes))
+        for name in order:
+            reports[name].append(run_child(codes[name], files_json, root / f"{name}-{i}", messages))
+    runs = {}
+    for name, got in reports.items():
+        merged = dict(got[0])
+        for key in TIMED:
+            merged[key] = statistics.median(r[key] for r in got)
+        merged["rounds"] = len(got)
+        runs[name] = merged
+    return runs
 
 
 def ratio(n: int, jsonl: int) -> str:
@@ -216,20 +307,27 @@ def section(runs: dict[str, dict[str, Any]], size_mb: float, count: int) -> str:
         ("export claude-code MB/s", lambda r: f"{r['export_mb_s']:.2f}"),
         ("resume (active view) median ms", lambda r: f"{r['resume_ms']:.2f}"),
         ("one message median ms", lambda r: f"{r['one_message_ms']:.3f}"),
+        ("view_before median ms", lambda r: f"{r['view_before_ms']:.2f}"),
+        ("append one message median us", lambda r: f"{r['append_us']:.1f}"),
+        (
+            "resume of a long session median ms",
+            lambda r: f"{r['resume_long_ms']:.1f} ({r['resume_long_view']:,.0f} in view)",
+        ),
         ("search index build s", lambda r: f"{r['index_s']:.2f}"),
         ("search p50 ms", lambda r: f"{r['search_p50_ms']:.2f}"),
         ("search p95 ms", lambda r: f"{r['search_p95_ms']:.2f}"),
     ]
     for label, cell in rows:
         lines.append(f"| {label} | " + " | ".join(cell(runs[n]) for n in names) + " |")
+    rounds = next(iter(runs.values())).get("rounds", 1)
     lines += [
         "",
-        "What runs changed code: import (source lines packed without what their message row holds, revision"
-        " 0012; message metadata and usage packed with trained dictionaries, 0013), the claude-code export"
-        " (lines rebuilt from their row, metadata and usage unpacked where a line needs them) and one-message"
-        " reads (the metadata unpacked: about 3 us). Resume, indexing and search read no packed text: contents"
-        " stay TEXT (unpacking them doubled the decoding a resume does), so their columns differ by the"
-        " machine's noise alone (compare the rows of one column, not across loaded runs).",
+        f"Timed figures are medians of {rounds} rounds, the trees alternating, each round a fresh process and"
+        " store (sizes are the same every round). Resume: the active view of each of the first 20 imported"
+        " Claude Code sessions; one message: read by uuid; view_before: what the model saw before each imported"
+        " boundary (up to 40); append: one message per transaction (a durable commit) at the end of a session"
+        f" of {int(next(iter(runs.values())).get('long_messages', 0)):,} messages appended through the API,"
+        " median of its last 2,000; long resume: a fresh open reading that session's active view.",
     ]
     for state, title in (("plain", "without the search index"), ("indexed", "with the search index built")):
         lines += ["", f"Per table {title} (bytes / JSONL bytes; indexes with their table):", ""]
@@ -261,16 +359,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--baseline-code", type=Path, default=None, help="a checkout of the code before the change")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "RESULTS.md")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3, help="measurements of each tree, alternating")
+    parser.add_argument("--resume-messages", type=int, default=100_000, help="the long session's messages")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-storage-") as tmp:
         root = Path(tmp)
         files = build_corpus(root / "corpus", args.size_mb)
         files_json = root / "files.json"
         files_json.write_text(json.dumps([(str(p), s) for p, s in files]))
-        runs: dict[str, dict[str, Any]] = {}
-        if args.baseline_code is not None:
-            runs["before"] = run_child(args.baseline_code.resolve(), files_json, root / "before")
-        runs["after" if args.baseline_code else "this tree"] = run_child(REPO, files_json, root / "after")
+        codes = {"before": args.baseline_code.resolve()} if args.baseline_code is not None else {}
+        codes["after" if args.baseline_code else "this tree"] = REPO
+        runs = run_rounds(codes, files_json, root, args.rounds, args.resume_messages)
         text = section(runs, args.size_mb, len(files))
     print(text)
     if not args.no_write:
