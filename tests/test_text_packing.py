@@ -1,11 +1,11 @@
-"""Message texts packed on SQLite (revision 0013): smaller, read back exactly, never read wrong.
+"""Message texts packed on SQLite (revisions 0013 and 0016): smaller, read back exactly, never read wrong.
 
-`messages.metadata_json` and `usage_json` of 64 characters or more are stored as zstd frames
-(with dictionaries trained on the store's first import batch) when that is shorter; contents
-stay TEXT (a resume decodes each one; unpacking doubled that cost). Every reader sees JSON
-text, packed or not: the API, exports, SQL that looks inside a text (`unpacked()`), another
-process that opened the store before the dictionary existed. A frame whose dictionary is missing
-is an error, not a wrong text. PostgreSQL stores TEXT.
+`messages.content_json`, `metadata_json` and `usage_json` of 64 characters or more are stored as
+zstd frames (with dictionaries trained on the store's first import batch) when that is shorter.
+Every reader sees the same JSON, packed or not: the API (a packed content is parsed from its
+bytes by jiter, which must give what json.loads gives), exports, SQL that looks inside a text
+(`unpacked()`), another process that opened the store before the dictionary existed. A frame
+whose dictionary is missing is an error, not a wrong text. PostgreSQL stores TEXT.
 """
 
 from __future__ import annotations
@@ -20,15 +20,19 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.importing import ImportWarnings, import_file
 from sessionstore.storage import textpack
 from sessionstore.storage.db import make_engine
-from sessionstore.storage.fastjson import loads_stored
+from sessionstore.storage.fastjson import compact_dumps, loads_stored
 from sessionstore.storage.migrate import downgrade, head_revision, upgrade
 from sessionstore.storage.recall import _like_pattern, like_clause
+from sessionstore.storage.spill import results_in_view
+from sessionstore.storage.vacuum import vacuum
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 BIG = "x" * 5000
@@ -50,26 +54,28 @@ def test_an_import_is_stored_packed_and_reads_back_exactly(tmp_path: Path, trans
         metadata = [m.metadata for m in store.get(sid).transcript()]
     assert out.getvalue() == source.read_bytes()  # every line rebuilt from packed columns, byte for byte
     assert any("toolUseResult" in m for m in metadata)
-    types = _types(db, "metadata_json")
-    assert types.get("blob", 0) > types.get("text", 0), types
-    assert "blob" not in _types(db, "content_json")
-    with sqlite3.connect(db) as conn:
-        packed = list(conn.execute("SELECT metadata_json FROM messages WHERE typeof(metadata_json) = 'blob'"))
-        columns = {c for (c,) in conn.execute("SELECT column_name FROM text_dictionaries")}
-    stored = sum(len(v) for (v,) in packed)
-    text = sum(len(textpack.unpack(v).encode()) for (v,) in packed)
-    assert stored < text * 0.5, (stored, text)
-    assert "metadata_json" in columns  # usage_json too once a batch has 256 long enough
+    for column in ("metadata_json", "content_json"):
+        types = _types(db, column)
+        assert types.get("blob", 0) > types.get("text", 0), (column, types)
+        with sqlite3.connect(db) as conn:
+            packed = list(conn.execute(f"SELECT {column} FROM messages WHERE typeof({column}) = 'blob'"))
+            columns = {c for (c,) in conn.execute("SELECT column_name FROM text_dictionaries")}
+        stored = sum(len(v) for (v,) in packed)
+        text = sum(len(textpack.unpack(v).encode()) for (v,) in packed)
+        assert stored < text * 0.5, (column, stored, text)
+        assert column in columns  # usage_json too once a batch has 256 long enough
 
 
 def test_a_packed_text_reads_as_json_through_the_api_and_sql(sqlite_url: str) -> None:
-    """Contents are not packed today, but a packed value in any of the columns reads as its JSON everywhere."""
+    """A packed value in any of the columns reads as its JSON everywhere (here a content packed without a
+    dictionary, as a store that only ever had appends holds them)."""
     with SessionStore.open(sqlite_url) as store:
         session = store.create_session(title="packed")
         session.append({"role": "user", "content": "find the needle-7f3 " + BIG, "metadata": META})
         session.append({"role": "assistant", "content": "short"})
         path = Path(sqlite_url.removeprefix("sqlite:///"))
         assert _types(path, "metadata_json") == {"blob": 1, "null": 1}
+        assert _types(path, "content_json") == {"blob": 1, "text": 1}  # "short" is not worth a frame
         frame = zstandard.ZstdCompressor().compress(json.dumps("find the needle-7f3 " + BIG).encode())
         store.db.run_write(
             lambda db: db.execute(
@@ -227,3 +233,112 @@ def test_a_dictionary_trained_in_a_write_that_rolled_back_is_not_used_after_it(t
     textpack._local.cache = {}
     with SessionStore.open(f"sqlite:///{db}") as store:
         assert next(iter(store.get(session.id).transcript())).metadata == META
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False)
+    | st.text(alphabet=st.characters(exclude_categories=("Cs",))),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=JSON)
+def test_a_packed_content_parses_to_what_json_loads_gives(value: object) -> None:
+    """A packed content is parsed from its bytes by jiter: same value, same types, as the json module."""
+    text = compact_dumps([value, "padding " * 12])
+    packed = textpack.TextPacker.__new__(textpack.TextPacker)
+    packed._compressors = {c: zstandard.ZstdCompressor(level=3, write_content_size=True) for c in textpack.COLUMNS}
+    stored = packed.pack("content_json", text)
+    assert isinstance(stored, bytes)
+    got, want = loads_stored(stored), json.loads(text)
+    assert got == want and repr(got) == repr(want)
+
+
+def test_a_packed_tool_result_is_counted_in_the_view(sqlite_url: str) -> None:
+    """What `stats` and `spill list` count reads the tool_use_ids out of packed contents."""
+    with SessionStore.open(sqlite_url) as store:
+        session = store.create_session(title="tools")
+        session.append({"role": "user", "content": "run it"})
+        session.append(
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {}}]}
+        )
+        session.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": BIG}]}
+        )
+        assert _types(Path(sqlite_url.removeprefix("sqlite:///")), "content_json").get("blob") == 1
+        assert results_in_view(store.get(session.id)) == {"toolu_01"}
+
+
+def test_0016_packs_existing_contents_and_its_downgrade_gives_them_back(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    engine = make_engine(url)
+    upgrade(engine, "0013")
+    rows = [
+        {"s": "s1", "q": i, "u": f"u{i}", "c": compact_dumps([{"type": "text", "text": f"step {i}: " + "ok " * 40}])}
+        for i in range(1, 400)
+    ] + [{"s": "s1", "q": 400, "u": "u400", "c": compact_dumps("short")}]
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO sessions (id, title, context_window, created_at, updated_at, metadata_json) "
+                "VALUES ('s1', 't', 200000, 0, 0, '{}')"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO messages (session_id, seq, uuid, role, type, is_meta, is_compact_summary, content_json, "
+                "tokens) VALUES (:s, :q, :u, 'user', 'user', 0, 0, :c, 10)"
+            ),
+            rows,
+        )
+    before = _texts(url)
+    with SessionStore.open(url) as store:
+        assert [compact_dumps(m.content) for m in store.get("s1").transcript()] == [r["c"] for r in rows]
+    assert _types(tmp_path / "s.db", "content_json") == {"blob": 399, "text": 1}
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM text_dictionaries WHERE column_name = 'content_json'").fetchone()[0]
+    assert _texts(url) == before
+    downgrade(engine, "0013")
+    assert _types(tmp_path / "s.db", "content_json") == {"text": 400}
+    assert _texts(url) == before
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        assert not conn.execute("SELECT COUNT(*) FROM text_dictionaries WHERE column_name = 'content_json'").fetchone()[
+            0
+        ]
+    engine.dispose()
+
+
+def test_vacuum_gives_a_store_of_appends_its_dictionaries_and_packs_with_them(sqlite_url: str) -> None:
+    """Appends pack without a dictionary until the store has one; `db vacuum` trains it and repacks, same JSON."""
+    path = Path(sqlite_url.removeprefix("sqlite:///"))
+    with SessionStore.open(sqlite_url) as store:
+        session = store.create_session(title="appends")
+        session.append_many(
+            {"role": "user", "content": [{"type": "text", "text": f"step {i}: ran the suite, {i % 9} failures " * 3}]}
+            for i in range(600)
+        )
+        before = [m.content for m in store.get(session.id).transcript()]
+        with sqlite3.connect(path) as conn:
+            plain = conn.execute("SELECT SUM(length(content_json)) FROM messages").fetchone()[0]
+            assert conn.execute("SELECT COUNT(*) FROM text_dictionaries").fetchone()[0] == 0
+        assert _types(path, "content_json") == {"blob": 600}
+        assert vacuum(store).bytes_after > 0
+        with sqlite3.connect(path) as conn:
+            packed = conn.execute("SELECT SUM(length(content_json)) FROM messages").fetchone()[0]
+            columns = [c for (c,) in conn.execute("SELECT column_name FROM text_dictionaries")]
+            ids = {
+                zstandard.get_frame_parameters(bytes(v)[1:]).dict_id
+                for (v,) in conn.execute("SELECT content_json FROM messages")
+            }
+        assert columns == ["content_json"] and 0 not in ids
+        assert packed < plain * 0.6, (packed, plain)
+        assert [m.content for m in store.get(session.id).transcript()] == before
+        assert textpack.repack(store.db, "content_json") == 0  # done once: nothing left to pack
+    textpack._local.cache = {}
+    with SessionStore.open(sqlite_url) as store:
+        assert [m.content for m in store.get(session.id).transcript()] == before

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from jiter import from_json
 
-from .textpack import unpack
+from .textpack import TextCorrupt, unpack_bytes
 
 
 def loads_line(data: bytes) -> Any:
@@ -63,12 +63,17 @@ _scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set i
 def loads_stored(text: str | bytes) -> Any:
     """Decode JSON this package stored (compact, no padding): about 30% faster than json.loads per row.
 
-    A packed message text (a BLOB on SQLite: sessionstore.storage.textpack) is unpacked first.
-    Anything the scanner does not consume whole goes through json.loads, which
-    decodes it or raises the usual JSONDecodeError.
+    A packed message text (a BLOB on SQLite: sessionstore.storage.textpack) is unpacked to its UTF-8 bytes and
+    parsed from them by jiter, which is faster than making a str first and costs a resume little over a text
+    column; what jiter refuses takes the str path below. Anything the scanner does not consume whole goes
+    through json.loads, which decodes it or raises the usual JSONDecodeError.
     """
     if text.__class__ is bytes:
-        text = unpack(text)
+        raw = unpack_bytes(text)
+        try:
+            return from_json(raw)
+        except ValueError:
+            text = _text(raw)
     try:
         value, end = _scan_once(text, 0)
     except StopIteration:
@@ -76,3 +81,11 @@ def loads_stored(text: str | bytes) -> Any:
     if end != len(text):
         return json.loads(text)
     return value
+
+
+def _text(raw: bytes) -> str:
+    """An unpacked text as str; raises TextCorrupt when its bytes are not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TextCorrupt(f"a stored message text does not decode: {exc}") from exc

@@ -102,7 +102,7 @@ def column_bytes(value: Any) -> bytes | None:
     if isinstance(value, str):
         return value.encode("utf-8")
     if value[:1] == PACKED_TEXT:
-        return textpack.unpack(bytes(value)).encode("utf-8")
+        return textpack.unpack_bytes(bytes(value))
     return bytes(value)
 
 

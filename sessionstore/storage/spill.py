@@ -10,7 +10,6 @@ thousand characters), the file lands directly inside the given directory.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .blobs import get_blob
 from .errors import SessionStoreError
+from .fastjson import loads_stored
 from .output import write_into_folder
 from .replacements import get_replacement, list_with_blobs
 
@@ -104,7 +104,7 @@ def results_in_view(session: "Session") -> set[str]:
     )
     found: set[str] = set()
     for (text,) in rows:
-        content = json.loads(text) if isinstance(text, str) else text
+        content = loads_stored(text)
         if isinstance(content, list):
             found.update(
                 str(b["tool_use_id"])

@@ -19,6 +19,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import zstandard
@@ -29,10 +30,9 @@ if TYPE_CHECKING:
     from .db import Database
 
 PACKED = 1
-#: Columns of `messages` stored packed, and where `rows.message_row` puts them. Not `content_json`: a
-#: resume decodes every content of the view, and unpacking doubled that decoding (bench/storage.py:
-#: resume +34%, export -15% with it); the metadata and usage no resume reads are half the table's bytes.
-COLUMNS = {"usage_json": 9, "metadata_json": 12}
+#: Columns of `messages` stored packed, and where `rows.message_row` puts them. A packed content is parsed
+#: straight from its unpacked bytes (fastjson.loads_stored), which keeps a resume's decoding near a text's.
+COLUMNS = {"usage_json": 9, "metadata_json": 12, "content_json": 13}
 #: Shorter values stay TEXT (a frame's header costs more than it saves on them).
 MIN_PACKED = 64
 LEVEL = 3
@@ -102,14 +102,23 @@ def _decompressor(dict_id: int) -> zstandard.ZstdDecompressor:
     return found
 
 
-def unpack(value: bytes) -> str:
-    """The JSON text a packed BLOB holds; raises TextCorrupt."""
+def unpack_bytes(value: bytes) -> bytes:
+    """The UTF-8 JSON a packed BLOB holds, as bytes (no str made: parsers and line splicing take bytes); raises
+    TextCorrupt."""
     if not value or value[0] != PACKED:
         raise TextCorrupt(f"a stored message text has unknown codec {value[:1]!r}")
     frame = value[1:]
     try:
-        return _decompressor(zstandard.get_frame_parameters(frame).dict_id).decompress(frame).decode("utf-8")
-    except (zstandard.ZstdError, UnicodeDecodeError) as exc:
+        return _decompressor(zstandard.get_frame_parameters(frame).dict_id).decompress(frame)
+    except zstandard.ZstdError as exc:
+        raise TextCorrupt(f"a stored message text does not decode: {exc}") from exc
+
+
+def unpack(value: bytes) -> str:
+    """The JSON text a packed BLOB holds; raises TextCorrupt."""
+    try:
+        return unpack_bytes(value).decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise TextCorrupt(f"a stored message text does not decode: {exc}") from exc
 
 
@@ -184,27 +193,34 @@ class TextPacker:
             out.append(tuple(values))
         return out
 
-    def _train(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Train and store a dictionary for each column that has none and enough values here."""
+    def has_dictionary(self, column: str) -> bool:
+        """Whether the column's new values are packed with a dictionary."""
         if self._compressors is None:
             self._compressors = self._load()
+        return column in self._with_dictionary
+
+    def _train(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Train and store a dictionary for each column that has none and enough values here."""
         for column, index in COLUMNS.items():
-            if column in self._with_dictionary:
-                continue
-            samples = [r[index].encode("utf-8") for r in rows if r[index] is not None and len(r[index]) >= MIN_PACKED]
-            data = _trained(samples)
-            if data is None:
-                continue
-            dictionary = zstandard.ZstdCompressionDict(data)
-            self.db.execute(
-                "INSERT INTO text_dictionaries (id, column_name, created_at, data) VALUES (:id, :c, :t, :d)",
-                {"id": dictionary.dict_id(), "c": column, "t": time.time(), "d": data},
-            ).close()
-            remember(dictionary.dict_id(), data)
-            self._with_dictionary.add(column)
-            self._compressors[column] = zstandard.ZstdCompressor(
-                level=LEVEL, dict_data=dictionary, write_content_size=True
-            )
+            if not self.has_dictionary(column):
+                self.train(column, [r[index] for r in rows if r[index] is not None])
+
+    def train(self, column: str, texts: Sequence[str]) -> bool:
+        """Train, store and use a dictionary for `column` from `texts` when they are enough; whether it did."""
+        if self._compressors is None:
+            self._compressors = self._load()
+        data = _trained(t.encode("utf-8") for t in texts if len(t) >= MIN_PACKED)
+        if data is None:
+            return False
+        dictionary = zstandard.ZstdCompressionDict(data)
+        self.db.execute(
+            "INSERT INTO text_dictionaries (id, column_name, created_at, data) VALUES (:id, :c, :t, :d)",
+            {"id": dictionary.dict_id(), "c": column, "t": time.time(), "d": data},
+        ).close()
+        remember(dictionary.dict_id(), data)
+        self._with_dictionary.add(column)
+        self._compressors[column] = zstandard.ZstdCompressor(level=LEVEL, dict_data=dictionary, write_content_size=True)
+        return True
 
 
 def _trained(samples: Iterable[bytes]) -> bytes | None:
@@ -216,3 +232,50 @@ def _trained(samples: Iterable[bytes]) -> bytes | None:
         return zstandard.train_dictionary(DICT_BYTES, chosen, k=400, d=6, level=LEVEL).as_bytes()  # type: ignore[arg-type]
     except zstandard.ZstdError:
         return None
+
+
+#: Rows `repack` reads and rewrites per write transaction.
+REPACK_BATCH = 2000
+
+
+def _update(column: str, rows: list[dict[str, Any]], db: "Database") -> None:
+    db.executemany(f"UPDATE messages SET {column} = :v WHERE rowid = :r", rows)
+
+
+def repack(db: "Database", column: str) -> int:
+    """Pack the column's TEXT values, and the frames packed before it had a dictionary, with its dictionary
+    (trained here when it has none and the store has enough values: a store that only ever had appends);
+    returns how many rows changed.
+
+    Each batch is one write: a row holds the same JSON before and after, so an interrupted run loses nothing
+    and the next one goes on. SQLite only (`sessionstore db vacuum` runs it before VACUUM).
+    """
+    packer = db.text_packer
+    if not packer.has_dictionary(column):
+        rows = db.all(
+            f"SELECT {column} FROM messages WHERE {column} IS NOT NULL AND length({column}) >= :n LIMIT :k",
+            {"n": MIN_PACKED, "k": TRAIN_SAMPLES},
+        )
+        texts = [text_of(r[0]) for r in rows]
+        db.run_write(lambda _db: packer.train(column, texts))
+    with_dictionary = packer.has_dictionary(column)
+    changed, after = 0, 0
+    select = (
+        f"SELECT rowid, {column} FROM messages WHERE rowid > :after AND {column} IS NOT NULL ORDER BY rowid LIMIT :k"
+    )
+    while rows := db.all(select, {"after": after, "k": REPACK_BATCH}):
+        after = int(rows[-1][0])
+        updates = []
+        for rowid, value in rows:
+            text = value
+            if value.__class__ is bytes:
+                if not with_dictionary or zstandard.get_frame_parameters(value[1:]).dict_id != 0:
+                    continue
+                text = unpack(value)
+            packed = packer.pack(column, text)
+            if packed.__class__ is bytes and len(packed) < len(value):
+                updates.append({"v": packed, "r": rowid})
+        if updates:
+            db.run_write(partial(_update, column, updates))
+            changed += len(updates)
+    return changed

@@ -2,8 +2,10 @@
 
 A deleted session, a rebuilt search index or an upgrade that packed the
 source lines (revision 0010) leaves free pages behind that the database keeps
-for reuse; vacuuming returns them. SQLite: the WAL is checkpointed, `VACUUM`
-rewrites the file, and the WAL is truncated. PostgreSQL: `VACUUM` per table of
+for reuse; vacuuming returns them. SQLite: first the message texts are packed
+with their column's dictionary where they are not yet (a store that only had
+appends gets its dictionaries here: `textpack.repack`), then the WAL is
+checkpointed, `VACUUM` rewrites the file, and the WAL is truncated. PostgreSQL: `VACUUM` per table of
 the store (space reusable by the table; the file shrinks only where its end is
 free), each table one step of the progress.
 """
@@ -11,11 +13,14 @@ free), each table one step of the progress.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Callable
 
+from . import textpack
 from .errors import StoreBusy
 
 if TYPE_CHECKING:
+    from .db import Database
     from .store import SessionStore
 
 #: progress(step_done, steps, what): called before each step and once when all are done.
@@ -38,28 +43,35 @@ def vacuum(store: "SessionStore", progress: VacuumProgress | None = None) -> Vac
     """Return the store's free space; raises StoreBusy when another connection keeps it from running."""
     db = store.db
     say = progress or (lambda _done, _steps, _what: None)
+    steps: list[tuple[str, Callable[[], object]]] = []
     if db.is_sqlite:
-        steps = ["checkpoint", "VACUUM", "truncate WAL"]
         before = _sqlite_bytes(store)
+        steps += [(f"pack {c}", partial(textpack.repack, db, c)) for c in textpack.COLUMNS]
         statements = ["PRAGMA wal_checkpoint(TRUNCATE)", "VACUUM", "PRAGMA wal_checkpoint(TRUNCATE)"]
+        names = ["checkpoint", "VACUUM", "truncate WAL"]
     else:
         tables = [
             r[0]
             for r in db.all("SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")
         ]
-        steps = [f"VACUUM {t}" for t in tables]
         before = _pg_bytes(store)
         statements = [f'VACUUM "{t}"' for t in tables]
-    for done, (what, statement) in enumerate(zip(steps, statements, strict=True)):
+        names = [f"VACUUM {t}" for t in tables]
+    steps += [(what, partial(_run, db, statement)) for what, statement in zip(names, statements, strict=True)]
+    for done, (what, step) in enumerate(steps):
         say(done, len(steps), what)
         try:
-            db.execute(statement).close()
+            step()
         except Exception as exc:
             if db.is_transient(exc) or "locked" in str(exc) or "busy" in str(exc):
                 raise StoreBusy(f"could not vacuum ({what}): the database is in use: {exc}") from exc
             raise
     say(len(steps), len(steps), "done")
     return VacuumResult(before, _sqlite_bytes(store) if db.is_sqlite else _pg_bytes(store))
+
+
+def _run(db: "Database", statement: str) -> None:
+    db.execute(statement).close()
 
 
 def _sqlite_bytes(store: "SessionStore") -> int:
