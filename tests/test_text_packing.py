@@ -166,6 +166,22 @@ def test_0013_packs_an_existing_store_and_its_downgrade_gives_every_text_back(tm
         }
         for i in range(1, 400)
     ]
+    _insert_messages(engine, rows)
+    before = _texts(url)
+    with SessionStore.open(url) as store:
+        assert [json.dumps(m.metadata) for m in store.get("s1").transcript()] == [r["m"] for r in rows]
+    assert _types(tmp_path / "s.db", "metadata_json") == {"blob": len(rows)}
+    downgrade(engine, "0012")
+    assert _types(tmp_path / "s.db", "metadata_json") == {"text": len(rows)}
+    assert _texts(url) == before
+    with SessionStore.open(url) as store:
+        assert store.db.one("SELECT version_num FROM alembic_version")[0] == head_revision()
+    assert _types(tmp_path / "s.db", "metadata_json") == {"blob": len(rows)}
+    engine.dispose()
+
+
+def _insert_messages(engine: sa.Engine, rows: list[dict[str, object]]) -> None:
+    """Session s1 with `rows` (s, q, u, c, m) as its messages, written as an older revision's code would."""
     with engine.begin() as conn:
         conn.execute(
             sa.text(
@@ -180,17 +196,6 @@ def test_0013_packs_an_existing_store_and_its_downgrade_gives_every_text_back(tm
             ),
             rows,
         )
-    before = _texts(url)
-    with SessionStore.open(url) as store:
-        assert [json.dumps(m.metadata) for m in store.get("s1").transcript()] == [r["m"] for r in rows]
-    assert _types(tmp_path / "s.db", "metadata_json") == {"blob": len(rows)}
-    downgrade(engine, "0012")
-    assert _types(tmp_path / "s.db", "metadata_json") == {"text": len(rows)}
-    assert _texts(url) == before
-    with SessionStore.open(url) as store:
-        assert store.db.one("SELECT version_num FROM alembic_version")[0] == head_revision()
-    assert _types(tmp_path / "s.db", "metadata_json") == {"blob": len(rows)}
-    engine.dispose()
 
 
 def _texts(url: str) -> list[tuple[int, str, str]]:
@@ -282,20 +287,7 @@ def test_0016_packs_existing_contents_and_its_downgrade_gives_them_back(tmp_path
         {"s": "s1", "q": i, "u": f"u{i}", "c": compact_dumps([{"type": "text", "text": f"step {i}: " + "ok " * 40}])}
         for i in range(1, 400)
     ] + [{"s": "s1", "q": 400, "u": "u400", "c": compact_dumps("short")}]
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO sessions (id, title, context_window, created_at, updated_at, metadata_json) "
-                "VALUES ('s1', 't', 200000, 0, 0, '{}')"
-            )
-        )
-        conn.execute(
-            sa.text(
-                "INSERT INTO messages (session_id, seq, uuid, role, type, is_meta, is_compact_summary, content_json, "
-                "tokens) VALUES (:s, :q, :u, 'user', 'user', 0, 0, :c, 10)"
-            ),
-            rows,
-        )
+    _insert_messages(engine, [{**r, "m": None} for r in rows])
     before = _texts(url)
     with SessionStore.open(url) as store:
         assert [compact_dumps(m.content) for m in store.get("s1").transcript()] == [r["c"] for r in rows]
