@@ -10,16 +10,15 @@ the indexing write leaves either no index of the session or all of it, never a b
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from sessionstore import SessionStore
-from sessionstore.storage import doctor, faults, textpack
+from sessionstore.storage import doctor, faults
 from sessionstore.storage.db import make_engine
 from sessionstore.storage.migrate import downgrade, head_revision, upgrade
 from sessionstore.storage.search import index_problems, indexed_body, rebuild, search_role
@@ -40,9 +39,7 @@ def _text(i: int, tag: str) -> str:
 
 def _session(store: SessionStore, tag: str, n: int) -> str:
     s = store.create_session(title=tag, cwd=f"/work/{tag}")
-    s.append_many(
-        [{"role": "user" if i % 2 == 0 else "assistant", "content": _text(i, tag)} for i in range(n)]
-    )
+    s.append_many([{"role": "user" if i % 2 == 0 else "assistant", "content": _text(i, tag)} for i in range(n)])
     return s.id
 
 
@@ -174,7 +171,14 @@ def _fill_0013(url: str, n: int) -> None:
                             "INSERT INTO messages (session_id, seq, uuid, role, type, is_meta, is_compact_summary, "
                             "content_json, tokens, timestamp) VALUES (:s, :q, :u, :r, :r, 0, 0, :c, 10, :t)"
                         ),
-                        {"s": sid, "q": i, "u": f"{sid}-{i}", "r": role, "c": content, "t": f"2026-01-01T00:{i % 60:02d}:00"},
+                        {
+                            "s": sid,
+                            "q": i,
+                            "u": f"{sid}-{i}",
+                            "r": role,
+                            "c": content,
+                            "t": f"2026-01-01T00:{i % 60:02d}:00",
+                        },
                     )
                     rowid = conn.execute(
                         sa.text(
@@ -186,7 +190,9 @@ def _fill_0013(url: str, n: int) -> None:
                         sa.text("INSERT INTO search_fts (rowid, body) VALUES (:r, :b)"),
                         {"r": rowid, "b": indexed_body(content, 16_000_000)},
                     )
-                conn.execute(sa.text("INSERT INTO search_marks (session_id, indexed_seq) VALUES (:s, :n)"), {"s": sid, "n": n})
+                conn.execute(
+                    sa.text("INSERT INTO search_marks (session_id, indexed_seq) VALUES (:s, :n)"), {"s": sid, "n": n}
+                )
             # an index row whose search row was lost: the conversion drops it
             conn.execute(sa.text("INSERT INTO search_fts (rowid, body) VALUES (999999, 'orphaned TypeError text')"))
     finally:
@@ -200,14 +206,21 @@ def _ranked(path: Path) -> list[list[int]]:
     """Each query's FTS5 ranking (rowids by bm25), read straight from the index."""
     with sqlite3.connect(path) as conn:
         return [
-            [r for (r,) in conn.execute("SELECT rowid FROM search_fts WHERE search_fts MATCH ? ORDER BY rank, rowid", (q,))]
+            [
+                r
+                for (r,) in conn.execute(
+                    "SELECT rowid FROM search_fts WHERE search_fts MATCH ? ORDER BY rank, rowid", (q,)
+                )
+            ]
             for q in ('"TypeError"', '"exit code 2"', '"src/parser.py"')
         ]
 
 
 def _old_bodies(path: Path) -> list[tuple[int, str]]:
     with sqlite3.connect(path) as conn:
-        return list(conn.execute("SELECT f.rowid, f.body FROM search_fts f JOIN search_rows r ON r.id = f.rowid ORDER BY 1"))
+        return list(
+            conn.execute("SELECT f.rowid, f.body FROM search_fts f JOIN search_rows r ON r.id = f.rowid ORDER BY 1")
+        )
 
 
 def test_0014_converts_an_indexed_0013_store_with_the_same_results(tmp_path: Path) -> None:
@@ -237,7 +250,9 @@ def test_0014_converts_an_indexed_0013_store_with_the_same_results(tmp_path: Pat
     with sqlite3.connect(path) as conn:  # a plain connection: no sessionstore function is needed any more
         assert "packed" not in {c[1] for c in conn.execute("PRAGMA table_info(search_rows)")}
         assert conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'search_fts_content'").fetchone() == (1,)
-        assert conn.execute("SELECT COUNT(*) FROM text_dictionaries WHERE column_name = ?", (COLUMN,)).fetchone() == (0,)
+        assert conn.execute("SELECT COUNT(*) FROM text_dictionaries WHERE column_name = ?", (COLUMN,)).fetchone() == (
+            0,
+        )
         conn.execute("DELETE FROM search_rows WHERE session_id = 's-one'")
         conn.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('integrity-check', 1)")
         assert conn.execute("SELECT COUNT(*) FROM search_fts").fetchone() == (400,)
@@ -249,10 +264,13 @@ def test_0014_is_a_no_op_on_postgresql(store_url: str) -> None:
         assert len(_hits(store, "TypeError")) == 10
         if store.db.is_sqlite:
             pytest.skip("the PostgreSQL side of 0014")
-        columns = {r[0] for r in store.db.all(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'search_docs' "
-            "AND table_schema = current_schema()"
-        )}
+        columns = {
+            r[0]
+            for r in store.db.all(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'search_docs' "
+                "AND table_schema = current_schema()"
+            )
+        }
         assert "body" in columns and "packed" not in columns
         assert store.db.one("SELECT COUNT(*) FROM search_docs WHERE session_id = :s", {"s": sid})[0] == 10
 
@@ -293,7 +311,9 @@ def test_every_point_of_the_indexing_write_leaves_no_index_of_the_session_or_all
                 mark = store.db.one("SELECT indexed_seq FROM search_marks WHERE session_id = :s", {"s": sid})
                 assert (rows, mark[0] if mark else None) == ((300, 300) if committed else (0, None)), point
                 if store.db.is_sqlite:
-                    trained = store.db.one("SELECT COUNT(*) FROM text_dictionaries WHERE column_name = :c", {"c": COLUMN})
+                    trained = store.db.one(
+                        "SELECT COUNT(*) FROM text_dictionaries WHERE column_name = :c", {"c": COLUMN}
+                    )
                     assert trained[0] == int(committed), point
                     _fts_check(store)
                 assert doctor.check(store).problems == [], point
@@ -302,3 +322,34 @@ def test_every_point_of_the_indexing_write_leaves_no_index_of_the_session_or_all
                 assert sorted(q for _, q, _ in _hits(store, "TypeError")) == list(range(1, 301)), point
                 if store.db.is_sqlite:
                     _fts_check(store)
+
+
+def test_every_point_of_the_0014_upgrade_keeps_the_index_whole(tmp_path: Path) -> None:
+    """A filled, indexed 0013 store upgraded through 0014: killed before COMMIT it is exactly as it was (FTS5
+    holding its text); after COMMIT it is converted; either way the next open gives the same search results."""
+    from tests.test_fault_points import _assert_killed_at, _fork, _points
+    from tests.test_migration_safety import _backups
+
+    expected: dict[str, list[tuple[str, int, str]]] | None = None
+    for n, point in enumerate(_points("migration")):
+        path = tmp_path / f"m{n}.db"
+        url = f"sqlite:///{path}"
+        _fill_0013(url, 300)
+        ranked, bodies = _ranked(path), _old_bodies(path)
+        _assert_killed_at(_fork(url, point, lambda st: None), point, url)
+        committed = point.endswith(".after_commit")
+        with sqlite3.connect(path) as conn:
+            revision = conn.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+            tables = {t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert revision == ("0014" if committed else "0013"), point
+        assert ("search_fts_content" in tables) != committed, point
+        if not committed:
+            assert _old_bodies(path) == bodies and _ranked(path) == ranked, point
+        assert len(_backups(url)) == 1, point
+        with SessionStore.open(url) as store:  # the next open finishes the job
+            found = {q: _hits(store, q) for q in QUERIES}
+            _fts_check(store)
+            assert index_problems(store.index_db) == [], point
+        assert _ranked(path) == [[r for r in rank if r != 999999] for rank in ranked], point
+        expected = expected or found
+        assert found == expected, point

@@ -59,7 +59,9 @@ def upgrade() -> None:
     op.execute("ALTER TABLE search_fts RENAME TO search_fts_old")
     op.execute("ALTER TABLE search_rows ADD COLUMN packed BLOB")
     op.execute("CREATE VIEW search_text (id, body) AS SELECT id, sessionstore_unpack(packed) FROM search_rows")
-    op.execute(f"CREATE VIRTUAL TABLE search_fts USING fts5(body, content='search_text', content_rowid='id', {FTS_OPTIONS})")
+    op.execute(
+        f"CREATE VIRTUAL TABLE search_fts USING fts5(body, content='search_text', content_rowid='id', {FTS_OPTIONS})"
+    )
     # As in 0002: merging runs after each catch-up, not on every insert.
     op.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('automerge', 0)")
     compressor = zstandard.ZstdCompressor(level=LEVEL, dict_data=_train(bind), write_content_size=True)
@@ -145,7 +147,9 @@ def downgrade() -> None:
     op.execute("ALTER TABLE search_fts_plain RENAME TO search_fts")
     op.execute("ALTER TABLE search_rows DROP COLUMN packed")
     bind.execute(sa.text("DELETE FROM text_dictionaries WHERE column_name = :c"), {"c": COLUMN})
-    op.execute(f"CREATE TRIGGER {TRIGGER} AFTER DELETE ON search_rows BEGIN DELETE FROM search_fts WHERE rowid = old.id; END")
+    op.execute(
+        f"CREATE TRIGGER {TRIGGER} AFTER DELETE ON search_rows BEGIN DELETE FROM search_fts WHERE rowid = old.id; END"
+    )
 
 
 def _packed_texts(bind: sa.engine.Connection) -> Iterator[list[tuple[int, str]]]:

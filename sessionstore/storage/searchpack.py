@@ -78,7 +78,11 @@ class SearchPacker:
             return False
         try:
             data = zstandard.train_dictionary(
-                textpack.DICT_BYTES, samples, k=400, d=6, level=textpack.LEVEL  # type: ignore[arg-type]
+                textpack.DICT_BYTES,
+                samples,
+                k=400,
+                d=6,
+                level=textpack.LEVEL,  # type: ignore[arg-type]
             ).as_bytes()
         except zstandard.ZstdError:
             return False
