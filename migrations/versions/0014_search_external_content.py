@@ -18,7 +18,7 @@ and which a newer text extractor would not reproduce.
 
 The upgrade reads each text from the old table, packs it, and writes it into the new
 index, in batches inside the one upgrade transaction (the runner backs the file up
-first); an old FTS row without a search row is dropped, a search row without an FTS
+first), then merges the new index into one segment; an old FTS row without a search row is dropped, a search row without an FTS
 row keeps an empty text (doctor finds it stale and reindexes it). The downgrade
 writes the texts back into a plain FTS5 table and drops the column, view and
 dictionary. PostgreSQL: nothing (its `search_docs` is a table of its own, compressed
@@ -66,6 +66,8 @@ def upgrade() -> None:
     op.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('automerge', 0)")
     compressor = zstandard.ZstdCompressor(level=LEVEL, dict_data=_train(bind), write_content_size=True)
     _move_texts(bind, compressor)
+    # One merged index, as `search --rebuild` leaves it: the batches above wrote hundreds of small segments.
+    op.execute("INSERT INTO search_fts(search_fts) VALUES ('optimize')")
     op.execute("DROP TABLE search_fts_old")
     op.execute(
         f"CREATE TRIGGER {TRIGGER} AFTER DELETE ON search_rows BEGIN "
