@@ -138,9 +138,10 @@ def test_doctor_finds_an_index_row_that_disagrees_with_its_kept_text(sqlite_url:
                 {"s": sid},
             ).close()
         )
-        codes = {code for code, _, _ in index_problems(store.index_db, sid)}
-        assert codes == {"search-stale"}
-        report = doctor.repair(store, sid)
+        found = index_problems(store.index_db)
+        assert {code for code, _, _ in found} == {"search-stale", "search-corrupt"}
+        assert ("search-stale", "message seq 4 indexed with other text or role than the transcript holds", sid) in found
+        report = doctor.repair(store)
         assert report.problems == [], report.problems
         assert len(_hits(store, "TypeError")) == 20 and _hits(store, "tampered") == []
         _fts_check(store)
