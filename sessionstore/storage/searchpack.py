@@ -72,18 +72,14 @@ class SearchPacker:
         """Without a dictionary yet: train one on `texts` when they are enough, store and use it; True if so."""
         if self.dict_id:
             return False
-        samples = [t.encode("utf-8")[:SAMPLE_BYTES] for t in texts if len(t) >= textpack.MIN_PACKED]
-        samples = samples[: textpack.TRAIN_SAMPLES]
+        samples: list[bytes | bytearray | memoryview] = [
+            t.encode("utf-8")[:SAMPLE_BYTES] for t in texts if len(t) >= textpack.MIN_PACKED
+        ]
+        del samples[textpack.TRAIN_SAMPLES :]
         if len(samples) < textpack.TRAIN_MIN:
             return False
         try:
-            data = zstandard.train_dictionary(
-                textpack.DICT_BYTES,
-                samples,
-                k=400,
-                d=6,
-                level=textpack.LEVEL,  # type: ignore[arg-type]
-            ).as_bytes()
+            data = zstandard.train_dictionary(textpack.DICT_BYTES, samples, k=400, d=6, level=textpack.LEVEL).as_bytes()
         except zstandard.ZstdError:
             return False
         dictionary = zstandard.ZstdCompressionDict(data)
