@@ -18,8 +18,9 @@ and which a newer text extractor would not reproduce.
 
 The upgrade reads each text from the old table, packs it, and writes it into the new
 index, in batches inside the one upgrade transaction (the runner backs the file up
-first), then merges the new index into one segment; an old FTS row without a search row is dropped, a search row without an FTS
-row keeps an empty text (doctor finds it stale and reindexes it). The downgrade
+first), then merges the new index into one segment; an old FTS row without a search
+row is dropped, a search row without an FTS row keeps an empty text (doctor finds it
+stale and reindexes it). The downgrade
 writes the texts back into a plain FTS5 table and drops the column, view and
 dictionary. PostgreSQL: nothing (its `search_docs` is a table of its own, compressed
 by TOAST). The codec is spelled out here, as in 0013, so this revision keeps doing
