@@ -408,6 +408,7 @@ def _drop_search_tables(db: Any) -> None:
     for statement in (
         "DROP TRIGGER IF EXISTS search_rows_ad",
         "DROP TABLE IF EXISTS search_fts",
+        "DROP VIEW IF EXISTS search_text",
         "DROP TABLE IF EXISTS search_rows",
         "DROP TABLE IF EXISTS search_marks",
     ):

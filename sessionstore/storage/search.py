@@ -17,7 +17,9 @@ nothing else: no operators, so identifiers, paths, error strings and text
 without spaces (Japanese, Chinese) are matched as they are written.
 SQLite uses an FTS5 trigram index (a term of three or more characters is an
 index lookup; shorter ones are checked on the candidates, or scanned when a
-query has only short terms); PostgreSQL uses pg_trgm for the same substring
+query has only short terms) that keeps no text of its own (revision 0014: its
+content is the view `search_text` over the zstd-packed copy in
+`search_rows.packed`, see searchpack.py); PostgreSQL uses pg_trgm for the same substring
 matching and a `simple` tsvector for ranking. Hits are ranked best first
 (bm25 / ts_rank), ties newest first; on SQLite a query matching more than
 RANK_WINDOW messages (after the filters) is ranked among its RANK_WINDOW most
@@ -40,7 +42,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from .errors import SessionStoreError
 from .fastjson import loads_stored
+from .faults import fault_in
 from .ownership import writable_clause
+from .searchpack import SearchPacker
 
 if TYPE_CHECKING:
     from .db import Database
@@ -51,6 +55,8 @@ PLACES = ("all", "active", "compacted")
 #: Trigram index: a term this long or longer is an index lookup.
 MIN_INDEXED_CHARS = 3
 MARK_OPEN, MARK_CLOSE = "«", "»"
+#: Characters of a kept text `doctor` looks up in the FTS5 index to check the index holds that text.
+PROBE_CHARS = 48
 SNIPPET_CONTEXT = 70
 #: A query matching more messages than this is ranked among its newest this many (bounded cost).
 RANK_WINDOW = 2000
@@ -69,6 +75,8 @@ _TERMS = re.compile(r'"([^"]*)(?:"|$)|([^\s"]+)')
 _SINCE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
 _SPACE = re.compile(r"\s+")
 _PG_LOCK = 735502
+#: SQLite: the trigger that deletes a search row's terms from the FTS5 index (revision 0014).
+_DELETE_TRIGGER = "search_rows_ad"
 
 
 class SearchQueryError(SessionStoreError, ValueError):
@@ -293,6 +301,7 @@ def catch_up(
             added, more = db.run_write(
                 partial(_index_batch, sid=sid, max_chars=max_chars, batch_chars=batch_chars),
                 session_id=None if own else sid,
+                point="search.index",
             )
             done += added
             if progress is not None:
@@ -317,6 +326,7 @@ def _index_batch(db: "Database", sid: str, max_chars: int, batch_chars: int) -> 
     if db.one("SELECT 1 FROM sessions WHERE id = :id", {"id": sid}) is None:
         return 0, False
     count, chars, top, exhausted = 0, 0, mark, False
+    packer = SearchPacker(db) if db.is_sqlite else None
     while chars < batch_chars and not exhausted:
         rows = db.all(
             "SELECT seq, role, is_compact_summary, timestamp, content_json FROM messages "
@@ -324,16 +334,20 @@ def _index_batch(db: "Database", sid: str, max_chars: int, batch_chars: int) -> 
             {"id": sid, "after": top, "n": _FETCH_ROWS},
         )
         if rows:
-            chars += _insert_docs(db, sid, rows, max_chars)
+            chars += _insert_docs(db, sid, rows, max_chars, packer)
             count += len(rows)
             top = int(rows[-1][0])
         exhausted = len(rows) < _FETCH_ROWS
+    fault_in(db, "after_docs")
     _set_mark(db, sid, row is not None, top)
     return count, not exhausted
 
 
-def _insert_docs(db: "Database", sid: str, rows: list[Any], max_chars: int) -> int:
-    """Write the index rows of these transcript rows; returns the characters indexed."""
+def _insert_docs(db: "Database", sid: str, rows: list[Any], max_chars: int, packer: SearchPacker | None) -> int:
+    """Write the index rows of these transcript rows; returns the characters indexed.
+
+    SQLite: the text goes into the FTS5 index and, packed, into `search_rows` (the index's content).
+    """
     docs = []
     chars = 0
     for seq, role, is_summary, timestamp, content_json in rows:
@@ -341,10 +355,15 @@ def _insert_docs(db: "Database", sid: str, rows: list[Any], max_chars: int) -> i
         body = message_text(content)[:max_chars].replace("\x00", " ")
         chars += len(body)
         docs.append((sid, int(seq), search_role(role, bool(is_summary), content), timestamp, body))
-    if db.is_sqlite:
+    if packer is not None:
+        if packer.train([doc[4] for doc in docs]):
+            fault_in(db, "after_dictionary")
         cur = db.conn.cursor()
         for doc in docs:
-            cur.execute("INSERT INTO search_rows (session_id, seq, kind, timestamp) VALUES (?, ?, ?, ?)", doc[:4])
+            cur.execute(
+                "INSERT INTO search_rows (session_id, seq, kind, timestamp, packed) VALUES (?, ?, ?, ?, ?)",
+                (*doc[:4], packer.pack(doc[4])),
+            )
             cur.execute("INSERT INTO search_fts (rowid, body) VALUES (?, ?)", (cur.lastrowid, doc[4]))
         cur.close()
     else:
@@ -368,8 +387,13 @@ def _set_mark(db: "Database", sid: str, exists: bool, seq: int) -> None:
 def clear_index(db: "Database") -> None:
     """Empty the index and every mark (in the caller's transaction): the next search rebuilds it."""
     if db.is_sqlite:
-        db.execute("DELETE FROM search_fts").close()
+        # The delete trigger is set aside: removing each row's terms one by one is wasted work before
+        # 'delete-all', and fails on an index that holds other terms than its texts (what a rebuild repairs).
+        trigger = db.one("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = :n", {"n": _DELETE_TRIGGER})
+        db.execute(f"DROP TRIGGER {_DELETE_TRIGGER}").close()
         db.execute("DELETE FROM search_rows").close()
+        db.execute("INSERT INTO search_fts(search_fts) VALUES ('delete-all')").close()
+        db.execute(trigger[0]).close()
     else:
         db.execute("DELETE FROM search_docs").close()
     db.execute("DELETE FROM search_marks").close()
@@ -378,8 +402,6 @@ def clear_index(db: "Database") -> None:
 def rebuild(store: "SessionStore") -> int:
     """Drop the index and build it again from the transcript; returns the messages indexed."""
     store.db.run_write(clear_index)
-    if store.db.is_sqlite:
-        store.db.run_write(lambda d: d.execute("INSERT INTO search_fts(search_fts) VALUES ('rebuild')").close())
     indexed = catch_up(store.db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
     if store.db.is_sqlite:
         store.db.run_write(lambda d: d.execute("INSERT INTO search_fts(search_fts) VALUES ('optimize')").close())
@@ -389,8 +411,13 @@ def rebuild(store: "SessionStore") -> int:
 def index_problems(
     db: "Database", session_id: str | None = None, max_chars: int = INDEXED_CHARS
 ) -> list[tuple[str, str, str | None]]:
-    """(code, message, session) for each way the index disagrees with the transcript (all sessions or one)."""
+    """(code, message, session) for each way the index disagrees with the transcript (all sessions or one).
+
+    SQLite, whole store: when FTS5's integrity check finds the index disagreeing with the texts it
+    keeps, each row is also looked up in the index, so the messages concerned are named.
+    """
     problems: list[tuple[str, str, str | None]] = []
+    fts = _fts_problems(db) if db.is_sqlite and session_id is None else []
     only = " WHERE s.id = :id" if session_id is not None else ""
     for sid, last_seq, mark in db.all(
         "SELECT s.id, COALESCE((SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id), 0), COALESCE(m.indexed_seq, 0) FROM sessions s "
@@ -399,10 +426,8 @@ def index_problems(
     ):
         if int(mark) > int(last_seq):
             problems.append(("search-mark-ahead", f"search index mark {mark} is past the last seq {last_seq}", sid))
-        problems += _session_index_problems(db, sid, int(mark), max_chars)
-    if db.is_sqlite and session_id is None:
-        problems += _fts_problems(db)
-    return problems
+        problems += _session_index_problems(db, sid, int(mark), max_chars, probe=bool(fts))
+    return problems + fts
 
 
 def reindex_session(store: "SessionStore", session_id: str) -> int:
@@ -413,14 +438,21 @@ def reindex_session(store: "SessionStore", session_id: str) -> int:
         db.execute(f"DELETE FROM {table} WHERE session_id = :id", {"id": session_id}).close()
         db.execute("DELETE FROM search_marks WHERE session_id = :id", {"id": session_id}).close()
 
+    if store.db.is_sqlite and _fts_problems(store.db):
+        # An index holding other terms than its texts cannot delete a row (FTS5 needs the terms it
+        # holds): first rebuild the FTS5 index from the texts it keeps.
+        store.db.run_write(lambda d: d.execute("INSERT INTO search_fts(search_fts) VALUES ('rebuild')").close())
     store.db.run_write(forget)
     return catch_up(store.db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
 
 
-def _session_index_problems(db: "Database", sid: str, mark: int, max_chars: int) -> list[tuple[str, str, str | None]]:
-    """Each message up to the mark indexed once, with the text and role it holds now."""
+def _session_index_problems(
+    db: "Database", sid: str, mark: int, max_chars: int, probe: bool = False
+) -> list[tuple[str, str, str | None]]:
+    """Each message up to the mark indexed once, with the text and role it holds now (`probe`: and its
+    text found in the FTS5 index, about 0.1-1.5 ms a row, so only when the index is known to be off)."""
     missing, wrong, beyond = [], [], []
-    for seq, role, is_summary, content_json, kind, body in _paired_rows(db, sid):
+    for seq, role, is_summary, content_json, kind, body, rowid in _paired_rows(db, sid):
         if seq > mark:
             if kind is not None:
                 beyond.append(seq)
@@ -430,6 +462,8 @@ def _session_index_problems(db: "Database", sid: str, mark: int, max_chars: int)
             continue
         content = loads_stored(content_json)
         if kind != search_role(role, bool(is_summary), content) or body != indexed_body(content_json, max_chars):
+            wrong.append(seq)
+        elif probe and not _indexed_as_kept(db, rowid, body):
             wrong.append(seq)
     out: list[tuple[str, str, str | None]] = []
     for code, seqs, what in (
@@ -443,14 +477,27 @@ def _session_index_problems(db: "Database", sid: str, mark: int, max_chars: int)
     return out
 
 
-def _paired_rows(db: "Database", sid: str) -> Iterator[tuple[int, str, Any, str, str | None, str | None]]:
-    """Every transcript row of the session with its index row (kind, body), in seq batches."""
+def _indexed_as_kept(db: "Database", rowid: int, body: str) -> bool:
+    """SQLite: the FTS5 index holds this row's kept text (checked by its opening characters as a phrase).
+
+    The index is written beside the text, not from it: an index row changed by hand, or past its
+    text, shows here, where comparing the text with the transcript cannot see it.
+    """
+    start = body[:PROBE_CHARS]
+    if len(start) < MIN_INDEXED_CHARS:
+        return True
+    probe = '"' + start.replace('"', '""') + '"'
+    found = db.one("SELECT 1 FROM search_fts WHERE search_fts MATCH :p AND rowid = :r", {"p": probe, "r": rowid})
+    return found is not None
+
+
+def _paired_rows(db: "Database", sid: str) -> Iterator[tuple[int, str, Any, str, str | None, str | None, Any]]:
+    """Every transcript row of the session with its index row (kind, body, index key), in seq batches."""
     body_sql = (
-        "SELECT m.seq, m.role, m.is_compact_summary, m.content_json, r.kind, f.body FROM messages m "
+        "SELECT m.seq, m.role, m.is_compact_summary, m.content_json, r.kind, unpacked(r.packed), r.id FROM messages m "
         "LEFT JOIN search_rows r ON r.session_id = m.session_id AND r.seq = m.seq "
-        "LEFT JOIN search_fts f ON f.rowid = r.id "
         if db.is_sqlite
-        else "SELECT m.seq, m.role, m.is_compact_summary, m.content_json, d.kind, d.body FROM messages m "
+        else "SELECT m.seq, m.role, m.is_compact_summary, m.content_json, d.kind, d.body, NULL FROM messages m "
         "LEFT JOIN search_docs d ON d.session_id = m.session_id AND d.seq = m.seq "
     )
     after = 0
@@ -460,18 +507,16 @@ def _paired_rows(db: "Database", sid: str) -> Iterator[tuple[int, str, Any, str,
             {"id": sid, "after": after},
         )
         for row in rows:
-            yield int(row[0]), row[1], row[2], row[3], row[4], row[5]
+            yield int(row[0]), row[1], row[2], row[3], row[4], row[5], row[6]
         if len(rows) < 500:
             return
         after = int(rows[-1][0])
 
 
 def _fts_problems(db: "Database") -> list[tuple[str, str, str | None]]:
-    """SQLite: FTS rows without a search row, and FTS5's own integrity check."""
+    """SQLite: FTS5's own integrity check, which reads the index against the texts it keeps (its content),
+    so terms of a row that has no search row (or other text) show here."""
     out: list[tuple[str, str, str | None]] = []
-    orphans = db.one("SELECT COUNT(*) FROM search_fts WHERE rowid NOT IN (SELECT id FROM search_rows)")[0]
-    if orphans:
-        out.append(("search-orphans", f"{orphans} search index row(s) belong to no message", None))
     try:
         db.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('integrity-check', 1)").close()
     except Exception as exc:  # the FTS5 integrity check reports corruption as an error
@@ -610,7 +655,7 @@ def _sqlite_match(terms: list[str], params: dict[str, Any], where: list[str]) ->
     long_terms = [t for t in terms if len(t) >= MIN_INDEXED_CHARS]
     short_terms = [t for t in terms if len(t) < MIN_INDEXED_CHARS]
     for i, term in enumerate(short_terms):
-        where.append(f"instr(lower(search_fts.body), :short{i}) > 0")
+        where.append(f"instr(lower(unpacked(r.packed)), :short{i}) > 0")
         params[f"short{i}"] = term.lower()
     if long_terms:
         params["match"] = " ".join('"' + t.replace('"', '""') + '"' for t in long_terms)
@@ -622,7 +667,7 @@ def _sqlite_match(terms: list[str], params: dict[str, Any], where: list[str]) ->
         )
     return (
         "r.id, r.session_id, r.seq, r.kind, r.timestamp, 0",
-        "search_rows r JOIN search_fts ON search_fts.rowid = r.id",
+        "search_rows r",
         "r.timestamp DESC, r.seq DESC",
     )
 
@@ -668,7 +713,7 @@ def _bodies(db: "Database", keys: list[Any]) -> dict[Any, str]:
     out: dict[Any, str] = {}
     for key in keys:
         if db.is_sqlite:
-            row = db.one("SELECT body FROM search_fts WHERE rowid = :k", {"k": key})
+            row = db.one("SELECT unpacked(packed) FROM search_rows WHERE id = :k", {"k": key})
         else:
             sid, _, seq = str(key).rpartition(":")
             row = db.one("SELECT body FROM search_docs WHERE session_id = :s AND seq = :q", {"s": sid, "q": int(seq)})

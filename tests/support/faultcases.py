@@ -210,7 +210,11 @@ SHARING = ("share", "unshare", "grant", "revoke")
 
 def case_for(point: str) -> str:
     """The case whose operation reaches `point` (the longest matching prefix)."""
-    names = [name for name in [*CASES, *SHARING, "import", "migration", "fork"] if point.startswith(name + ".")]
+    names = [
+        name
+        for name in [*CASES, *SHARING, "import", "migration", "fork", "search.index"]
+        if point.startswith(name + ".")
+    ]
     return max(names, key=len)
 
 

@@ -1,0 +1,93 @@
+"""The search index's copy of each indexed text on SQLite: zstd-packed, with a dictionary trained on it.
+
+FTS5 keeps the trigram index only (revision 0014: an external-content table); the text it
+was built from lives in `search_rows.packed`, in the format of `textpack`: a TEXT value is
+the text itself, a BLOB is the byte PACKED and a zstd frame naming its dictionary (0: none).
+So the SQL function `sessionstore_unpack` every SQLite connection has (textpack.register)
+reads it back, in the `search_text` view FTS5 reads and in the delete trigger. The
+dictionary is kept in `text_dictionaries` under the column name COLUMN, never changed or
+deleted; it is trained on the first catch-up batch with enough texts, in that batch's write.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Sequence
+
+import zstandard
+
+from . import textpack
+
+if TYPE_CHECKING:
+    from .db import Database
+
+#: `text_dictionaries.column_name` of the search texts' dictionaries.
+COLUMN = "search_body"
+#: Bytes of one text a dictionary is trained on (the start of a long tool result says what it is like).
+SAMPLE_BYTES = 4096
+
+_local = threading.local()
+
+
+def _compressor(dict_id: int, data: bytes | None) -> zstandard.ZstdCompressor:
+    """This thread's compressor for a dictionary (0: none); a compressor is not thread-safe."""
+    cache: dict[int, zstandard.ZstdCompressor] | None = getattr(_local, "cache", None)
+    if cache is None:
+        cache = _local.cache = {}
+    found = cache.get(dict_id)
+    if found is None:
+        dictionary = zstandard.ZstdCompressionDict(data) if data else None
+        found = cache[dict_id] = zstandard.ZstdCompressor(
+            level=textpack.LEVEL, dict_data=dictionary, write_content_size=True
+        )
+    return found
+
+
+class SearchPacker:
+    """Packs search texts for one write transaction, with the store's search dictionary when it has one."""
+
+    def __init__(self, db: "Database") -> None:
+        row = db.one(
+            "SELECT id, data FROM text_dictionaries WHERE column_name = :c ORDER BY created_at DESC, id DESC LIMIT 1",
+            {"c": COLUMN},
+        )
+        self.db = db
+        self.dict_id = int(row[0]) if row else 0
+        if row is not None:
+            textpack.remember(self.dict_id, bytes(row[1]))
+        self._compressor = _compressor(self.dict_id, bytes(row[1]) if row else None)
+
+    def pack(self, text: str) -> str | bytes:
+        """`text` as stored: a PACKED BLOB when that is shorter, else the text itself."""
+        if len(text) < textpack.MIN_PACKED:
+            return text
+        raw = text.encode("utf-8")
+        frame = self._compressor.compress(raw)
+        if len(frame) + 1 >= len(raw):
+            return text
+        return bytes((textpack.PACKED,)) + frame
+
+    def train(self, texts: Sequence[str]) -> bool:
+        """Without a dictionary yet: train one on `texts` when they are enough, store and use it; True if so."""
+        if self.dict_id:
+            return False
+        samples: list[bytes | bytearray | memoryview] = [
+            t.encode("utf-8")[:SAMPLE_BYTES] for t in texts if len(t) >= textpack.MIN_PACKED
+        ]
+        del samples[textpack.TRAIN_SAMPLES :]
+        if len(samples) < textpack.TRAIN_MIN:
+            return False
+        try:
+            data = zstandard.train_dictionary(textpack.DICT_BYTES, samples, k=400, d=6, level=textpack.LEVEL).as_bytes()
+        except zstandard.ZstdError:
+            return False
+        dictionary = zstandard.ZstdCompressionDict(data)
+        self.db.execute(
+            "INSERT INTO text_dictionaries (id, column_name, created_at, data) VALUES (:id, :c, :t, :d)",
+            {"id": dictionary.dict_id(), "c": COLUMN, "t": time.time(), "d": data},
+        ).close()
+        textpack.remember(dictionary.dict_id(), data)
+        self.dict_id = dictionary.dict_id()
+        self._compressor = _compressor(self.dict_id, data)
+        return True
