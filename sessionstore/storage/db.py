@@ -159,6 +159,10 @@ def open_engine(url: str) -> Engine:
     return db.engine
 
 
+#: Free pages a SQLite file may keep before `give_back_free_pages` returns them (a write soon reuses a few).
+FREE_PAGES_KEPT = 256
+
+
 def enable_wal(cur: Any, busy_timeout_ms: int) -> None:
     """Switch the database to WAL, retrying "database is locked" until the busy timeout.
 
@@ -187,6 +191,9 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, *, read_only: bool =
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        if not read_only:
+            # Takes effect in a new file (before its first table) and at the next VACUUM of an older one.
+            cur.execute("PRAGMA auto_vacuum = INCREMENTAL")
         enable_wal(cur, busy_timeout_ms)
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
@@ -415,6 +422,22 @@ class Database:
             getattr(getattr(exc, "diag", None), "sqlstate", None) == "42501"
             or getattr(exc, "sqlstate", None) == "42501"
         )
+
+    def give_back_free_pages(self) -> None:
+        """SQLite: return the file's free pages to the file system once they are worth it (FREE_PAGES_KEPT).
+
+        Rebuilding index segments and deleting sessions leave pages free that the file keeps; a store
+        created with auto_vacuum INCREMENTAL (every store since revision 0016's release, and older ones
+        after `db vacuum`) can drop them from its end in place, without VACUUM's rewrite. PostgreSQL and
+        files without auto_vacuum: nothing.
+        """
+        if not self.is_sqlite or self.read_only or self._in_write:
+            return
+        if int(self.one("PRAGMA freelist_count")[0]) < FREE_PAGES_KEPT:
+            return
+        # Its own transaction, stepped to the end: the sqlite3 module steps a statement without result
+        # columns once, which frees one page; executescript runs it through.
+        self.run_write(lambda db: db.conn.executescript("PRAGMA incremental_vacuum;"), single_statement=True)
 
     def is_transient(self, exc: BaseException) -> bool:
         """Lock contention, serialization failures and deadlocks: safe to retry."""

@@ -314,6 +314,7 @@ def catch_up(
                 "INSERT INTO search_fts(search_fts, rank) VALUES ('merge', :n)", {"n": max(64, done // 4)}
             ).close()
         )
+        db.give_back_free_pages()  # the segments the merges replaced
     return done
 
 

@@ -226,6 +226,7 @@ class SessionStore:
                 raise ReadOnlySession(f"session {session.id} is not yours to delete (it is shared with you)")
 
         self.db.run_write(remove, session_id=session.id)
+        self.db.give_back_free_pages()
 
 
 def _with_lineage(db: Database, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
