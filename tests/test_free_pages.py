@@ -18,6 +18,7 @@ from sessionstore.storage import search
 from sessionstore.storage.db import FREE_PAGES_KEPT
 from sessionstore.storage.vacuum import vacuum
 
+
 def _pragma(path: Path, name: str) -> int:
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
