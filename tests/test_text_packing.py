@@ -75,7 +75,7 @@ def test_a_packed_text_reads_as_json_through_the_api_and_sql(sqlite_url: str) ->
         session.append({"role": "assistant", "content": "short"})
         path = Path(sqlite_url.removeprefix("sqlite:///"))
         assert _types(path, "metadata_json") == {"blob": 1, "null": 1}
-        assert _types(path, "content_json") == {"blob": 1, "text": 1}  # "short" is not worth a frame
+        assert _types(path, "content_json") == {"text": 2}  # no content dictionary yet: contents stay TEXT
         frame = zstandard.ZstdCompressor().compress(json.dumps("find the needle-7f3 " + BIG).encode())
         store.db.run_write(
             lambda db: db.execute(
@@ -258,15 +258,18 @@ def test_a_packed_content_parses_to_what_json_loads_gives(value: object) -> None
     text = compact_dumps([value, "padding " * 12])
     packed = textpack.TextPacker.__new__(textpack.TextPacker)
     packed._compressors = {c: zstandard.ZstdCompressor(level=3, write_content_size=True) for c in textpack.COLUMNS}
+    packed._with_dictionary = set(textpack.COLUMNS)  # as if trained: the frames' dictionary does not matter here
     stored = packed.pack("content_json", text)
     assert isinstance(stored, bytes)
     got, want = loads_stored(stored), json.loads(text)
     assert got == want and repr(got) == repr(want)
 
 
-def test_a_packed_tool_result_is_counted_in_the_view(sqlite_url: str) -> None:
-    """What `stats` and `spill list` count reads the tool_use_ids out of packed contents."""
+def test_a_packed_tool_result_is_counted_in_the_view(sqlite_url: str, transcripts_dir: Path) -> None:
+    """What `stats` and `spill list` count reads the tool_use_ids out of packed contents (appended to a store
+    whose import trained the content dictionary)."""
     with SessionStore.open(sqlite_url) as store:
+        import_file(store, transcripts_dir / SPOTTER)
         session = store.create_session(title="tools")
         session.append({"role": "user", "content": "run it"})
         session.append(
@@ -275,7 +278,10 @@ def test_a_packed_tool_result_is_counted_in_the_view(sqlite_url: str) -> None:
         session.append(
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": BIG}]}
         )
-        assert _types(Path(sqlite_url.removeprefix("sqlite:///")), "content_json").get("blob") == 1
+        stored = store.db.one(
+            "SELECT content_json FROM messages WHERE session_id = :id AND seq = 3", {"id": session.id}
+        )[0]
+        assert isinstance(stored, bytes) and len(stored) < 200
         assert results_in_view(store.get(session.id)) == {"toolu_01"}
 
 
@@ -318,7 +324,7 @@ def test_vacuum_gives_a_store_of_appends_its_dictionaries_and_packs_with_them(sq
         with sqlite3.connect(path) as conn:
             plain = conn.execute("SELECT SUM(length(content_json)) FROM messages").fetchone()[0]
             assert conn.execute("SELECT COUNT(*) FROM text_dictionaries").fetchone()[0] == 0
-        assert _types(path, "content_json") == {"blob": 600}
+        assert _types(path, "content_json") == {"text": 600}  # no dictionary, no packed content
         assert vacuum(store).bytes_after > 0
         with sqlite3.connect(path) as conn:
             packed = conn.execute("SELECT SUM(length(content_json)) FROM messages").fetchone()[0]

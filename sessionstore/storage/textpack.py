@@ -33,6 +33,10 @@ PACKED = 1
 #: Columns of `messages` stored packed, and where `rows.message_row` puts them. A packed content is parsed
 #: straight from its unpacked bytes (fastjson.loads_stored), which keeps a resume's decoding near a text's.
 COLUMNS = {"usage_json": 9, "metadata_json": 12, "content_json": 13}
+#: Columns packed only with a dictionary: a frame without one carries its own entropy tables, and building
+#: them cost a resume (which decodes every content of the view) a third more on bench/storage.py's session
+#: of appends. Until an import or `db vacuum` (repack) trains the column's dictionary, contents stay TEXT.
+DICTIONARY_ONLY = frozenset({"content_json"})
 #: Shorter values stay TEXT (a frame's header costs more than it saves on them).
 MIN_PACKED = 64
 LEVEL = 3
@@ -167,11 +171,14 @@ class TextPacker:
         return compressors
 
     def pack(self, column: str, text: str | None) -> str | bytes | None:
-        """`text` as stored: a PACKED BLOB when that is shorter, else the text itself."""
+        """`text` as stored: a PACKED BLOB when that is shorter, else the text itself (a content too while its
+        column has no dictionary)."""
         if text is None or len(text) < MIN_PACKED:
             return text
         if self._compressors is None:
             self._compressors = self._load()
+        if column in DICTIONARY_ONLY and column not in self._with_dictionary:
+            return text
         raw = text.encode("utf-8")
         frame = self._compressors[column].compress(raw)
         if len(frame) + 1 >= len(raw):
