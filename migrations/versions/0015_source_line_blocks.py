@@ -13,10 +13,11 @@ line its line_no step from the previous one (0 for the first), its message
 (0: none, else seq - base + 1), the length of its rest, and for a line with a
 message its segments as codecs 6-8 store them (a count, per segment gap,
 column * 2 + sliced[, start, length], then the line's CRC-32 when the count is
-not 0); then ONE body of the lines' rests, concatenated. A block holds up to 64
-lines and 64 KB of rests. The row's message_seq is its lowest seq (NULL: no
-message line), kind is 'block', entry_type NULL: nothing read a line's kind or
-entry type, and both are in the line itself.
+not 0); then ONE body: the lines' rests, concatenated, then each line's kind and
+entry type (varint length + UTF-8; the entry type's length + 1, 0 for NULL), as
+its own row kept them. A block holds up to 64 lines and 64 KB of rests. The
+row's message_seq is its lowest seq (NULL: no message line), kind is 'block',
+entry_type NULL.
 
 The upgrade adds the column and turns every session's per-line rows into blocks
 in batches, inside the one upgrade transaction (the runner backs the SQLite file
@@ -24,9 +25,8 @@ up first), without reading messages: a spliced line keeps its segments and CRC,
 and only its rest is recompressed. A row that does not decode is left as it
 was (a block ends before it); `sessionstore db vacuum` then gives the space
 back. The downgrade writes each block's lines back as rows of codecs 0-2 (no
-message or no segment) or 6-8 (as an import at 0013 writes them), with kind
-'message', 'side' or 'bad' and the entry's type read from the line, and drops the
-column. The codec is spelled out here rather than imported, so this revision
+segment) or 6-8 (as an import at 0013 writes them) with their kind and entry
+type, and drops the column. The codec is spelled out here rather than imported, so this revision
 keeps doing what it did when the packing module changes.
 
 On PostgreSQL the upgrade runs as the tables' owner (as 0012 did); FORCE ROW
@@ -39,7 +39,6 @@ Revises: 0013
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any, NamedTuple, Sequence
@@ -63,7 +62,8 @@ BLOCK_KIND = "block"
 _SESSIONS = "SELECT DISTINCT session_id FROM source_lines WHERE line_no > 0 ORDER BY session_id"
 _DICTIONARY = "SELECT raw FROM source_lines WHERE session_id = :id AND line_no = 0"
 _ROWS = (
-    "SELECT line_no, message_seq, raw, owner FROM source_lines WHERE session_id = :id AND line_no > :after "
+    "SELECT line_no, message_seq, raw, owner, kind, entry_type FROM source_lines "
+    "WHERE session_id = :id AND line_no > :after "
     "ORDER BY line_no LIMIT :n"
 )
 _DELETE = "DELETE FROM source_lines WHERE session_id = :id AND line_no BETWEEN :first AND :last"
@@ -76,12 +76,14 @@ log = logging.getLogger("sessionstore.migrate")
 
 
 class _Line(NamedTuple):
-    """One line as a block stores it: its number, message seq, segment index (with CRC) and rest."""
+    """One line as a block stores it: its number, message seq, segment index (with CRC), rest, kind, entry type."""
 
     line_no: int
     seq: int | None
     cut: bytes
     rest: bytes
+    kind: str
+    entry_type: str | None
 
 
 class _Codec:
@@ -115,21 +117,24 @@ class _Codec:
             return self.with_dict.decompress(body)
         raise ValueError(f"unknown codec {codec} (or its dictionary is missing)")
 
-    def line(self, line_no: int, seq: int | None, stored: bytes) -> _Line:
-        """A per-line row (codecs 0-8) as a block line; raises ValueError or ZstdError when it does not decode."""
+    def line(self, row: Sequence[Any]) -> _Line:
+        """A per-line row (line_no, message_seq, raw of codec 0-8, owner, kind, entry_type) as a block line;
+        raises ValueError or ZstdError when it does not decode."""
+        line_no, seq, stored = int(row[0]), (int(row[1]) if row[1] is not None else None), bytes(row[2])
         codec, body = stored[0], stored[1:]
         if codec <= ZSTD_DICT:
-            return _Line(line_no, seq, b"\x00" if seq is not None else b"", self.decode(codec, body))
-        if seq is None:
+            cut, rest = (b"\x00" if seq is not None else b""), self.decode(codec, body)
+        elif seq is None:
             raise ValueError("a spliced line without its message")
-        if codec < SEGMENTS_RAW:  # content only: offset, CRC-32, rest -> one whole content segment
+        elif codec < SEGMENTS_RAW:  # content only: offset, CRC-32, rest -> one whole content segment
             at, pos = _read_varint(body, 0)
-            cut = b"\x01" + _varint(at) + b"\x00" + body[pos : pos + 4]
-            return _Line(line_no, seq, cut, self.decode(codec - SPLICE_RAW, body[pos + 4 :]))
-        if codec < BLOCK:
+            cut, rest = b"\x01" + _varint(at) + b"\x00" + body[pos : pos + 4], self.decode(codec - 3, body[pos + 4 :])
+        elif codec < BLOCK:
             end = _segments_end(body, 0) + 4
-            return _Line(line_no, seq, body[:end], self.decode(codec - SEGMENTS_RAW, body[end:]))
-        raise ValueError(f"unknown codec {codec}")
+            cut, rest = body[:end], self.decode(codec - SEGMENTS_RAW, body[end:])
+        else:
+            raise ValueError(f"unknown codec {codec}")
+        return _Line(line_no, seq, cut, rest, row[4], row[5])
 
     def block(self, lines: Sequence[_Line]) -> tuple[int | None, bytes]:
         """(lowest seq, BLOCK raw) of `lines`."""
@@ -141,7 +146,8 @@ class _Codec:
             tag = _varint(line.seq - base + 1) if line.seq is not None else b"\x00"
             index += _varint(line.line_no - previous) + tag + _varint(len(line.rest)) + line.cut
             previous = line.line_no
-        body = self.pack(b"".join(line.rest for line in lines), self.blocks)
+        kinds = b"".join(_kind_entry(line.kind, line.entry_type) for line in lines)
+        body = self.pack(b"".join(line.rest for line in lines) + kinds, self.blocks)
         head = bytes((BLOCK, body[0])) + _varint(len(lines)) + _varint(base) + _varint(max(seqs, default=0) - base)
         return (min(seqs) if seqs else None), head + bytes(index) + body[1:]
 
@@ -162,9 +168,18 @@ class _Codec:
             line_no += step
             lines.append((line_no, base + tag - 1 if tag else None, stored[start:pos], length))
         rests = self.decode(stored[1], stored[pos:])
-        out, done = [], 0
-        for line_no, seq, cut, length in lines:
-            out.append(_Line(line_no, seq, cut, rests[done : done + length]))
+        out, done = [], sum(line[3] for line in lines)
+        kinds = []
+        for _ in lines:
+            length, done = _read_varint(rests, done)
+            kind, done = rests[done : done + length].decode("utf-8"), done + length
+            length, done = _read_varint(rests, done)
+            entry = rests[done : done + length - 1].decode("utf-8", "surrogatepass") if length else None
+            kinds.append((kind, entry))
+            done += max(0, length - 1)
+        done = 0
+        for (line_no, seq, cut, length), (kind, entry) in zip(lines, kinds, strict=True):
+            out.append(_Line(line_no, seq, cut, rests[done : done + length], kind, entry))
             done += length
         return out
 
@@ -174,6 +189,15 @@ class _Codec:
             return self.pack(line.rest, self.lines)
         inner = self.pack(line.rest, self.lines)
         return bytes((inner[0] + SEGMENTS_RAW,)) + line.cut + inner[1:]
+
+
+def _kind_entry(kind: str, entry_type: str | None) -> bytes:
+    """A line's kind and entry type as a block keeps them."""
+    text = kind.encode("utf-8")
+    if entry_type is None:
+        return _varint(len(text)) + text + b"\x00"
+    entry = entry_type.encode("utf-8", "surrogatepass")
+    return _varint(len(text)) + text + _varint(len(entry) + 1) + entry
 
 
 def _segments_end(data: bytes, pos: int) -> int:
@@ -244,9 +268,9 @@ class _Blocks:
         self.size += len(line.rest)
 
     def close(self) -> None:
-        """The pending lines become one block (a single line stays the row it is)."""
+        """The pending lines become one block."""
         lines, self.pending, self.size = self.pending, [], 0
-        if len(lines) < 2:
+        if not lines:
             return
         seq, raw = self.codec.block(lines)
         first, last = lines[0].line_no, lines[-1].line_no
@@ -280,10 +304,10 @@ def _to_blocks(bind: sa.engine.Connection, session_id: str) -> int:
         rows = bind.execute(sa.text(_ROWS), {"id": session_id, "after": last, "n": BATCH}).all()
         if not rows:
             break
-        for line_no, seq, stored, owner in rows:
-            last, stored = int(line_no), bytes(stored)
+        for row in rows:
+            last, owner = int(row[0]), row[3]
             try:
-                line = blocks.codec.line(last, int(seq) if seq is not None else None, stored)
+                line = blocks.codec.line(row)
             except (ValueError, IndexError, zstandard.ZstdError):
                 blocks.close()  # a row that does not decode stays as it is, between two blocks
                 continue
@@ -307,20 +331,6 @@ def upgrade() -> None:
             log.info("sessionstore: 0015: %d of %d sessions in blocks (%d lines)", n, len(sessions), lines)
             started = time.monotonic()
     _force_again(bind, forced)
-
-
-def _line_kind(seq: int | None, raw: bytes) -> tuple[str, str | None]:
-    """(kind, entry_type) of a line written back on its own: what an import at 0013 would most likely say."""
-    if seq is not None:
-        kind = "message"
-    else:
-        kind = "side"
-    try:
-        entry = json.loads(raw)
-    except ValueError:
-        return ("bad" if seq is None else kind), None
-    found = entry.get("type") if isinstance(entry, dict) else None
-    return kind, (found[:64] if isinstance(found, str) else None)
 
 
 def downgrade() -> None:
@@ -347,12 +357,11 @@ def downgrade() -> None:
 
 def _line_row(session_id: str, codec: _Codec, line: _Line, owner: Any) -> dict[str, Any]:
     """The insert parameters of one line written back as its own row."""
-    kind, entry_type = _line_kind(line.seq, line.rest if line.cut[:1] in (b"", b"\x00") else b"{}")
     return {
         "id": session_id,
         "n": line.line_no,
-        "kind": kind,
-        "type": entry_type,
+        "kind": line.kind,
+        "type": line.entry_type,
         "seq": line.seq,
         "count": 1,
         "raw": codec.per_line(line),

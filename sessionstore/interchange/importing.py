@@ -671,7 +671,7 @@ class _Writer:
         packer = self.packer or (self._first_packer() if self.source_rows or self.pending else None)
         # A line carrying a message is stored without what its messages row holds already.
         self.pending_columns.update({row[1]: [row[i] for i in _SPLICED] for row in self.messages})
-        self.pending += [BlockLine(row[1], row[4], bytes(row[5])) for row in self.source_rows]
+        self.pending += [BlockLine(row[1], row[4], bytes(row[5]), None, row[2], row[3]) for row in self.source_rows]
         self.messages, self.source_rows = [], []
         if packer is None or not self.pending:
             return

@@ -135,12 +135,15 @@ class Segment(NamedTuple):
 
 
 class BlockLine(NamedTuple):
-    """A line to store in a block: its number, its message's seq (None: none) and that message's COLUMNS values."""
+    """A line in a block: its number, its message's seq (None: none), that message's COLUMNS values, and the kind
+    and entry type the import gave it (kept in the block as a per-line row kept them in its columns)."""
 
     line_no: int
     seq: int | None
     raw: bytes
     columns: Sequence[Any] | None = None
+    kind: str = "side"
+    entry_type: str | None = None
 
 
 class BlockHead(NamedTuple):
@@ -391,14 +394,15 @@ class LinePacker:
 
     def _block(self, first: int, block: Sequence[tuple[BlockLine, bytes, bytes]], base: int, last: int) -> bytes:
         """A BLOCK row: codec, body codec, count, base seq, seq span, per line (step, message, rest length,
-        segment index), then one body of the rests."""
+        segment index), then one body: the rests, then each line's kind and entry type."""
         index = bytearray()
         previous = first
         for line, cut, rest in block:
             tag = _varint(line.seq - base + 1) if line.seq is not None else b"\x00"
             index += _varint(line.line_no - previous) + tag + _varint(len(rest)) + cut
             previous = line.line_no
-        body = self._pack_rests(b"".join(rest for _, _, rest in block))
+        kinds = b"".join(_kind_entry(line) for line, _, _ in block)
+        body = self._pack_rests(b"".join(rest for _, _, rest in block) + kinds)
         head = bytes((BLOCK, body[0])) + _varint(len(block)) + _varint(base) + _varint(last - base)
         return head + index + body[1:]
 
@@ -431,10 +435,16 @@ class LinePacker:
         return b"\x00" + data
 
     def unpack_block(
-        self, first: int, stored: bytes, columns_of: Callable[[int], Sequence[Any] | None]
+        self,
+        first: int,
+        stored: bytes,
+        columns_of: Callable[[int], Sequence[Any] | None],
+        *,
+        with_kinds: bool = False,
     ) -> list[BlockLine]:
         """Each line of the BLOCK row `stored` whose first line is `first`, as stored (its message's columns as
-        `columns_of(seq)` gives them: as fetched, None for no such message). Raises LineCorrupt."""
+        `columns_of(seq)` gives them: as fetched, None for no such message; its kind and entry type read only
+        `with_kinds`). Raises LineCorrupt."""
         head = block_head(stored)
         pos, line_no = head.at, first
         index: list[tuple[int, int | None, int, list[tuple[int, bytes]], int | None]] = []
@@ -454,18 +464,20 @@ class LinePacker:
             line_no += step
             index.append((line_no, seq, length, pieces, crc))
         rests = self._decode(head.codec, stored[pos:])
-        if sum(entry[2] for entry in index) != len(rests):
+        done = sum(entry[2] for entry in index)
+        if done > len(rests):
             raise LineCorrupt("a block of source lines does not hold the lines its index names")
+        kinds = _read_kinds(rests, done, len(index)) if with_kinds else [("side", None)] * len(index)
         out: list[BlockLine] = []
         done = 0
-        for number, seq, length, pieces, crc in index:
+        for (number, seq, length, pieces, crc), (kind, entry_type) in zip(index, kinds, strict=True):
             line = rests[done : done + length]
             done += length
             if pieces:
                 line = _rebuild(line, pieces)
                 if zlib.crc32(line) != crc:
                     raise LineCorrupt("a source line does not match its message's columns (changed since the import?)")
-            out.append(BlockLine(number, seq, line, columns_of(seq) if seq is not None else None))
+            out.append(BlockLine(number, seq, line, columns_of(seq) if seq is not None else None, kind, entry_type))
         return out
 
     def pack_rows(
@@ -504,6 +516,35 @@ def split_blocks(sizes: Sequence[int]) -> list[tuple[int, int]]:
 
 
 _NONE = (None, None, None)
+
+
+def _kind_entry(line: BlockLine) -> bytes:
+    """A line's kind and entry type as a block keeps them: varint length + UTF-8 each, the entry type's length
+    + 1 (0: None)."""
+    kind = line.kind.encode("utf-8")
+    if line.entry_type is None:
+        return _varint(len(kind)) + kind + b"\x00"
+    entry = line.entry_type.encode("utf-8", "surrogatepass")
+    return _varint(len(kind)) + kind + _varint(len(entry) + 1) + entry
+
+
+def _read_kinds(body: bytes, pos: int, count: int) -> list[tuple[str, str | None]]:
+    """`count` (kind, entry type) pairs of a block's body from `pos` (after its rests); raises LineCorrupt."""
+    out: list[tuple[str, str | None]] = []
+    try:
+        for _ in range(count):
+            length, pos = _read_varint(body, pos)
+            kind = body[pos : pos + length].decode("utf-8")
+            pos += length
+            length, pos = _read_varint(body, pos)
+            entry = body[pos : pos + length - 1].decode("utf-8", "surrogatepass") if length else None
+            pos += max(0, length - 1)
+            out.append((kind, entry))
+    except UnicodeDecodeError as exc:
+        raise LineCorrupt(f"a block of source lines has an unreadable kind: {exc}") from exc
+    if pos != len(body):
+        raise LineCorrupt("a block of source lines does not hold the lines its index names")
+    return out
 
 
 def _cut_out(raw: bytes, segments: Sequence[Segment]) -> tuple[bytes, bytes]:
@@ -653,4 +694,4 @@ def block_lines(db: "Database", session_id: str, packer: LinePacker, first: int,
     """The lines of one stored BLOCK row with their messages' columns (fetched by one range read)."""
     head = block_head(stored)
     found = block_columns(db, session_id, head.base, head.last) if head.base else {}
-    return packer.unpack_block(first, stored, found.get)
+    return packer.unpack_block(first, stored, found.get, with_kinds=True)
