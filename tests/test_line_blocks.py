@@ -121,6 +121,19 @@ def test_a_block_holds_at_most_block_lines(store_url: str, tmp_path: Path) -> No
         assert [raw for _, raw in session_lines(store.db, sid, batch=3)] == lines
 
 
+def test_a_long_import_writes_full_blocks_across_its_batches(store_url: str, tmp_path: Path) -> None:
+    """A file longer than an import batch (importing.BATCH lines): the lines of a batch that do not fill a block
+    wait for the next one, so every block but the last holds BLOCK_LINES lines."""
+    lines = _transcript(2_100)
+    path = tmp_path / "batches.jsonl"
+    path.write_bytes(b"".join(lines))
+    with SessionStore.open(store_url) as store:
+        sid = import_file(store, str(path), source="claude-code").session_id
+        counts = [count for _, count, _ in _rows(store, sid)]
+        assert counts == [BLOCK_LINES] * (len(lines) // BLOCK_LINES) + [len(lines) % BLOCK_LINES]
+        assert _export(store, sid) == b"".join(lines)
+
+
 def test_lines_appended_one_at_a_time_keep_the_blocks_few_and_the_bytes_identical(
     store_url: str, tmp_path: Path
 ) -> None:
