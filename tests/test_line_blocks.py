@@ -22,10 +22,12 @@ from sessionstore.storage.linepack import (
     BLOCK,
     BLOCK_BYTES,
     BLOCK_LINES,
+    SPLICE_OF,
     BlockLine,
     LineCorrupt,
     LinePacker,
     block_columns,
+    column_bytes,
     session_lines,
     session_packer,
     train,
@@ -314,3 +316,32 @@ def test_reopening_reads_the_lines_back_with_their_kinds(store_url: str, tmp_pat
         assert [(line.kind, line.entry_type) for line in got] == [
             ("side", "progress") if b'"progress"' in line else ("message", json.loads(line)["type"]) for line in lines
         ]
+
+
+def test_per_line_rows_of_earlier_revisions_read_back_mixed_with_blocks(store_url: str, transcripts_dir: Path) -> None:
+    """Rows as an import before 0015 wrote them (one line each, spliced ones included) and blocks in one session:
+    `session_lines` reads both, fetching the columns the per-line rows need by the same range read."""
+    source = (transcripts_dir / SPOTTER).read_bytes().splitlines(keepends=True)
+    with SessionStore.open(store_url) as store:
+        sid = import_file(store, str(transcripts_dir / SPOTTER), source="claude-code").session_id
+        packer = session_packer(store.db, sid)
+        columns = block_columns(store.db, sid, 0, 1 << 60)
+        blocks = _rows(store, sid)
+        half = blocks[: len(blocks) // 2]
+        lines = [line for first, _, raw in half for line in packer.unpack_block(first, raw, columns.get)]
+        per_line = packer.pack_rows(
+            [(sid, line.line_no, "side", None, line.seq, line.raw) for line in lines],
+            {seq: [column_bytes(c) for c in values] for seq, values in columns.items()},
+        )
+        assert sum(row[-1][0] in SPLICE_OF for row in per_line) > len(per_line) / 5, "spliced rows among them"
+
+        def swap(db: Any) -> None:
+            for first, _, _ in half:
+                db.execute("DELETE FROM source_lines WHERE session_id = :id AND line_no = :n", {"id": sid, "n": first})
+            db.insert_rows(
+                "source_lines", ("session_id", "line_no", "kind", "entry_type", "message_seq", "raw"), per_line
+            )
+
+        store.db.run_write(swap)
+        assert [raw for _, raw in session_lines(store.db, sid, batch=200)] == source
+        assert _export(store, sid) == b"".join(source)
