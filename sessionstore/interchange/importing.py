@@ -669,8 +669,12 @@ class _Writer:
             "messages", MESSAGE_INSERT_COLUMNS, self.db.text_packer.pack_rows(self.messages, train=True)
         )
         packer = self.packer or (self._first_packer() if self.source_rows or self.pending else None)
-        # A line carrying a message is stored without what its messages row holds already.
-        self.pending_columns.update({row[1]: [row[i] for i in _SPLICED] for row in self.messages})
+        # A line carrying a message is stored without what its messages row holds already (the message is in
+        # the line's batch; only the columns of lines kept are held, so a source keeping no message line holds none).
+        batch = {row[1]: row for row in self.messages}
+        for row in self.source_rows:
+            if row[4] in batch:
+                self.pending_columns[row[4]] = [batch[row[4]][i] for i in _SPLICED]
         self.pending += [BlockLine(row[1], row[4], bytes(row[5]), None, row[2], row[3]) for row in self.source_rows]
         self.messages, self.source_rows = [], []
         if packer is None or not self.pending:
