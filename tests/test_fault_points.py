@@ -27,6 +27,7 @@ import pytest
 from sqlalchemy import inspect
 
 from sessionstore import SessionStore
+from sessionstore.interchange.importing import import_file
 from sessionstore.storage import doctor, faults
 from sessionstore.storage.linepack import BLOCK, SPLICE_OF, session_lines
 from sessionstore.storage.blobs import get_blob
@@ -268,7 +269,7 @@ def _sessions_without_import(store: SessionStore) -> int:
 
 
 def test_every_point_of_an_import_leaves_each_file_whole_or_absent(store_url: str, tmp_path: Path) -> None:
-    # import.after_tail_block is reached by a growth import only (tests/test_line_blocks.py kills it there).
+    # import.after_tail_block is reached by a growth import only (killed in the growth test below).
     points = [p for p in _points("import") if p != "import.after_tail_block"]
     assert "import.mid_file" in points and "import.after_blocks" in points
     for n, point in enumerate(points):
@@ -292,6 +293,41 @@ def test_every_point_of_an_import_leaves_each_file_whole_or_absent(store_url: st
             assert _imports_state(store, paths, done_rows) == {p: (c, c, c) for p, c in counts.items()}
             for path, whole in killed_rows.items():  # a file kept whole by the kill is exactly a full import
                 assert whole == done_rows[path], f"{point}: {path} differs from its complete import"
+
+
+#: The points a growth import reaches (a session with a dictionary: no `after_dictionary`), the tail block first.
+GROWTH_POINTS = ("import.after_tail_block", "import.after_blocks", "import.before_commit", "import.after_commit")
+
+
+def test_every_point_of_a_growth_import_rewriting_the_last_block_keeps_the_old_lines_or_all(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A grown file's import takes the session's last, partial block back (deleted, stored again with the new
+    lines): killed before COMMIT the session is exactly as it was, after it the file is whole; the next import
+    completes it either way."""
+    from tests.test_line_blocks import BLOCK_LINES, _export, _transcript
+
+    lines = _transcript(BLOCK_LINES + 20)
+    for n, point in enumerate(GROWTH_POINTS):
+        path = tmp_path / f"grow-{n}.jsonl"
+        path.write_bytes(b"".join(lines[:-5]).replace(b'"blocks"', f'"grow{n:02d}"'.encode()))
+        with SessionStore.open(store_url) as store:
+            sid = import_file(store, str(path), source="claude-code").session_id
+            before = session_rows(store, sid)
+        path.write_bytes(b"".join(lines).replace(b'"blocks"', f'"grow{n:02d}"'.encode()))
+
+        def grow(st: SessionStore, grown: str = str(path)) -> None:
+            import_file(st, grown, source="claude-code")
+
+        _assert_killed_at(_fork(store_url, point, grow), point, store_url)
+        with SessionStore.open(store_url) as store:
+            if point.endswith(".after_commit"):
+                assert _export(store, sid) == path.read_bytes(), point
+            else:
+                assert session_rows(store, sid) == before, point
+            assert doctor.check(store, sid).problems == [], point
+            import_file(store, str(path), source="claude-code")
+            assert _export(store, sid) == path.read_bytes(), point
 
 
 # ------------------------------------------------------------------ migration

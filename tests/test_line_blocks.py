@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,6 @@ from sqlalchemy import text
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code, export_jsonl
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage import faults
 from sessionstore.storage.db import make_engine
 from sessionstore.storage.linepack import (
     BLOCK,
@@ -274,33 +271,6 @@ def _jsonl(store: SessionStore, sid: str) -> str:
     out = io.StringIO()
     export_jsonl(store.get(sid), out)
     return out.getvalue()
-
-
-def test_a_kill_while_the_last_block_is_rewritten_keeps_the_old_lines(store_url: str, tmp_path: Path) -> None:
-    """import.after_tail_block (a growth import, the last block deleted, its lines not yet stored again): the
-    killed import leaves the store as it was, and the next one completes it."""
-    lines = _transcript(BLOCK_LINES + 20)
-    path = tmp_path / "grow.jsonl"
-    path.write_bytes(b"".join(lines[:-5]))
-    with SessionStore.open(store_url) as store:
-        sid = import_file(store, str(path), source="claude-code").session_id
-        before = session_rows(store, sid)
-    path.write_bytes(b"".join(lines))
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child dies at the point
-        try:
-            faults.TARGET = "import.after_tail_block"
-            with SessionStore.open(store_url) as store:
-                import_file(store, str(path), source="claude-code")
-        finally:
-            os._exit(3)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
-    with SessionStore.open(store_url) as store:
-        assert session_rows(store, sid) == before
-        assert _export(store, sid) == b"".join(lines[:-5])
-        assert import_file(store, str(path), source="claude-code").status == "grown"
-        assert _export(store, sid) == b"".join(lines)
 
 
 def test_reopening_reads_the_lines_back_with_their_kinds(store_url: str, tmp_path: Path) -> None:
