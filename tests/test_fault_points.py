@@ -27,8 +27,9 @@ import pytest
 from sqlalchemy import inspect
 
 from sessionstore import SessionStore
+from sessionstore.interchange.importing import import_file
 from sessionstore.storage import doctor, faults
-from sessionstore.storage.linepack import SPLICE_OF, session_lines
+from sessionstore.storage.linepack import BLOCK, SPLICE_OF, session_lines
 from sessionstore.storage.blobs import get_blob
 from sessionstore.storage.migrate import head_revision
 from sessionstore.storage.models import Base
@@ -268,8 +269,9 @@ def _sessions_without_import(store: SessionStore) -> int:
 
 
 def test_every_point_of_an_import_leaves_each_file_whole_or_absent(store_url: str, tmp_path: Path) -> None:
-    points = _points("import")
-    assert "import.mid_file" in points
+    # import.after_tail_block is reached by a growth import only (killed in the growth test below).
+    points = [p for p in _points("import") if p != "import.after_tail_block"]
+    assert "import.mid_file" in points and "import.after_blocks" in points
     for n, point in enumerate(points):
         folder = tmp_path / f"import-{n}"
         counts = write_import_files(folder, f"imp{n}")
@@ -291,6 +293,41 @@ def test_every_point_of_an_import_leaves_each_file_whole_or_absent(store_url: st
             assert _imports_state(store, paths, done_rows) == {p: (c, c, c) for p, c in counts.items()}
             for path, whole in killed_rows.items():  # a file kept whole by the kill is exactly a full import
                 assert whole == done_rows[path], f"{point}: {path} differs from its complete import"
+
+
+#: The points a growth import reaches (a session with a dictionary: no `after_dictionary`), the tail block first.
+GROWTH_POINTS = ("import.after_tail_block", "import.after_blocks", "import.before_commit", "import.after_commit")
+
+
+def test_every_point_of_a_growth_import_rewriting_the_last_block_keeps_the_old_lines_or_all(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A grown file's import takes the session's last, partial block back (deleted, stored again with the new
+    lines): killed before COMMIT the session is exactly as it was, after it the file is whole; the next import
+    completes it either way."""
+    from tests.test_line_blocks import BLOCK_LINES, _export, _transcript
+
+    lines = _transcript(BLOCK_LINES + 20)
+    for n, point in enumerate(GROWTH_POINTS):
+        path = tmp_path / f"grow-{n}.jsonl"
+        path.write_bytes(b"".join(lines[:-5]).replace(b'"blocks"', f'"grow{n:02d}"'.encode()))
+        with SessionStore.open(store_url) as store:
+            sid = import_file(store, str(path), source="claude-code").session_id
+            before = session_rows(store, sid)
+        path.write_bytes(b"".join(lines).replace(b'"blocks"', f'"grow{n:02d}"'.encode()))
+
+        def grow(st: SessionStore, grown: str = str(path)) -> None:
+            import_file(st, grown, source="claude-code")
+
+        _assert_killed_at(_fork(store_url, point, grow), point, store_url)
+        with SessionStore.open(store_url) as store:
+            if point.endswith(".after_commit"):
+                assert _export(store, sid) == path.read_bytes(), point
+            else:
+                assert session_rows(store, sid) == before, point
+            assert doctor.check(store, sid).problems == [], point
+            import_file(store, str(path), source="claude-code")
+            assert _export(store, sid) == path.read_bytes(), point
 
 
 # ------------------------------------------------------------------ migration
@@ -374,7 +411,7 @@ def test_every_point_of_the_splicing_upgrade_keeps_every_line(engine: str, tmp_p
     it is exactly as it was; after COMMIT its message line is spliced; either way every line exports as written."""
     from tests.test_migration_safety import A, _assert_backup, _assert_source_exports, _build, _snapshot
 
-    line = "SELECT raw FROM source_lines WHERE session_id = :id AND line_no = 2"
+    line = "SELECT raw FROM source_lines WHERE session_id = :id AND line_no > 0 ORDER BY line_no DESC LIMIT 1"
     for n, point in enumerate(_points("migration")):
         with _fresh_database(engine, tmp_path, n) as url:
             before = _build(url, BEFORE_SPLICING)
@@ -383,7 +420,8 @@ def test_every_point_of_the_splicing_upgrade_keeps_every_line(engine: str, tmp_p
             with SessionStore.open(url, upgrade=False) as store:
                 revision = store.db.one("SELECT version_num FROM alembic_version")[0]
                 assert revision == (head_revision() if committed else BEFORE_SPLICING), point
-                assert (bytes(store.db.one(line, {"id": A})[0])[0] in SPLICE_OF) == committed, point
+                codec = bytes(store.db.one(line, {"id": A})[0])[0]
+                assert (codec in SPLICE_OF or codec == BLOCK) == committed, point
                 if not committed:
                     assert _snapshot(store.db.engine) == before, f"{point}: a row changed"
             if url.startswith("sqlite"):
@@ -391,6 +429,36 @@ def test_every_point_of_the_splicing_upgrade_keeps_every_line(engine: str, tmp_p
             with SessionStore.open(url) as store:  # the next open finishes the job
                 assert store.db.one("SELECT version_num FROM alembic_version")[0] == head_revision()
                 _assert_source_exports(store, trained=False, spliced=True)
+                assert doctor.check(store).problems == []
+
+
+#: The revision before the one that packs source lines in blocks (0015).
+BEFORE_BLOCKS = "0013"
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_every_point_of_the_block_upgrade_keeps_every_line(engine: str, tmp_path: Path) -> None:
+    """A filled database at 0013 upgraded through 0015 (which packs every session's lines in blocks): killed before
+    COMMIT it is exactly as it was; after COMMIT its lines are blocks; either way every line exports as written."""
+    from tests.test_migration_safety import A, _assert_backup, _assert_source_exports, _build, _snapshot
+
+    kinds = "SELECT DISTINCT kind FROM source_lines WHERE session_id = :id AND line_no > 0"
+    for n, point in enumerate(_points("migration")):
+        with _fresh_database(engine, tmp_path, n) as url:
+            before = _build(url, BEFORE_BLOCKS)
+            _assert_killed_at(_fork(url, point, lambda st: None), point, url)
+            committed = point.endswith(".after_commit")
+            with SessionStore.open(url, upgrade=False) as store:
+                revision = store.db.one("SELECT version_num FROM alembic_version")[0]
+                assert revision == (head_revision() if committed else BEFORE_BLOCKS), point
+                assert ([r[0] for r in store.db.all(kinds, {"id": A})] == ["block"]) == committed, point
+                if not committed:
+                    assert _snapshot(store.db.engine) == before, f"{point}: a row changed"
+            if url.startswith("sqlite"):
+                _assert_backup(url, BEFORE_BLOCKS, before)
+            with SessionStore.open(url) as store:  # the next open finishes the job
+                assert store.db.one("SELECT version_num FROM alembic_version")[0] == head_revision()
+                _assert_source_exports(store, trained=False, spliced=False)  # filled at 0013 unspliced
                 assert doctor.check(store).problems == []
 
 

@@ -31,7 +31,7 @@ from sessionstore.storage import store as store_module
 from sessionstore.storage.db import make_engine
 from sessionstore.interchange.export import _copy_source_lines
 from sessionstore.storage.doctor import check
-from sessionstore.storage.linepack import DICT_LINE, SPLICE_OF, LinePacker, session_packer
+from sessionstore.storage.linepack import BLOCK, DICT_LINE, LinePacker, block_columns, session_packer
 from sessionstore.storage.migrate import alembic_config, current_revision, head_revision, upgrade
 from tests.support.validity import check_messages
 
@@ -364,18 +364,24 @@ def _assert_readable(store: SessionStore, before: dict[str, list[tuple[Any, ...]
 
 
 def _unpacked(url: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """source_lines rows as they were before revision 0010 packed them: raw lines, no dictionary rows."""
+    """source_lines rows as they were before revision 0010 packed them: raw lines, one a row (a block of lines,
+    revision 0015, as its lines' rows), no dictionary rows."""
     with SessionStore.open(url) as store:
         packers = {sid: session_packer(store.db, sid) for sid in (A, B)}
-        contents = {
-            (sid, int(seq)): c for sid, seq, c in store.db.all("SELECT session_id, seq, content_json FROM messages")
-        }
+        columns = {sid: block_columns(store.db, sid, 0, 1 << 60) for sid in (A, B)}
     out = []
     for row in rows:
         cells = dict(row)
         if cells["line_no"] == DICT_LINE:
             continue
-        content = contents.get((cells["session_id"], cells["message_seq"]))
+        found = columns[cells["session_id"]]
+        if cells["raw"][:1] == bytes((BLOCK,)):
+            packer = packers[cells["session_id"]]
+            for line in packer.unpack_block(cells["line_no"], cells["raw"], found.get, with_kinds=True):
+                fields = {"line_no": line.line_no, "kind": line.kind, "entry_type": line.entry_type}
+                out.append(tuple({**cells, **fields, "message_seq": line.seq, "raw": line.raw}.items()))
+            continue
+        content = found.get(cells["message_seq"], (None,))[0]
         cells["raw"] = packers[cells["session_id"]].unpack(cells["raw"], content)
         out.append(tuple(cells.items()))
     return out
@@ -391,8 +397,9 @@ def _assert_source_exports(store: SessionStore, trained: bool, spliced: bool) ->
     if trained:
         assert session_packer(store.db, B).dictionary is not None, "the upgrade packs a long source with a dictionary"
     if spliced:
-        stored = store.db.one("SELECT raw FROM source_lines WHERE session_id = :id AND line_no = 2", {"id": A})[0]
-        assert bytes(stored)[0] in SPLICE_OF and FIXED[0]["text"].encode() not in bytes(stored), "0012 splices it"
+        stored = store.db.one("SELECT raw FROM source_lines WHERE session_id = :id AND line_no = 1", {"id": A})[0]
+        assert bytes(stored)[0] == BLOCK, "0015 keeps the two lines in one block"
+        assert FIXED[0]["text"].encode() not in bytes(stored), "0012 splices the message line, 0015 keeps it spliced"
 
 
 @pytest.mark.parametrize("revision", REVISIONS)

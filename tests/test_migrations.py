@@ -150,13 +150,16 @@ def _codecs(engine: Engine, sid: str) -> dict[int, int]:
 def test_0012_down_and_up_again_splices_the_message_lines_and_keeps_every_byte(
     store_url: str, transcripts_dir: Path
 ) -> None:
-    """Downgrading past 0012 stores every message line whole again (codecs 1-2); upgrading splices them again."""
+    """Downgrading past 0012 stores every message line whole again (codecs 1-2); upgrading splices them again.
+
+    (From 0015 an import stores blocks of lines; at 0013 they are the rows an import at 0013 wrote.)"""
     path = transcripts_dir / "claude-code" / "spotter" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
     source = path.read_bytes()
     with SessionStore.open(store_url) as store:
         sid = import_file(store, str(path), source="claude-code").session_id
     engine = make_engine(store_url)
     try:
+        downgrade(engine, "0013")
         imported, stored = _codecs(engine, sid), _message_lines(engine, sid)
         assert sum(n for codec, n in imported.items() if codec in SPLICE_OF) > 0.95 * sum(imported.values())
         downgrade(engine, "0011")
@@ -167,9 +170,10 @@ def test_0012_down_and_up_again_splices_the_message_lines_and_keeps_every_byte(
                 "SELECT raw FROM source_lines WHERE session_id = :id AND line_no > 0 ORDER BY line_no", {"id": sid}
             )
             assert b"".join(packer.unpack(bytes(raw)) for (raw,) in rows) == source
-        upgrade(engine, backup=False)
+        upgrade(engine, "0013", backup=False)
         assert _codecs(engine, sid) == imported, "the upgrade stores the lines as an import at 0012 does"
         assert _message_lines(engine, sid) == stored, "the same segments of the same columns, byte for byte"
+        upgrade(engine, backup=False)
     finally:
         engine.dispose()
     with SessionStore.open(store_url) as store:

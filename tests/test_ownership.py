@@ -24,7 +24,7 @@ from sessionstore import ReadOnlySession, SessionNotFound, SessionStore
 from sessionstore.agent.mcp_server import build_server
 from sessionstore.interchange.importing import import_file
 from sessionstore.storage.db import make_engine
-from sessionstore.storage.linepack import SPLICE_OF
+from sessionstore.storage.linepack import BLOCK, SPLICE_OF
 from sessionstore.storage.migrate import downgrade, upgrade
 from tests.conftest import PG_URL
 from tests.support.cli import run_cli
@@ -312,18 +312,22 @@ def _codecs_of_a_import(r: Roles) -> list[int]:
 
 
 def test_the_owner_splices_and_unsplices_every_role_s_lines(roles: Roles, capsys: pytest.CaptureFixture[str]) -> None:
-    """Revision 0012 run by the owner rewrites A's lines too (it lifts FORCE ROW LEVEL SECURITY on source_lines
-    and messages inside its transaction, and sets it again): down to 0011 whole, up again spliced, A exports them."""
-    spliced = _codecs_of_a_import(roles)
-    assert any(codec in SPLICE_OF for codec in spliced), spliced
+    """Revisions 0012 and 0015 run by the owner rewrite A's lines too (they lift FORCE ROW LEVEL SECURITY on
+    source_lines (and messages) inside their transaction, and set it again): down to 0011 whole, up again spliced,
+    then in blocks; A exports them."""
     engine = make_engine(roles.url(roles.owner))
     try:
+        downgrade(engine, "0013")  # the lines as an import at 0013 stored them (no blocks)
+        spliced = _codecs_of_a_import(roles)
+        assert any(codec in SPLICE_OF for codec in spliced), spliced
         downgrade(engine, "0011")
         assert not any(codec in SPLICE_OF for codec in _codecs_of_a_import(roles))
+        upgrade(engine, "0013", backup=False)
+        assert _codecs_of_a_import(roles) == spliced
         upgrade(engine, backup=False)
     finally:
         engine.dispose()
-    assert _codecs_of_a_import(roles) == spliced
+    assert set(_codecs_of_a_import(roles)) == {BLOCK}, "0015 packs A's lines in blocks too"
     with roles.raw(roles.owner) as conn:
         for table in ("source_lines", "messages"):
             forced = conn.execute("SELECT relforcerowsecurity FROM pg_class WHERE oid = %s::regclass", (table,))
@@ -331,6 +335,27 @@ def test_the_owner_splices_and_unsplices_every_role_s_lines(roles: Roles, capsys
     exported = run_cli(capsys, "export", roles.a_imported, "--format", "claude-code", "--db", roles.url(roles.a))
     assert exported.code == 0, exported.err
     assert exported.out.encode() == Path(roles.source_file).read_bytes()
+
+
+def test_a_growth_import_under_row_level_security_rewrites_its_own_last_block(roles: Roles, tmp_path: Path) -> None:
+    """As A (not the tables' owner, FORCE ROW LEVEL SECURITY on): a grown file's import takes A's last block back
+    and stores it again with the new lines; B's rows are untouched."""
+    from tests.test_line_blocks import _export, _transcript
+
+    lines = [line.replace(b'"blocks"', b'"rls-grow"') for line in _transcript(90)]
+    path = tmp_path / "rls-grow.jsonl"
+    path.write_bytes(b"".join(lines[:70]))
+    with SessionStore.open(roles.url(roles.a)) as store:
+        sid = import_file(store, str(path), source="claude-code").session_id
+        path.write_bytes(b"".join(lines))
+        assert import_file(store, str(path), source="claude-code").status == "grown"
+        assert _export(store, sid) == b"".join(lines)
+        counts = store.db.all(
+            "SELECT line_count FROM source_lines WHERE session_id = :id AND line_no > 0 ORDER BY line_no", {"id": sid}
+        )
+        assert [int(c) for (c,) in counts] == [64, 26]
+    with SessionStore.open(roles.url(roles.b)) as store:
+        assert store.db.one("SELECT COUNT(*) FROM source_lines WHERE session_id = :id", {"id": sid})[0] == 0
 
 
 # ------------------------------------------------------------------ sharing

@@ -1,5 +1,6 @@
 """Imported source lines are stored packed (zstd, a per-session dictionary; a message line without the content
-its messages row holds), exported byte for byte, and vacuum gives space back."""
+its messages row holds; from revision 0015 in blocks of lines, tests/test_line_blocks.py), exported byte for byte,
+and vacuum gives space back."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.importing import import_file
 from sessionstore.storage.linepack import (
+    BLOCK,
+    COLUMNS,
     DICT_KIND,
     DICT_LINE,
     RAW,
@@ -28,8 +31,11 @@ from sessionstore.storage.linepack import (
     SPLICE_ZSTD,
     ZSTD,
     ZSTD_DICT,
+    BlockLine,
     LineCorrupt,
     LinePacker,
+    block_columns,
+    block_head,
     column_bytes,
     session_lines,
     session_packer,
@@ -252,26 +258,43 @@ def test_an_import_stores_lines_packed_with_a_dictionary_and_exports_them_byte_f
         sid = import_file(store, str(transcripts_dir / SPOTTER), source="claude-code").session_id
         rows = _stored(store, sid)
         assert rows[0][:2] == (DICT_LINE, DICT_KIND), "the session's dictionary is its row 0"
-        assert {raw[0] for _, _, raw in rows[1:]} <= {RAW, ZSTD_DICT, SEGMENTS_RAW, SEGMENTS_DICT}
+        assert {raw[0] for _, _, raw in rows[1:]} == {BLOCK}
         assert sum(len(raw) for _, _, raw in rows) < len(source) / 4, "the lines are kept in a quarter of their bytes"
         out = io.BytesIO()
         export_claude_code(store.get(sid), out)
         assert out.getvalue() == source
 
 
+def _blocks(store: SessionStore, sid: str) -> list[tuple[int, bytes]]:
+    """(first line, raw) of each stored block of the session, in order."""
+    rows = store.db.all(
+        "SELECT line_no, raw FROM source_lines WHERE session_id = :id AND line_no > 0 ORDER BY line_no", {"id": sid}
+    )
+    return [(int(n), bytes(raw)) for n, raw in rows]
+
+
+def _block_lines(store: SessionStore, sid: str) -> list[BlockLine]:
+    """Every stored line of the session with its message's columns, read block by block."""
+    packer, columns = session_packer(store.db, sid), block_columns(store.db, sid, 0, 1 << 60)
+    return [line for first, raw in _blocks(store, sid) for line in packer.unpack_block(first, raw, columns.get)]
+
+
+def _without(columns: Any, column: int) -> Any:
+    """`columns` (as fetched) with one of them NULL."""
+    return None if columns is None else tuple(None if i == column else c for i, c in enumerate(columns))
+
+
 def test_an_import_stores_message_lines_spliced_in_fewer_bytes(store_url: str, transcripts_dir: Path) -> None:
-    """On a real transcript nearly every message line is stored without its content, in far fewer bytes."""
+    """On a real transcript the message lines are stored without their content, in far fewer bytes."""
     source = (transcripts_dir / SPOTTER).read_bytes().splitlines(keepends=True)
     with SessionStore.open(store_url) as store:
         sid = import_file(store, str(transcripts_dir / SPOTTER), source="claude-code").session_id
         packer = session_packer(store.db, sid)
-        rows = store.db.all(
-            "SELECT line_no, raw FROM source_lines WHERE session_id = :id AND message_seq IS NOT NULL", {"id": sid}
-        )
-        stored = [bytes(raw) for _, raw in rows]
-        whole = [packer.pack(source[int(n) - 1]) for n, _ in rows]  # the same lines packed as before splicing
-        assert sum(raw[0] in SPLICE_OF for raw in stored) > 0.95 * len(stored)
-        assert sum(map(len, stored)) < 0.75 * sum(map(len, whole)), (sum(map(len, stored)), sum(map(len, whole)))
+        lines = _block_lines(store, sid)
+        assert [line.raw for line in lines] == source
+        stored = sum(len(raw) for _, raw in _blocks(store, sid))
+        whole = sum(len(row[-1]) for row in packer.pack_blocks(sid, [line._replace(columns=None) for line in lines]))
+        assert stored < 0.75 * whole, (stored, whole)
         assert [raw for _, raw in session_lines(store.db, sid, batch=7)] == source
 
 
@@ -282,46 +305,38 @@ def test_an_import_stores_message_lines_without_their_usage_and_tool_results(
     source = (transcripts_dir / SPOTTER).read_bytes().splitlines(keepends=True)
     with SessionStore.open(store_url) as store:
         sid = import_file(store, str(transcripts_dir / SPOTTER), source="claude-code").session_id
-        packer = session_packer(store.db, sid)
-        rows = _lines_with_columns(store, sid, "s.line_no")
+        packer, columns = session_packer(store.db, sid), block_columns(store.db, sid, 0, 1 << 60)
+        blocks = _blocks(store, sid)
         needs = {"usage": 0, "metadata": 0}
-        stored = content_only = 0
-        for n, raw, content, usage, metadata in rows:
-            line, raw = source[int(n) - 1], bytes(raw)
-            assert packer.unpack(raw, content, usage, metadata) == line
-            stored += len(raw)
-            content_only += len(packer.pack(line, content))
-            for key, given in (("usage", (content, None, metadata)), ("metadata", (content, usage, None))):
+        for first, raw in blocks:
+            for key, column in (("usage", 1), ("metadata", 2)):
                 try:
-                    packer.unpack(raw, *given)
+                    packer.unpack_block(first, raw, lambda seq, c=column: _without(columns.get(seq), c))
                 except LineCorrupt:
                     needs[key] += 1
-        assert needs["usage"] > 0.3 * len(rows) and needs["metadata"] > 20, needs
-        assert stored < 0.85 * content_only, (stored, content_only)
+        assert needs["usage"] > 0.3 * len(blocks) and needs["metadata"] > 0.3 * len(blocks), (needs, len(blocks))
+        content_only = packer.pack_blocks(
+            sid, [line._replace(columns=_without(_without(line.columns, 1), 2)) for line in _block_lines(store, sid)]
+        )
+        stored = sum(len(raw) for _, raw in blocks)
+        assert stored < 0.9 * sum(len(row[-1]) for row in content_only), stored  # blocks share the rest
         assert [raw for _, raw in session_lines(store.db, sid, batch=7)] == source
-
-
-def _lines_with_columns(store: SessionStore, sid: str, key: str) -> list[Any]:
-    """(`key`, stored raw, content, usage, metadata as JSON text) of each line carrying a message, in file order."""
-    return store.db.all(
-        f"SELECT {key}, s.raw, unpacked(m.content_json), unpacked(m.usage_json), unpacked(m.metadata_json) "
-        "FROM source_lines s JOIN messages m "
-        "ON m.session_id = s.session_id AND m.seq = s.message_seq WHERE s.session_id = :id ORDER BY s.line_no",
-        {"id": sid},
-    )
 
 
 def _spliced_message(store: SessionStore, sid: str, column: str) -> tuple[int, str]:
     """The seq and `column` of a message whose line was stored without part of that column."""
-    packer = session_packer(store.db, sid)
-    rows = _lines_with_columns(store, sid, "m.seq")
-    names = ["content_json", "usage_json", "metadata_json"]
-    for seq, raw, *columns in rows:
-        without = [None if name == column else value for name, value in zip(names, columns, strict=True)]
-        try:
-            packer.unpack(bytes(raw), *without)
-        except LineCorrupt:
-            return int(seq), columns[names.index(column)]
+    packer, columns = session_packer(store.db, sid), block_columns(store.db, sid, 0, 1 << 60)
+    index = COLUMNS.index(column)
+    for first, raw in _blocks(store, sid):
+        head = block_head(raw)
+        for seq in range(head.base, head.last + 1) if head.base else ():
+            try:
+                packer.unpack_block(
+                    first, raw, lambda s, n=seq: _without(columns.get(s), index) if s == n else columns.get(s)
+                )
+            except LineCorrupt:
+                query = f"SELECT unpacked({column}) FROM messages WHERE session_id = :id AND seq = :seq"
+                return seq, store.db.one(query, {"id": sid, "seq": seq})[0]
     raise AssertionError(f"no line was stored without its {column}")
 
 
@@ -394,19 +409,25 @@ def test_a_grown_file_packs_its_new_lines_with_the_same_dictionary(
 
 
 def test_a_half_written_message_line_completed_later_is_stored_spliced(store_url: str, tmp_path: Path) -> None:
-    """The growth import drops the kept half line (`line_no > lines_done`) and stores the whole one spliced."""
+    """The growth import drops the kept half line (`line_no > lines_done`, inside the last block) and stores the
+    whole one spliced, in the same single block."""
     lines = _message_lines(40)
     path = tmp_path / "growing.jsonl"
     path.write_bytes(b"".join(lines[:-1]) + lines[-1][:30])
     with SessionStore.open(store_url) as store:
         sid = import_file(store, str(path), source="claude-code").session_id
-        line_40 = "SELECT kind, raw FROM source_lines WHERE session_id = :id AND line_no = 40"
-        kind, half = store.db.one(line_40, {"id": sid})
-        assert kind == "bad" and bytes(half)[0] not in SPLICE_OF, "the half line is kept as it is"
+        stored = _block_lines(store, sid)
+        assert (stored[-1].line_no, stored[-1].seq, stored[-1].raw) == (40, None, lines[-1][:30]), "kept as it is"
         path.write_bytes(b"".join(lines))
         assert import_file(store, str(path), source="claude-code").status == "grown"
-        kind, whole = store.db.one(line_40, {"id": sid})
-        assert kind == "message" and bytes(whole)[0] in SPLICE_OF
+        assert len(_blocks(store, sid)) == 1
+        last = _block_lines(store, sid)[-1]
+        assert last.line_no == 40 and last.seq is not None and last.raw == lines[-1]
+        (first, raw), columns = _blocks(store, sid)[0], block_columns(store.db, sid, 0, 1 << 60)
+        with pytest.raises(LineCorrupt, match="missing"):
+            session_packer(store.db, sid).unpack_block(
+                first, raw, lambda s: _without(columns.get(s), 0) if s == last.seq else columns.get(s)
+            )
         out = io.BytesIO()
         export_claude_code(store.get(sid), out)
         assert out.getvalue() == b"".join(lines)

@@ -17,7 +17,7 @@ content back as TEXT and deletes the content dictionaries. PostgreSQL: nothing
 imported, so this revision keeps doing what it did when the packing module changes.
 
 Revision ID: 0016
-Revises: 0014
+Revises: 0015
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import zstandard
 from alembic import op
 
 revision: str = "0016"
-down_revision: str | None = "0014"
+down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -26,7 +26,18 @@ from sessionstore.storage.errors import InvalidMessage, SessionStoreError
 from sessionstore.storage.fastjson import loads_stored
 from sessionstore.storage.faults import fault_in
 from sessionstore.storage.gcpause import gc_paused
-from sessionstore.storage.linepack import COLUMNS, LinePacker, dictionary_row, session_packer, train
+from sessionstore.storage.linepack import (
+    BLOCK,
+    BLOCK_COLUMNS,
+    BLOCK_LINES,
+    COLUMNS,
+    BlockLine,
+    LinePacker,
+    block_lines,
+    dictionary_row,
+    session_packer,
+    train,
+)
 from sessionstore.interchange.copies import (
     Match,
     Stream,
@@ -452,6 +463,10 @@ class _Writer:
         self.host: str | None = None
         #: Packs raw lines for storage; None until the first flush decides the session's dictionary.
         self.packer: LinePacker | None = None
+        #: Lines not yet stored in a block: the tail of a block being filled (the stored last block of a grown
+        #: session, reopened, comes first), and the COLUMNS of the messages they carry, by seq.
+        self.pending: list[BlockLine] = []
+        self.pending_columns: dict[int, Any] = {}
 
     def run(self) -> ImportResult:
         if self.existing:
@@ -462,7 +477,7 @@ class _Writer:
         importer = self.importer
         for line in importer.lines():
             self._take(line)
-        self._flush()
+        self._flush(final=True)
         if not self.existing and not self.result.messages_added:
             raise EmptyTranscript(
                 f"{self.path}: no message in it (binary, empty or not a {self.source} transcript); no session created"
@@ -534,10 +549,34 @@ class _Writer:
             self.seq_of[uuid] = int(seq)
             self.tokens_of[int(seq)] = int(tokens)
         self.last_seq = last_seq
+        self._reopen_last_block()
         self.db.execute(
             "DELETE FROM source_lines WHERE session_id = :id AND line_no > :n",
             {"id": self.session_id, "n": self.lines_done},
         ).close()
+
+    def _reopen_last_block(self) -> None:
+        """Take the session's last stored block back into `pending` when it is not full or holds lines past
+        `lines_done` (a half line a live import kept): its lines up to `lines_done` are stored again with the
+        new ones, so appends cost one block, not the session, and a truncation never splits a line's block."""
+        row = self.db.one(
+            "SELECT line_no, raw, line_count FROM source_lines WHERE session_id = :id AND line_no > 0 "
+            "AND line_no <= :n ORDER BY line_no DESC LIMIT 1",
+            {"id": self.session_id, "n": self.lines_done},
+        )
+        if row is None or bytes(row[1][:1]) != bytes((BLOCK,)):
+            return
+        first, stored = int(row[0]), bytes(row[1])
+        lines = block_lines(self.db, self.session_id, session_packer(self.db, self.session_id), first, stored)
+        if int(row[2]) >= BLOCK_LINES and lines[-1].line_no <= self.lines_done:
+            return
+        self.db.execute(
+            "DELETE FROM source_lines WHERE session_id = :id AND line_no = :n", {"id": self.session_id, "n": first}
+        ).close()
+        fault_in(self.db, "after_tail_block")
+        kept = [line for line in lines if line.line_no <= self.lines_done]
+        self.pending = [line._replace(columns=None) for line in kept]
+        self.pending_columns.update({line.seq: line.columns for line in kept if line.seq is not None})
 
     def _take(self, line: ImportedLine) -> None:
         """One streamed line: a message, a side entry or a bad line, all kept raw."""
@@ -623,16 +662,41 @@ class _Writer:
             self.first_time = moment if self.first_time is None else min(self.first_time, moment)
             self.last_time = moment if self.last_time is None else max(self.last_time, moment)
 
-    def _flush(self) -> None:
+    def _flush(self, final: bool = False) -> None:
+        """Store the batch's messages, and its lines in full blocks (every block when `final`; else the last,
+        partial one waits for the next batch)."""
         self.db.insert_rows(
             "messages", MESSAGE_INSERT_COLUMNS, self.db.text_packer.pack_rows(self.messages, train=True)
         )
-        if self.source_rows:
-            packer = self.packer or self._first_packer()
-            # A line carrying a message of this batch is stored without what its messages row holds already.
-            columns = {row[1]: [row[i] for i in _SPLICED] for row in self.messages}
-            self.db.insert_rows("source_lines", _SOURCE_LINE_COLUMNS, packer.pack_rows(self.source_rows, columns))
+        packer = self.packer or (self._first_packer() if self.source_rows or self.pending else None)
+        # A line carrying a message is stored without what its messages row holds already (the message is in
+        # the line's batch; only the columns of lines kept are held, so a source keeping no message line holds none).
+        batch = {row[1]: row for row in self.messages}
+        for row in self.source_rows:
+            if row[4] in batch:
+                self.pending_columns[row[4]] = [batch[row[4]][i] for i in _SPLICED]
+        self.pending += [BlockLine(row[1], row[4], bytes(row[5]), None, row[2], row[3]) for row in self.source_rows]
         self.messages, self.source_rows = [], []
+        if packer is None or not self.pending:
+            return
+        # Mid-file, the lines that do not fill a block wait for the next batch (or the last flush).
+        stored = self.pending if final else self.pending[: len(self.pending) - len(self.pending) % BLOCK_LINES]
+        if not stored:
+            return
+        columns = self.pending_columns
+        self.db.insert_rows(
+            "source_lines",
+            BLOCK_COLUMNS,
+            packer.pack_blocks(
+                self.session_id,
+                [line._replace(columns=columns.get(line.seq)) if line.seq is not None else line for line in stored],
+            ),
+        )
+        fault_in(self.db, "after_blocks")
+        for line in stored:
+            if line.seq is not None:
+                self.pending_columns.pop(line.seq, None)
+        self.pending = self.pending[len(stored) :]
 
     def _first_packer(self) -> LinePacker:
         """The session's packer: its stored dictionary, else one trained on this first batch (stored as row 0)."""

@@ -72,6 +72,8 @@ POINTS: tuple[str, ...] = (
     "import.begin",
     "import.after_session_row",
     "import.after_dictionary",
+    "import.after_blocks",
+    "import.after_tail_block",
     "import.mid_file",
     "import.after_lines",
     "import.after_layout",

@@ -33,12 +33,25 @@ of the whole line and the body of the rest. Readers put the slices back without
 parsing JSON. Imports write these; codecs 3-5 (content only) stay readable.
 Every column a reader fetches becomes bytes in `column_bytes` alone, the one
 place that knows how the messages columns are stored.
+
+From revision 0015 an import stores a session's lines in BLOCKs: one row per up
+to BLOCK_LINES consecutive lines (`line_no` its first line, `line_count` how
+many), so neighbouring lines, which share ids, envelopes and hook payloads, are
+compressed together and the per-row cost is paid once a block. A BLOCK row is
+the codec byte, the codec of its body (RAW, ZSTD or ZSTD_DICT), a varint line
+count, a varint base message seq, then per line: its line_no step, its message
+(0: none, else seq - base + 1), the length of its rest and, for a line with a
+message, its segments as SEGMENTS_* write them (count, then gap, column and
+slice; with a CRC-32 of the whole line when there is one); then ONE body of the
+concatenated rests. A reader fetches the messages columns of a block by one
+range read of `messages` (`block_columns`). Per-line rows of every codec above
+stay readable, mixed with blocks.
 """
 
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 import zstandard
 
@@ -56,6 +69,11 @@ PACKED_TEXT = bytes((textpack.PACKED,))
 SPLICE_RAW, SPLICE_ZSTD, SPLICE_DICT = 3, 4, 5
 #: The same three for a line stored without several segments of its message's columns (what imports write).
 SEGMENTS_RAW, SEGMENTS_ZSTD, SEGMENTS_DICT = 6, 7, 8
+#: Up to BLOCK_LINES lines (or BLOCK_BYTES bytes of rests) in one row (what imports write from revision 0015).
+BLOCK = 9
+BLOCK_KIND = "block"
+BLOCK_LINES = 64
+BLOCK_BYTES = 65_536
 #: What each spliced codec stores the rest of the line as.
 SPLICE_OF = {
     SPLICE_RAW: RAW,
@@ -114,6 +132,38 @@ class Segment(NamedTuple):
     start: int
     length: int
     whole: bool
+
+
+class BlockLine(NamedTuple):
+    """A line in a block: its number, its message's seq (None: none), that message's COLUMNS values, and the kind
+    and entry type the import gave it (kept in the block as a per-line row kept them in its columns)."""
+
+    line_no: int
+    seq: int | None
+    raw: bytes
+    columns: Sequence[Any] | None = None
+    kind: str = "side"
+    entry_type: str | None = None
+
+
+class BlockHead(NamedTuple):
+    """What a BLOCK row's first bytes say: its body's codec, line count, and the seqs of the messages it needs."""
+
+    codec: int
+    lines: int
+    base: int
+    last: int
+    at: int
+
+
+def block_head(stored: bytes) -> BlockHead:
+    """The head of a BLOCK row (cheap: the line index is not read); raises LineCorrupt."""
+    if len(stored) < 2 or stored[0] != BLOCK:
+        raise LineCorrupt("not a block of source lines")
+    count, pos = _read_varint(stored, 2)
+    base, pos = _read_varint(stored, pos)
+    span, pos = _read_varint(stored, pos)
+    return BlockHead(stored[1], count, base, base + span, pos)
 
 
 def _safe_bytes(value: Any) -> bytes | None:
@@ -183,6 +233,7 @@ class LinePacker:
         self.dictionary = dictionary
         self._dict = zstandard.ZstdCompressionDict(dictionary) if dictionary else None
         self._compressor: zstandard.ZstdCompressor | None = None
+        self._block_compressor: zstandard.ZstdCompressor | None = None
         self._decompressor: zstandard.ZstdDecompressor | None = None
         self._plain_decompressor: zstandard.ZstdDecompressor | None = None
 
@@ -223,16 +274,8 @@ class LinePacker:
     def _segmented(self, raw: bytes, segments: Sequence[Segment]) -> bytes:
         """SEGMENTS_* of `raw` without `segments`: count, per segment (gap, column * 2 + sliced[, start, length]),
         the line's CRC-32, the packed rest."""
-        head = bytearray(_varint(len(segments)))
-        rest, done = [], 0
-        for seg in sorted(segments):
-            rest.append(raw[done : seg.at])
-            head += _varint(seg.at - done) + _varint(seg.column * 2 + (not seg.whole))
-            if not seg.whole:
-                head += _varint(seg.start) + _varint(seg.length)
-            done = seg.at + seg.length
-        rest.append(raw[done:])
-        inner = self._pack_whole(b"".join(rest))
+        head, rest = _cut_out(raw, segments)
+        inner = self._pack_whole(rest)
         return bytes((inner[0] + SEGMENTS_RAW,)) + head + zlib.crc32(raw).to_bytes(4, "big") + inner[1:]
 
     def unpack(
@@ -274,24 +317,16 @@ class LinePacker:
         pieces, pos = self._segment_texts(body, fetched)
         if len(body) < pos + 4:
             raise LineCorrupt("a spliced source line is truncated")
-        rest = self._decode(codec, body[pos + 4 :])
-        out: list[bytes] = []
-        done = 0
-        for gap, text in pieces:
-            if done + gap > len(rest):
-                raise LineCorrupt("a spliced source line's offset is past its end")
-            out += (rest[done : done + gap], text)
-            done += gap
-        out.append(rest[done:])
-        line = b"".join(out)
+        line = _rebuild(self._decode(codec, body[pos + 4 :]), pieces)
         if zlib.crc32(line) != int.from_bytes(body[pos : pos + 4], "big"):
             raise LineCorrupt("a source line does not match its message's columns (changed since the import?)")
         return line
 
     @staticmethod
-    def _segment_texts(body: bytes, fetched: Sequence[Any]) -> tuple[list[tuple[int, bytes]], int]:
-        """(gap, bytes) of each segment a SEGMENTS_* body names, and where its CRC starts; raises LineCorrupt."""
-        count, pos = _read_varint(body, 0)
+    def _segment_texts(body: bytes, fetched: Sequence[Any], pos: int = 0) -> tuple[list[tuple[int, bytes]], int]:
+        """(gap, bytes) of each segment a SEGMENTS_* body names from `pos`, and where its CRC starts; raises
+        LineCorrupt."""
+        count, pos = _read_varint(body, pos)
         texts: list[bytes | None] = [None, None, None]
         pieces: list[tuple[int, bytes]] = []
         for _ in range(count):
@@ -333,10 +368,123 @@ class LinePacker:
             raise LineCorrupt(f"a source line does not decompress: {exc}") from exc
         raise LineCorrupt(f"a source line has unknown codec {codec}")
 
+    def pack_blocks(self, session_id: str, lines: Sequence[BlockLine]) -> list[tuple[Any, ...]]:
+        """`source_lines` insert tuples (BLOCK_COLUMNS) of `lines` (in line order) in blocks of up to BLOCK_LINES
+        lines holding up to BLOCK_BYTES bytes of rests (a longer line alone).
+
+        Each line with a message is stored without the segments of its columns it holds verbatim, as `pack`
+        finds them, kept only when they rebuild the line exactly.
+        """
+        entries = [self._entry(line) for line in lines]
+        rows = []
+        for start, end in split_blocks([len(rest) for _, _, rest in entries]):
+            block = entries[start:end]
+            seqs = [line.seq for line, _, _ in block if line.seq is not None]
+            first = block[0][0].line_no
+            raw = self._block(first, block, min(seqs, default=0), max(seqs, default=0))
+            rows.append((session_id, first, BLOCK_KIND, None, min(seqs, default=None), len(block), raw))
+        return rows
+
+    def _entry(self, line: BlockLine) -> tuple[BlockLine, bytes, bytes]:
+        """(line, its segment index, its rest): the index b"" for a line without a message."""
+        if line.seq is None:
+            return line, b"", line.raw
+        cut, rest = self._cut(line.raw, line.columns)
+        return line, cut, rest
+
+    def _block(self, first: int, block: Sequence[tuple[BlockLine, bytes, bytes]], base: int, last: int) -> bytes:
+        """A BLOCK row: codec, body codec, count, base seq, seq span, per line (step, message, rest length,
+        segment index), then one body: the rests, then each line's kind and entry type."""
+        index = bytearray()
+        previous = first
+        for line, cut, rest in block:
+            tag = _varint(line.seq - base + 1) if line.seq is not None else b"\x00"
+            index += _varint(line.line_no - previous) + tag + _varint(len(rest)) + cut
+            previous = line.line_no
+        kinds = b"".join(_kind_entry(line) for line, _, _ in block)
+        body = self._pack_rests(b"".join(rest for _, _, rest in block) + kinds)
+        head = bytes((BLOCK, body[0])) + _varint(len(block)) + _varint(base) + _varint(last - base)
+        return head + index + body[1:]
+
+    def _cut(self, raw: bytes, columns: Sequence[Any] | None) -> tuple[bytes, bytes]:
+        """(segment index, rest) of a message line: the index as SEGMENTS_* write it, with the line's CRC-32 when
+        it names a segment (b"\\x00": none); fewer segments are tried until they rebuild `raw` exactly."""
+        values = [_safe_bytes(value) for value in columns] if columns else [None, None, None]
+        segments = find_segments(raw, values)
+        while segments:
+            head, rest = _cut_out(raw, segments)
+            try:
+                pieces, _ = self._segment_texts(head, values)
+                if _rebuild(rest, pieces) == raw:
+                    return head + zlib.crc32(raw).to_bytes(4, "big"), rest
+            except LineCorrupt:
+                pass
+            segments = segments[:-1]
+        return b"\x00", raw
+
+    def _pack_rests(self, data: bytes) -> bytes:
+        """RAW, ZSTD or ZSTD_DICT of a block's rests (a frame with its checksum: a block holds many lines)."""
+        if len(data) >= MIN_PACKED:
+            if self._block_compressor is None:
+                self._block_compressor = zstandard.ZstdCompressor(
+                    level=LEVEL, dict_data=self._dict, write_content_size=True, write_checksum=True
+                )
+            packed = self._block_compressor.compress(data)
+            if len(packed) + 1 < len(data):
+                return bytes((ZSTD_DICT if self._dict is not None else ZSTD,)) + packed
+        return b"\x00" + data
+
+    def unpack_block(
+        self,
+        first: int,
+        stored: bytes,
+        columns_of: Callable[[int], Sequence[Any] | None],
+        *,
+        with_kinds: bool = False,
+    ) -> list[BlockLine]:
+        """Each line of the BLOCK row `stored` whose first line is `first`, as stored (its message's columns as
+        `columns_of(seq)` gives them: as fetched, None for no such message; its kind and entry type read only
+        `with_kinds`). Raises LineCorrupt."""
+        head = block_head(stored)
+        pos, line_no = head.at, first
+        index: list[tuple[int, int | None, int, list[tuple[int, bytes]], int | None]] = []
+        for _ in range(head.lines):
+            step, pos = _read_varint(stored, pos)
+            tag, pos = _read_varint(stored, pos)
+            length, pos = _read_varint(stored, pos)
+            pieces: list[tuple[int, bytes]] = []
+            crc = seq = None
+            if tag:
+                seq = head.base + tag - 1
+                pieces, pos = self._segment_texts(stored, columns_of(seq) or _NONE, pos)
+                if pieces:
+                    if len(stored) < pos + 4:
+                        raise LineCorrupt("a block of source lines is truncated")
+                    crc, pos = int.from_bytes(stored[pos : pos + 4], "big"), pos + 4
+            line_no += step
+            index.append((line_no, seq, length, pieces, crc))
+        rests = self._decode(head.codec, stored[pos:])
+        done = sum(entry[2] for entry in index)
+        if done > len(rests):
+            raise LineCorrupt("a block of source lines does not hold the lines its index names")
+        kinds = _read_kinds(rests, done, len(index)) if with_kinds else [("side", None)] * len(index)
+        out: list[BlockLine] = []
+        done = 0
+        for (number, seq, length, pieces, crc), (kind, entry_type) in zip(index, kinds, strict=True):
+            line = rests[done : done + length]
+            done += length
+            if pieces:
+                line = _rebuild(line, pieces)
+                if zlib.crc32(line) != crc:
+                    raise LineCorrupt("a source line does not match its message's columns (changed since the import?)")
+            out.append(BlockLine(number, seq, line, columns_of(seq) if seq is not None else None, kind, entry_type))
+        return out
+
     def pack_rows(
         self, rows: Iterable[Sequence[Any]], columns: Mapping[int, Sequence[Any]] | None = None
     ) -> list[tuple[Any, ...]]:
-        """`source_lines` insert tuples (message_seq next to last, raw last) with raw packed.
+        """Per-line `source_lines` insert tuples (message_seq next to last, raw last) with raw packed (the format
+        before revision 0015, which imports no longer write; kept for the tests of those rows).
 
         `columns` maps a message seq to its COLUMNS values: a line carrying one is stored without what it repeats.
         """
@@ -346,6 +494,85 @@ class LinePacker:
             values = found.get(row[-2]) if row[-2] is not None else None
             out.append((*row[:-1], self.pack(bytes(row[-1]), *values) if values else self._pack_whole(bytes(row[-1]))))
         return out
+
+
+#: The columns of a `pack_blocks` tuple.
+BLOCK_COLUMNS = ("session_id", "line_no", "kind", "entry_type", "message_seq", "line_count", "raw")
+
+
+def split_blocks(sizes: Sequence[int]) -> list[tuple[int, int]]:
+    """[start, end) of each block of lines whose rests are `sizes` bytes: up to BLOCK_LINES lines and
+    BLOCK_BYTES bytes (a longer line alone)."""
+    blocks = []
+    start = size = 0
+    for i, length in enumerate(sizes):
+        if i > start and (i - start >= BLOCK_LINES or size + length > BLOCK_BYTES):
+            blocks.append((start, i))
+            start, size = i, 0
+        size += length
+    if start < len(sizes):
+        blocks.append((start, len(sizes)))
+    return blocks
+
+
+_NONE = (None, None, None)
+
+
+def _kind_entry(line: BlockLine) -> bytes:
+    """A line's kind and entry type as a block keeps them: varint length + UTF-8 each, the entry type's length
+    + 1 (0: None)."""
+    kind = line.kind.encode("utf-8")
+    if line.entry_type is None:
+        return _varint(len(kind)) + kind + b"\x00"
+    entry = line.entry_type.encode("utf-8", "surrogatepass")
+    return _varint(len(kind)) + kind + _varint(len(entry) + 1) + entry
+
+
+def _read_kinds(body: bytes, pos: int, count: int) -> list[tuple[str, str | None]]:
+    """`count` (kind, entry type) pairs of a block's body from `pos` (after its rests); raises LineCorrupt."""
+    out: list[tuple[str, str | None]] = []
+    try:
+        for _ in range(count):
+            length, pos = _read_varint(body, pos)
+            kind = body[pos : pos + length].decode("utf-8")
+            pos += length
+            length, pos = _read_varint(body, pos)
+            entry = body[pos : pos + length - 1].decode("utf-8", "surrogatepass") if length else None
+            pos += max(0, length - 1)
+            out.append((kind, entry))
+    except UnicodeDecodeError as exc:
+        raise LineCorrupt(f"a block of source lines has an unreadable kind: {exc}") from exc
+    if pos != len(body):
+        raise LineCorrupt("a block of source lines does not hold the lines its index names")
+    return out
+
+
+def _cut_out(raw: bytes, segments: Sequence[Segment]) -> tuple[bytes, bytes]:
+    """(segment index without CRC, rest) of `raw` without `segments`: count, per segment (gap, column * 2 +
+    sliced[, start, length])."""
+    head = bytearray(_varint(len(segments)))
+    rest, done = [], 0
+    for seg in sorted(segments):
+        rest.append(raw[done : seg.at])
+        head += _varint(seg.at - done) + _varint(seg.column * 2 + (not seg.whole))
+        if not seg.whole:
+            head += _varint(seg.start) + _varint(seg.length)
+        done = seg.at + seg.length
+    rest.append(raw[done:])
+    return bytes(head), b"".join(rest)
+
+
+def _rebuild(rest: bytes, pieces: Sequence[tuple[int, bytes]]) -> bytes:
+    """`rest` with each (gap, bytes) piece put back `gap` bytes after the previous one; raises LineCorrupt."""
+    out: list[bytes] = []
+    done = 0
+    for gap, text in pieces:
+        if done + gap > len(rest):
+            raise LineCorrupt("a spliced source line's offset is past its end")
+        out += (rest[done : done + gap], text)
+        done += gap
+    out.append(rest[done:])
+    return b"".join(out)
 
 
 def _varint(n: int) -> bytes:
@@ -395,36 +622,76 @@ def dictionary_row(session_id: str, dictionary: bytes) -> tuple[object, ...]:
     return (session_id, DICT_LINE, DICT_KIND, None, None, dictionary)
 
 
-#: A session's imported lines with the COLUMNS of the message each carries (None for the others), fetched as
-#: UTF-8 bytes: the text is never decoded only to be encoded again. (SQLite's CAST gives the database's encoding,
-#: UTF-8 for every store sessionstore creates; were it another, the CRC check would say LineCorrupt.)
-_LINES = (
-    "SELECT s.line_no, s.raw, {columns} FROM source_lines s LEFT JOIN messages m "
-    "ON m.session_id = s.session_id AND m.seq = s.message_seq "
-    "WHERE s.session_id = :id AND s.line_no > :after ORDER BY s.line_no LIMIT :n"
+#: A page of a session's stored rows (a block, a per-line row or the dictionary, which `line_no > :after` skips).
+_ROWS = (
+    "SELECT line_no, raw, message_seq FROM source_lines "
+    "WHERE session_id = :id AND line_no > :after ORDER BY line_no LIMIT :n"
 )
+#: The COLUMNS of a session's messages with seq in [lo, hi], fetched as UTF-8 bytes: the text is never decoded
+#: only to be encoded again. (SQLite's CAST gives the database's encoding, UTF-8 for every store sessionstore
+#: creates; were it another, the CRC check would say LineCorrupt.)
+_RANGE = "SELECT seq, {columns} FROM messages WHERE session_id = :id AND seq BETWEEN :lo AND :hi"
 
 
-def _lines_sql(db: "Database") -> str:
-    """`_LINES` in this engine's words for a text's UTF-8 bytes."""
+def _range_sql(db: "Database") -> str:
+    """`_RANGE` in this engine's words for a text's UTF-8 bytes."""
     # SQLite: the column as stored (text, or a packed text that column_bytes unpacks only when a line needs it).
-    spelled = "m.{}" if db.is_sqlite else "convert_to(m.{}, 'UTF8')"
-    return _LINES.format(columns=", ".join(spelled.format(column) for column in COLUMNS))
+    spelled = "{}" if db.is_sqlite else "convert_to({}, 'UTF8')"
+    return _RANGE.format(columns=", ".join(spelled.format(column) for column in COLUMNS))
+
+
+def block_columns(db: "Database", session_id: str, low: int, high: int) -> dict[int, Sequence[Any]]:
+    """seq -> COLUMNS (as fetched) of a session's messages with seq in [low, high]: one range read."""
+    statement = db.cached_sql("block_columns", _range_sql)
+    rows = db.all(statement, {"id": session_id, "lo": low, "hi": high})
+    return {int(row[0]): tuple(row[1:]) for row in rows}
+
+
+def _seq_range(rows: Sequence[Sequence[Any]]) -> tuple[int, int] | None:
+    """The lowest and highest message seq the stored rows of a page need (None: none)."""
+    low = high = None
+    for _, stored, seq in rows:
+        if stored[:1] == bytes((BLOCK,)):
+            if seq is None:
+                continue
+            head = block_head(bytes(stored))
+            first, last = head.base, head.last
+        elif seq is not None and stored[:1] and stored[0] in SPLICE_OF:
+            first = last = int(seq)
+        else:
+            continue
+        low = first if low is None else min(low, first)
+        high = last if high is None else max(high, last)
+    return None if low is None else (low, high if high is not None else low)
 
 
 def session_lines(db: "Database", session_id: str, batch: int = 1000) -> Iterator[tuple[int, bytes]]:
-    """(line_no, original line) of every imported line of a session, in order, read `batch` rows at a time.
+    """(line_no, original line) of every imported line of a session, in order, about `batch` lines at a time.
 
-    Keyset paging keeps memory flat; each batch is one range read of source_lines joined with the
-    messages whose columns spliced lines leave out.
+    Keyset paging keeps memory flat; each page is one range read of source_lines (blocks of lines, or
+    single lines stored before revision 0015) and one range read of the messages whose columns they need.
     """
     packer = session_packer(db, session_id)
-    statement = db.cached_sql("session_lines", _lines_sql)
     last = DICT_LINE
+    page = max(1, batch // BLOCK_LINES)
     while True:
-        rows = db.all(statement, {"id": session_id, "after": last, "n": batch})
+        rows = db.all(_ROWS, {"id": session_id, "after": last, "n": page})
         if not rows:
             return
-        for line_no, stored, content, usage, metadata in rows:
+        needed = _seq_range(rows)
+        found = block_columns(db, session_id, *needed) if needed is not None else {}
+        for line_no, stored, seq in rows:
             last = int(line_no)
-            yield last, packer.unpack(bytes(stored), content, usage, metadata)
+            stored = bytes(stored)
+            if stored[:1] == bytes((BLOCK,)):
+                for line in packer.unpack_block(last, stored, found.get):
+                    yield line.line_no, line.raw
+            else:
+                yield last, packer.unpack(stored, *(found.get(int(seq), _NONE) if seq is not None else _NONE))
+
+
+def block_lines(db: "Database", session_id: str, packer: LinePacker, first: int, stored: bytes) -> list[BlockLine]:
+    """The lines of one stored BLOCK row with their messages' columns (fetched by one range read)."""
+    head = block_head(stored)
+    found = block_columns(db, session_id, head.base, head.last) if head.base else {}
+    return packer.unpack_block(first, stored, found.get, with_kinds=True)

@@ -262,7 +262,8 @@ class PinRow(Base):
 
 
 class SourceLineRow(Base):
-    """Every line of an imported file, raw, so it can be exported byte-for-byte."""
+    """Every line of an imported file, raw, so it can be exported byte-for-byte: a row holds `line_count` lines
+    from `line_no` (a block, sessionstore.storage.linepack), or one line (rows stored before revision 0015)."""
 
     __tablename__ = "source_lines"
 
@@ -274,6 +275,7 @@ class SourceLineRow(Base):
     entry_type: Mapped[str | None] = mapped_column(String(64))
     message_seq: Mapped[int | None] = mapped_column(BigInt)
     raw: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    line_count: Mapped[int] = mapped_column(Integer, nullable=False, server_default="1")
 
 
 class ImportRow(Base):
