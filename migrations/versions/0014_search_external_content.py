@@ -45,7 +45,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 PACKED, LEVEL, MIN_PACKED = 1, 3, 64
-TRAIN_MIN, TRAIN_SAMPLES, DICT_BYTES, SAMPLE_BYTES = 256, 2000, 112_640, 4096
+TRAIN_MIN, TRAIN_SAMPLES, DICT_BYTES, SAMPLE_BYTES = 256, 2000, 32_768, 4096
 COLUMN = "search_body"
 BATCH = 2000
 FTS_OPTIONS = "tokenize='trigram', detail=full"
@@ -102,7 +102,7 @@ def _train(bind: sa.engine.Connection) -> zstandard.ZstdCompressionDict | None:
     if len(samples) < TRAIN_MIN:
         return None
     try:
-        data = zstandard.train_dictionary(_dictionary_bytes(samples), samples, k=400, d=6, level=LEVEL).as_bytes()  # type: ignore[arg-type]
+        data = zstandard.train_dictionary(DICT_BYTES, samples, k=400, d=6, level=LEVEL).as_bytes()  # type: ignore[arg-type]
     except zstandard.ZstdError:
         return None
     dictionary = zstandard.ZstdCompressionDict(data)
@@ -177,8 +177,3 @@ def _packed_texts(bind: sa.engine.Connection) -> Iterator[list[tuple[int, str]]]
             out.append((int(rowid), value or ""))
         yield out
         after = rows[-1][0]
-
-
-def _dictionary_bytes(samples: list[bytes]) -> int:
-    """A sixteenth of what the dictionary is trained on, from 8 KB to DICT_BYTES (as textpack.dictionary_bytes)."""
-    return max(8_192, min(DICT_BYTES, sum(len(s) for s in samples) // 16))

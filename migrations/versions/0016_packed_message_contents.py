@@ -35,7 +35,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 PACKED, LEVEL, MIN_PACKED = 1, 3, 64
-TRAIN_MIN, TRAIN_SAMPLES, DICT_BYTES = 256, 2000, 112_640
+TRAIN_MIN, TRAIN_SAMPLES, DICT_BYTES = 256, 2000, 32_768
 COLUMN = "content_json"
 BATCH = 2000
 
@@ -109,7 +109,7 @@ def _train(bind: sa.engine.Connection) -> zstandard.ZstdCompressionDict | None:
     if len(samples) < TRAIN_MIN:
         return None
     try:
-        data = zstandard.train_dictionary(_dictionary_bytes(samples), samples, k=400, d=6, level=LEVEL).as_bytes()  # type: ignore[arg-type]
+        data = zstandard.train_dictionary(DICT_BYTES, samples, k=400, d=6, level=LEVEL).as_bytes()  # type: ignore[arg-type]
     except zstandard.ZstdError:
         return None
     dictionary = zstandard.ZstdCompressionDict(data)
@@ -118,8 +118,3 @@ def _train(bind: sa.engine.Connection) -> zstandard.ZstdCompressionDict | None:
         {"i": dictionary.dict_id(), "c": COLUMN, "t": time.time(), "d": data},
     )
     return dictionary
-
-
-def _dictionary_bytes(samples: list[bytes]) -> int:
-    """A sixteenth of what the dictionary is trained on, from 8 KB to DICT_BYTES (as textpack.dictionary_bytes)."""
-    return max(8_192, min(DICT_BYTES, sum(len(s) for s in samples) // 16))

@@ -79,9 +79,7 @@ class SearchPacker:
         if len(samples) < textpack.TRAIN_MIN:
             return False
         try:
-            data = zstandard.train_dictionary(
-                textpack.dictionary_bytes(samples), samples, k=400, d=6, level=textpack.LEVEL
-            ).as_bytes()
+            data = zstandard.train_dictionary(textpack.DICT_BYTES, samples, k=400, d=6, level=textpack.LEVEL).as_bytes()
         except zstandard.ZstdError:
             return False
         dictionary = zstandard.ZstdCompressionDict(data)

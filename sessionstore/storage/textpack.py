@@ -43,10 +43,7 @@ LEVEL = 3
 #: A column gets a dictionary from an import batch with at least this many values to train on.
 TRAIN_MIN = 256
 TRAIN_SAMPLES = 2000
-#: A dictionary's size: a sixteenth of what it is trained on, between these bounds (zstd's own default is the
-#: upper one). 110 KB packed the bench corpus's contents and metadata a fifth smaller than 32 KB, decoding as fast.
-DICT_BYTES = 112_640
-MIN_DICT_BYTES = 8_192
+DICT_BYTES = 32_768
 #: The SQL function `unpacked(x)` becomes on SQLite.
 SQL_FUNCTION = "sessionstore_unpack"
 
@@ -233,18 +230,13 @@ class TextPacker:
         return True
 
 
-def dictionary_bytes(samples: Sequence[bytes | bytearray | memoryview]) -> int:
-    """How large a dictionary to train on `samples` (zstd wants many times its size in samples)."""
-    return max(MIN_DICT_BYTES, min(DICT_BYTES, sum(len(s) for s in samples) // 16))
-
-
 def _trained(samples: Iterable[bytes]) -> bytes | None:
     """A dictionary trained on `samples`, or None when they are too few (or zstd cannot train one)."""
     chosen = list(samples)[:TRAIN_SAMPLES]
     if len(chosen) < TRAIN_MIN:
         return None
     try:
-        return zstandard.train_dictionary(dictionary_bytes(chosen), chosen, k=400, d=6, level=LEVEL).as_bytes()  # type: ignore[arg-type]
+        return zstandard.train_dictionary(DICT_BYTES, chosen, k=400, d=6, level=LEVEL).as_bytes()  # type: ignore[arg-type]
     except zstandard.ZstdError:
         return None
 
