@@ -405,31 +405,43 @@ def test_every_point_of_an_upgrade_of_a_filled_database_keeps_every_row(
 BEFORE_SPLICING = "0011"
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
-def test_every_point_of_the_splicing_upgrade_keeps_every_line(engine: str, tmp_path: Path) -> None:
-    """A filled database at 0011 upgraded through 0012 (which rewrites its message lines): killed before COMMIT
-    it is exactly as it was; after COMMIT its message line is spliced; either way every line exports as written."""
+def _every_point_of_an_upgrade(
+    engine: str, tmp_path: Path, start: str, converted: Callable[[SessionStore, str], bool], spliced: bool
+) -> None:
+    """A database filled at `start` (tests.test_migration_safety) upgraded to head, killed at each migration point:
+    before COMMIT it is exactly as it was; after COMMIT `converted` holds for its session A; either way the next
+    open finishes the job and every line exports as written."""
     from tests.test_migration_safety import A, _assert_backup, _assert_source_exports, _build, _snapshot
 
-    line = "SELECT raw FROM source_lines WHERE session_id = :id AND line_no > 0 ORDER BY line_no DESC LIMIT 1"
     for n, point in enumerate(_points("migration")):
         with _fresh_database(engine, tmp_path, n) as url:
-            before = _build(url, BEFORE_SPLICING)
+            before = _build(url, start)
             _assert_killed_at(_fork(url, point, lambda st: None), point, url)
             committed = point.endswith(".after_commit")
             with SessionStore.open(url, upgrade=False) as store:
                 revision = store.db.one("SELECT version_num FROM alembic_version")[0]
-                assert revision == (head_revision() if committed else BEFORE_SPLICING), point
-                codec = bytes(store.db.one(line, {"id": A})[0])[0]
-                assert (codec in SPLICE_OF or codec == BLOCK) == committed, point
+                assert revision == (head_revision() if committed else start), point
+                assert converted(store, A) == committed, point
                 if not committed:
                     assert _snapshot(store.db.engine) == before, f"{point}: a row changed"
             if url.startswith("sqlite"):
-                _assert_backup(url, BEFORE_SPLICING, before)
+                _assert_backup(url, start, before)
             with SessionStore.open(url) as store:  # the next open finishes the job
                 assert store.db.one("SELECT version_num FROM alembic_version")[0] == head_revision()
-                _assert_source_exports(store, trained=False, spliced=True)
+                _assert_source_exports(store, trained=False, spliced=spliced)
                 assert doctor.check(store).problems == []
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_every_point_of_the_splicing_upgrade_keeps_every_line(engine: str, tmp_path: Path) -> None:
+    """From 0011 through 0012 (which rewrites message lines): after COMMIT the message line is spliced."""
+    line = "SELECT raw FROM source_lines WHERE session_id = :id AND line_no > 0 ORDER BY line_no DESC LIMIT 1"
+
+    def spliced(store: SessionStore, sid: str) -> bool:
+        codec = bytes(store.db.one(line, {"id": sid})[0])[0]
+        return codec in SPLICE_OF or codec == BLOCK
+
+    _every_point_of_an_upgrade(engine, tmp_path, BEFORE_SPLICING, spliced, spliced=True)
 
 
 #: The revision before the one that packs source lines in blocks (0015).
@@ -438,28 +450,14 @@ BEFORE_BLOCKS = "0013"
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_every_point_of_the_block_upgrade_keeps_every_line(engine: str, tmp_path: Path) -> None:
-    """A filled database at 0013 upgraded through 0015 (which packs every session's lines in blocks): killed before
-    COMMIT it is exactly as it was; after COMMIT its lines are blocks; either way every line exports as written."""
-    from tests.test_migration_safety import A, _assert_backup, _assert_source_exports, _build, _snapshot
-
+    """From 0013 through 0015 (which packs every session's lines in blocks): after COMMIT its lines are blocks
+    (filled at 0013, so unspliced)."""
     kinds = "SELECT DISTINCT kind FROM source_lines WHERE session_id = :id AND line_no > 0"
-    for n, point in enumerate(_points("migration")):
-        with _fresh_database(engine, tmp_path, n) as url:
-            before = _build(url, BEFORE_BLOCKS)
-            _assert_killed_at(_fork(url, point, lambda st: None), point, url)
-            committed = point.endswith(".after_commit")
-            with SessionStore.open(url, upgrade=False) as store:
-                revision = store.db.one("SELECT version_num FROM alembic_version")[0]
-                assert revision == (head_revision() if committed else BEFORE_BLOCKS), point
-                assert ([r[0] for r in store.db.all(kinds, {"id": A})] == ["block"]) == committed, point
-                if not committed:
-                    assert _snapshot(store.db.engine) == before, f"{point}: a row changed"
-            if url.startswith("sqlite"):
-                _assert_backup(url, BEFORE_BLOCKS, before)
-            with SessionStore.open(url) as store:  # the next open finishes the job
-                assert store.db.one("SELECT version_num FROM alembic_version")[0] == head_revision()
-                _assert_source_exports(store, trained=False, spliced=False)  # filled at 0013 unspliced
-                assert doctor.check(store).problems == []
+
+    def in_blocks(store: SessionStore, sid: str) -> bool:
+        return [r[0] for r in store.db.all(kinds, {"id": sid})] == ["block"]
+
+    _every_point_of_an_upgrade(engine, tmp_path, BEFORE_BLOCKS, in_blocks, spliced=False)
 
 
 # ------------------------------------------------------------------ the list itself
