@@ -27,11 +27,28 @@ def upgrade_cmd(
     """
     engine = open_engine(db or default_db_url())
     try:
+        with engine.connect() as conn:
+            before = current_revision(conn)
         upgrade(engine, revision)
         with engine.connect() as conn:
-            typer.echo(f"database at {current_revision(conn)}")
+            after = current_revision(conn)
+            sqlite = conn.dialect.name == "sqlite"
+        typer.echo(f"database at {after}")
+        repacked = [r for r in REPACKING if before and before < r <= (after or "")]
+        if sqlite and repacked:
+            err_console.print(
+                f"revision {', '.join(repacked)} repacked rows smaller and left the space they took free in the file: "
+                f"`sessionstore db vacuum --db {db or default_db_url()}` gives it back",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,  # one line: the command is copied whole
+            )
     finally:
         engine.dispose()
+
+
+#: Revisions that rewrite existing rows smaller on SQLite, leaving free space only VACUUM returns.
+REPACKING = ("0010", "0012", "0013", "0014", "0015", "0016")
 
 
 @app.command("current")

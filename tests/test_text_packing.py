@@ -33,6 +33,7 @@ from sessionstore.storage.migrate import downgrade, head_revision, upgrade
 from sessionstore.storage.recall import _like_pattern, like_clause
 from sessionstore.storage.spill import results_in_view
 from sessionstore.storage.vacuum import vacuum
+from tests.support.cli import run_cli
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 BIG = "x" * 5000
@@ -340,3 +341,23 @@ def test_vacuum_gives_a_store_of_appends_its_dictionaries_and_packs_with_them(sq
     textpack._local.cache = {}
     with SessionStore.open(sqlite_url) as store:
         assert [m.content for m in store.get(session.id).transcript()] == before
+
+
+def test_db_upgrade_says_what_gives_back_the_space_its_repacking_freed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    engine = make_engine(url)
+    upgrade(engine, "0015")
+    text = "the suite ran: " + " ".join(f"test_{j} passed" for j in range(120))
+    _insert_messages(
+        engine,
+        [{"s": "s1", "q": i, "u": f"u{i}", "c": compact_dumps(f"{i} {text}"), "m": None} for i in range(1, 1200)],
+    )
+    engine.dispose()
+    shown = run_cli(capsys, "db", "upgrade", "--db", url)
+    assert shown.code == 0, shown.err
+    assert "database at 0016" in shown.out
+    assert "revision 0016 repacked rows" in shown.err and f"sessionstore db vacuum --db {url}" in shown.err
+    again = run_cli(capsys, "db", "upgrade", "--db", url)  # nothing repacked: nothing to say
+    assert again.code == 0 and "vacuum" not in again.err
