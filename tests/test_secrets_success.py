@@ -18,6 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from sessionstore import SessionStore
+from sessionstore.storage import textpack
+from sessionstore.storage.db import make_engine
 from tests.support.fakeapi import start_fake_api
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,16 +67,28 @@ def _run(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.Complet
 
 
 def _database_rows(url: str) -> bytes:
-    """Every row of every table, as text (the PostgreSQL store has no file of its own to search)."""
-    engine = sa.create_engine(url)
+    """Every row of every table, as text, packed message texts unpacked (the PostgreSQL store has no file of its
+    own to search). The store's own engine: SQLite's search table reads its texts through `sessionstore_unpack`."""
+    engine = make_engine(url)
     out = []
     try:
         with engine.connect() as conn:
             for name in sa.inspect(conn).get_table_names():
-                out += [repr(tuple(row)) for row in conn.execute(sa.text(f'SELECT * FROM "{name}"'))]
+                rows = conn.execute(sa.text(f'SELECT * FROM "{name}"'))
+                out += [repr(tuple(_readable(value) for value in row)) for row in rows]
     finally:
         engine.dispose()
     return "\n".join(out).encode("utf-8", "surrogateescape")
+
+
+def _readable(value: object) -> object:
+    """A packed message text as its JSON (a credential in it would not show in the frame); anything else as is."""
+    if isinstance(value, bytes) and value[:1] == bytes((textpack.PACKED,)):
+        try:
+            return textpack.unpack(value)
+        except textpack.TextCorrupt:
+            return value
+    return value
 
 
 def test_a_successful_chat_turn_and_anthropic_compaction_write_no_credential(
