@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -24,18 +25,32 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "sessionstore" / "fixtures" / "demo_conversation.jsonl"
 
 
+def build_wheel(work: Path, dist: Path) -> None:
+    """Build the wheel into `dist` from a copy of the checkout in `work`: setuptools writes `build/` and
+    `*.egg-info` beside the sources, and two xdist workers building the checkout itself at once collide there."""
+    source = work / "source"
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "node_modules"
+        ),
+    )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w", str(dist)],
+        check=True,
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The `sessionstore` executable of a fresh venv holding only the built wheel and its dependencies."""
     root = tmp_path_factory.mktemp("wheel")
     dist = root / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(dist)],
-        check=True,
-        cwd=root,
-        capture_output=True,
-        text=True,
-    )
+    build_wheel(root, dist)
     wheel = next(dist.glob("sessionstore-*.whl"))
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -66,11 +81,7 @@ def test_wheel_ships_every_package_under_the_project_name() -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", tmp],
-            check=True,
-            capture_output=True,
-        )
+        build_wheel(Path(tmp), Path(tmp))
         names = zipfile.ZipFile(next(Path(tmp).glob("*.whl"))).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"sessionstore"}
