@@ -265,6 +265,7 @@ def repack(db: "Database", column: str) -> int:
         )
         texts = [text_of(r[0]) for r in rows]
         db.run_write(lambda _db: packer.train(column, texts))
+        packer = db.text_packer  # a write that rolled back dropped the packer with its unstored dictionary
     with_dictionary = packer.has_dictionary(column)
     changed, after = 0, 0
     select = (
