@@ -35,6 +35,9 @@ RELEASED: dict[str, tuple[str, str]] = {
     "0011": ("0011_search_window_pg.py", "04b4c551f551889f879e36d7dda9fcb0d12980ccc129550b1fcb1ae94a96be41"),
     "0012": ("0012_spliced_source_lines.py", "5a24ab36c8e8208033b12360b2463e165b729d97c7dcc375a73637fab4f5e405"),
     "0013": ("0013_packed_message_texts.py", "8fe4b089b86b5ee52011da03018d3afaab73815fce0a24696a3e5d55bd9d99a3"),
+    "0014": ("0014_search_external_content.py", "7f8e72906e4919342a6d84a25ddd59101b8fbf53b1f6b7448b1aac05f765b8ff"),
+    "0015": ("0015_source_line_blocks.py", "b479815ed14f95630b0b3ddc2993f2f05708aec6819082fb9344217918bfb7f7"),
+    "0016": ("0016_packed_message_contents.py", "b4faf3ca3fe771f7a8034a4d59318bd1825fd4d7a36f67d6bb1323b9bd2147f4"),
 }
 
 _REVISION = re.compile(r"""^revision(?:\s*:\s*str)?\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
