@@ -407,9 +407,11 @@ def _drop_search_tables(db: Any) -> None:
     """The schema as it would be without search: no index tables, no trigger."""
     for statement in (
         "DROP TRIGGER IF EXISTS search_rows_ad",
+        "DROP TRIGGER IF EXISTS search_texts_ad",
         "DROP TABLE IF EXISTS search_fts",
         "DROP VIEW IF EXISTS search_text",
         "DROP TABLE IF EXISTS search_rows",
+        "DROP TABLE IF EXISTS search_texts",
         "DROP TABLE IF EXISTS search_marks",
     ):
         db.execute(statement).close()

@@ -37,7 +37,8 @@ def upgrade_cmd(
         repacked = [r for r in REPACKING if before and before < r <= (after or "")]
         if sqlite and repacked:
             err_console.print(
-                f"revision {', '.join(repacked)} repacked rows smaller and left the space they took free in the file: "
+                f"{'revisions' if len(repacked) > 1 else 'revision'} {', '.join(repacked)} repacked rows smaller "
+                "and left the space they took free in the file: "
                 f"`sessionstore db vacuum --db {db or default_db_url()}` gives it back",
                 markup=False,
                 highlight=False,
@@ -48,7 +49,7 @@ def upgrade_cmd(
 
 
 #: Revisions that rewrite existing rows smaller on SQLite, leaving free space only VACUUM returns.
-REPACKING = ("0010", "0012", "0013", "0014", "0015", "0016")
+REPACKING = ("0010", "0012", "0013", "0014", "0015", "0016", "0017")
 
 
 @app.command("current")

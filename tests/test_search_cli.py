@@ -134,7 +134,7 @@ def _break_index(store: SessionStore, sid: str) -> None:
         )
         store.db.run_write(
             lambda db: db.execute(
-                "UPDATE search_fts SET body = 'tampered' WHERE rowid = (SELECT id FROM search_rows "
+                "UPDATE search_fts SET body = 'tampered' WHERE rowid = (SELECT text_id FROM search_rows "
                 "WHERE session_id = :s AND seq = 2)",
                 {"s": sid},
             ).close()

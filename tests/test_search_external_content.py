@@ -64,14 +64,14 @@ def test_the_fts_table_keeps_no_text_and_reads_the_packed_copy(sqlite_url: str) 
         fts_sql = store.db.one("SELECT sql FROM sqlite_master WHERE name = 'search_fts'")[0]
         assert "content='search_text'" in fts_sql and "content_rowid='id'" in fts_sql
         assert store.db.one("SELECT type FROM sqlite_master WHERE name = 'search_text'")[0] == "view"
-        types = dict(store.db.all("SELECT typeof(packed), COUNT(*) FROM search_rows GROUP BY 1"))
+        types = dict(store.db.all("SELECT typeof(packed), COUNT(*) FROM search_texts GROUP BY 1"))
         assert types == {"blob": 300}, types
         dictionaries = store.db.one("SELECT COUNT(*) FROM text_dictionaries WHERE column_name = :c", {"c": COLUMN})
         assert dictionaries[0] == 1, "the first catch-up batch trains the search dictionary"
-        stored = sum(len(v) for (v,) in store.db.all("SELECT packed FROM search_rows"))
+        stored = sum(len(v) for (v,) in store.db.all("SELECT packed FROM search_texts"))
         texts = store.db.all(
-            "SELECT r.seq, t.body, f.body FROM search_rows r JOIN search_text t ON t.id = r.id "
-            "JOIN search_fts f ON f.rowid = r.id ORDER BY r.seq"
+            "SELECT r.seq, t.body, f.body FROM search_rows r JOIN search_text t ON t.id = r.text_id "
+            "JOIN search_fts f ON f.rowid = r.text_id ORDER BY r.seq"
         )
         assert texts == [(i + 1, _text(i, "alpha"), _text(i, "alpha")) for i in range(300)]
         assert stored < sum(len(b.encode()) for _, b, _ in texts) / 2
@@ -134,7 +134,7 @@ def test_doctor_finds_an_index_row_that_disagrees_with_its_kept_text(sqlite_url:
         store.db.run_write(
             lambda d: d.execute(
                 "UPDATE search_fts SET body = 'tampered' WHERE rowid = "
-                "(SELECT id FROM search_rows WHERE session_id = :s AND seq = 4)",
+                "(SELECT text_id FROM search_rows WHERE session_id = :s AND seq = 4)",
                 {"s": sid},
             ).close()
         )
@@ -234,7 +234,7 @@ def test_0014_converts_an_indexed_0013_store_with_the_same_results(tmp_path: Pat
         assert store.db.one("SELECT version_num FROM alembic_version")[0] == head_revision()
         migrated = {q: _hits(store, q) for q in QUERIES}
         assert store.db.one("SELECT COUNT(*) FROM text_dictionaries WHERE column_name = :c", {"c": COLUMN})[0] == 1
-        assert dict(store.db.all("SELECT typeof(packed), COUNT(*) FROM search_rows GROUP BY 1")) == {"blob": 800}
+        assert dict(store.db.all("SELECT typeof(packed), COUNT(*) FROM search_texts GROUP BY 1")) == {"blob": 800}
         _fts_check(store)
         assert index_problems(store.index_db) == []  # every message indexed with the text it holds
         assert all(migrated[q] for q in QUERIES if q != "ok")

@@ -18,8 +18,9 @@ without spaces (Japanese, Chinese) are matched as they are written.
 SQLite uses an FTS5 trigram index (a term of three or more characters is an
 index lookup; shorter ones are checked on the candidates, or scanned when a
 query has only short terms) that keeps no text of its own (revision 0014: its
-content is the view `search_text` over the zstd-packed copy in
-`search_rows.packed`, see searchpack.py); PostgreSQL uses pg_trgm for the same substring
+content is the view `search_text` over the zstd-packed copies in
+`search_texts`, each distinct text stored and indexed once since revision 0017, see
+searchpack.py); PostgreSQL uses pg_trgm for the same substring
 matching and a `simple` tsvector for ranking. Hits are ranked best first
 (bm25 / ts_rank), ties newest first; on SQLite a query matching more than
 RANK_WINDOW messages (after the filters) is ranked among its RANK_WINDOW most
@@ -44,7 +45,7 @@ from .errors import SessionStoreError
 from .fastjson import loads_stored
 from .faults import fault_in
 from .ownership import writable_clause
-from .searchpack import SearchPacker
+from .searchpack import SearchPacker, text_hash
 
 if TYPE_CHECKING:
     from .db import Database
@@ -75,8 +76,9 @@ _TERMS = re.compile(r'"([^"]*)(?:"|$)|([^\s"]+)')
 _SINCE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
 _SPACE = re.compile(r"\s+")
 _PG_LOCK = 735502
-#: SQLite: the trigger that deletes a search row's terms from the FTS5 index (revision 0014).
-_DELETE_TRIGGER = "search_rows_ad"
+#: SQLite: the triggers that delete a text no search row names any more, and its terms from the FTS5
+#: index (revision 0017).
+_DELETE_TRIGGERS = ("search_rows_ad", "search_texts_ad")
 
 
 class SearchQueryError(SessionStoreError, ValueError):
@@ -347,7 +349,8 @@ def _index_batch(db: "Database", sid: str, max_chars: int, batch_chars: int) -> 
 def _insert_docs(db: "Database", sid: str, rows: list[Any], max_chars: int, packer: SearchPacker | None) -> int:
     """Write the index rows of these transcript rows; returns the characters indexed.
 
-    SQLite: the text goes into the FTS5 index and, packed, into `search_rows` (the index's content).
+    SQLite: a text no message held yet goes into the FTS5 index and, packed, into `search_texts` (the
+    index's content); each row names its text.
     """
     docs = []
     chars = 0
@@ -362,10 +365,9 @@ def _insert_docs(db: "Database", sid: str, rows: list[Any], max_chars: int, pack
         cur = db.conn.cursor()
         for doc in docs:
             cur.execute(
-                "INSERT INTO search_rows (session_id, seq, kind, timestamp, packed) VALUES (?, ?, ?, ?, ?)",
-                (*doc[:4], packer.pack(doc[4])),
+                "INSERT INTO search_rows (session_id, seq, kind, timestamp, text_id) VALUES (?, ?, ?, ?, ?)",
+                (*doc[:4], _text_id(cur, packer, doc[4])),
             )
-            cur.execute("INSERT INTO search_fts (rowid, body) VALUES (?, ?)", (cur.lastrowid, doc[4]))
         cur.close()
     else:
         cur = db.conn.cursor()
@@ -376,6 +378,22 @@ def _insert_docs(db: "Database", sid: str, rows: list[Any], max_chars: int, pack
         )
         cur.close()
     return chars
+
+
+def _text_id(cur: Any, packer: SearchPacker, body: str) -> int:
+    """SQLite: the id of the stored copy of `body`, stored and indexed first when no message held it yet."""
+    key = text_hash(body)
+    found = packer.known.get(key)
+    if found is None:
+        row = cur.execute("SELECT id FROM search_texts WHERE hash = ?", (key,)).fetchone()
+        if row is None:
+            cur.execute("INSERT INTO search_texts (hash, packed) VALUES (?, ?)", (key, packer.pack(body)))
+            found = int(cur.lastrowid)
+            cur.execute("INSERT INTO search_fts (rowid, body) VALUES (?, ?)", (found, body))
+        else:
+            found = int(row[0])
+        packer.known[key] = found
+    return found
 
 
 def _set_mark(db: "Database", sid: str, exists: bool, seq: int) -> None:
@@ -390,11 +408,17 @@ def clear_index(db: "Database") -> None:
     if db.is_sqlite:
         # The delete trigger is set aside: removing each row's terms one by one is wasted work before
         # 'delete-all', and fails on an index that holds other terms than its texts (what a rebuild repairs).
-        trigger = db.one("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = :n", {"n": _DELETE_TRIGGER})
-        db.execute(f"DROP TRIGGER {_DELETE_TRIGGER}").close()
+        triggers = [
+            db.one("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = :n", {"n": name})[0]
+            for name in _DELETE_TRIGGERS
+        ]
+        for name in _DELETE_TRIGGERS:
+            db.execute(f"DROP TRIGGER {name}").close()
         db.execute("DELETE FROM search_rows").close()
+        db.execute("DELETE FROM search_texts").close()
         db.execute("INSERT INTO search_fts(search_fts) VALUES ('delete-all')").close()
-        db.execute(trigger[0]).close()
+        for sql in triggers:
+            db.execute(sql).close()
     else:
         db.execute("DELETE FROM search_docs").close()
     db.execute("DELETE FROM search_marks").close()
@@ -495,8 +519,9 @@ def _indexed_as_kept(db: "Database", rowid: int, body: str) -> bool:
 def _paired_rows(db: "Database", sid: str) -> Iterator[tuple[int, str, Any, str, str | None, str | None, Any]]:
     """Every transcript row of the session with its index row (kind, body, index key), in seq batches."""
     body_sql = (
-        "SELECT m.seq, m.role, m.is_compact_summary, m.content_json, r.kind, unpacked(r.packed), r.id FROM messages m "
-        "LEFT JOIN search_rows r ON r.session_id = m.session_id AND r.seq = m.seq "
+        "SELECT m.seq, m.role, m.is_compact_summary, m.content_json, r.kind, unpacked(t.packed), r.text_id "
+        "FROM messages m LEFT JOIN search_rows r ON r.session_id = m.session_id AND r.seq = m.seq "
+        "LEFT JOIN search_texts t ON t.id = r.text_id "
         if db.is_sqlite
         else "SELECT m.seq, m.role, m.is_compact_summary, m.content_json, d.kind, d.body, NULL FROM messages m "
         "LEFT JOIN search_docs d ON d.session_id = m.session_id AND d.seq = m.seq "
@@ -630,6 +655,9 @@ def _filter_clauses(
 def _window(db: "Database", joined: str, where: list[str], params: dict[str, Any]) -> None:
     """Rank a very common query among its RANK_WINDOW most recently indexed matches only.
 
+    A match is a distinct text (an FTS5 rowid, revision 0017): the window holds the newest
+    RANK_WINDOW texts matching, with every message holding one of them.
+
     bm25 has to visit every match; past the window, the matches are cut at the
     window's oldest rowid, so the cost stays bounded. FTS5 walks a MATCH in
     rowid order lazily, so finding that rowid visits the window, never the rest;
@@ -656,19 +684,20 @@ def _sqlite_match(terms: list[str], params: dict[str, Any], where: list[str]) ->
     long_terms = [t for t in terms if len(t) >= MIN_INDEXED_CHARS]
     short_terms = [t for t in terms if len(t) < MIN_INDEXED_CHARS]
     for i, term in enumerate(short_terms):
-        where.append(f"instr(lower(unpacked(r.packed)), :short{i}) > 0")
+        where.append(f"instr(lower(unpacked(t.packed)), :short{i}) > 0")
         params[f"short{i}"] = term.lower()
     if long_terms:
         params["match"] = " ".join('"' + t.replace('"', '""') + '"' for t in long_terms)
         where.insert(0, "search_fts MATCH :match")
         return (
             "r.id, r.session_id, r.seq, r.kind, r.timestamp, search_fts.rank",
-            "search_fts JOIN search_rows r ON r.id = search_fts.rowid",
+            "search_fts JOIN search_rows r ON r.text_id = search_fts.rowid"
+            + (" JOIN search_texts t ON t.id = search_fts.rowid" if short_terms else ""),
             "search_fts.rank, r.timestamp DESC, r.seq DESC",
         )
     return (
         "r.id, r.session_id, r.seq, r.kind, r.timestamp, 0",
-        "search_rows r",
+        "search_rows r JOIN search_texts t ON t.id = r.text_id",
         "r.timestamp DESC, r.seq DESC",
     )
 
@@ -714,7 +743,10 @@ def _bodies(db: "Database", keys: list[Any]) -> dict[Any, str]:
     out: dict[Any, str] = {}
     for key in keys:
         if db.is_sqlite:
-            row = db.one("SELECT unpacked(packed) FROM search_rows WHERE id = :k", {"k": key})
+            row = db.one(
+                "SELECT unpacked(t.packed) FROM search_rows r JOIN search_texts t ON t.id = r.text_id WHERE r.id = :k",
+                {"k": key},
+            )
         else:
             sid, _, seq = str(key).rpartition(":")
             row = db.one("SELECT body FROM search_docs WHERE session_id = :s AND seq = :q", {"s": sid, "q": int(seq)})

@@ -1,9 +1,10 @@
 """The search index's copy of each indexed text on SQLite: zstd-packed, with a dictionary trained on it.
 
 FTS5 keeps the trigram index only (revision 0014: an external-content table); the text it
-was built from lives in `search_rows.packed`, in the format of `textpack`: a TEXT value is
-the text itself, a BLOB is the byte PACKED and a zstd frame naming its dictionary (0: none).
-So the SQL function `sessionstore_unpack` every SQLite connection has (textpack.register)
+was built from lives in `search_texts.packed`, once per distinct text (revision 0017: the
+messages holding it name it by `search_rows.text_id`, `text_hash` is its key), in the
+format of `textpack`: a TEXT value is the text itself, a BLOB is the byte PACKED and a
+zstd frame naming its dictionary (0: none). So the SQL function `sessionstore_unpack` every SQLite connection has (textpack.register)
 reads it back, in the `search_text` view FTS5 reads and in the delete trigger. The
 dictionary is kept in `text_dictionaries` under the column name COLUMN, never changed or
 deleted; it is trained on the first catch-up batch with enough texts, in that batch's write.
@@ -11,6 +12,7 @@ deleted; it is trained on the first catch-up batch with enough texts, in that ba
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from typing import TYPE_CHECKING, Sequence
@@ -28,6 +30,11 @@ COLUMN = "search_body"
 SAMPLE_BYTES = 4096
 
 _local = threading.local()
+
+
+def text_hash(text: str) -> bytes:
+    """The key of one indexed text in `search_texts` (revision 0017): BLAKE2b-128 of its UTF-8 bytes."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
 def _compressor(dict_id: int, data: bytes | None) -> zstandard.ZstdCompressor:
@@ -57,6 +64,8 @@ class SearchPacker:
         if row is not None:
             textpack.remember(self.dict_id, bytes(row[1]))
         self._compressor = _compressor(self.dict_id, bytes(row[1]) if row else None)
+        #: Text ids by hash met in this transaction (dropped with it: a rollback forgets the texts it stored).
+        self.known: dict[bytes, int] = {}
 
     def pack(self, text: str) -> str | bytes:
         """`text` as stored: a PACKED BLOB when that is shorter, else the text itself."""
