@@ -13,6 +13,7 @@ never reaches fails its case.
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -24,17 +25,21 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+import zstandard
 from sqlalchemy import inspect
 
 from sessionstore import SessionStore
+from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage import doctor, faults
+from sessionstore.storage import doctor, faults, textpack
 from sessionstore.storage.linepack import BLOCK, SPLICE_OF, session_lines
 from sessionstore.storage.blobs import get_blob
 from sessionstore.storage.migrate import head_revision
 from sessionstore.storage.models import Base
 from sessionstore.storage.session import load_state
+from sessionstore.storage.vacuum import vacuum
 from tests.conftest import PG_URL, _pg_schema_url
+from tests.support.cli import run_cli
 from tests.support.faultcases import (
     CASES,
     case_for,
@@ -43,6 +48,7 @@ from tests.support.faultcases import (
     run_import,
     write_import_files,
 )
+from tests.support.layers import at
 from tests.support.revisions import use_test_revisions
 from tests.support.validity import check_messages
 from tests.support.wholestate import session_rows
@@ -458,6 +464,115 @@ def test_every_point_of_the_block_upgrade_keeps_every_line(engine: str, tmp_path
         return [r[0] for r in store.db.all(kinds, {"id": sid})] == ["block"]
 
     _every_point_of_an_upgrade(engine, tmp_path, BEFORE_BLOCKS, in_blocks, spliced=False)
+
+
+# ------------------------------------------------------------------ vacuum (SQLite: repacking message texts)
+
+
+#: Messages of the store `db vacuum` repacks: every column trainable, several batches each (REPACK_BATCH below).
+VACUUM_MESSAGES = 800
+VACUUM_BATCH = 300
+
+
+def _appended(n: int) -> list[dict[str, Any]]:
+    """`n` messages with fixed uuids and timestamps: long contents, user metadata, assistant usage."""
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        text = f"step {i}: ran the suite, {i % 9} failures, fixed {i % 7} " * 3
+        if i % 2:
+            usage = {"input_tokens": 1000 + i, "output_tokens": 50 + i % 17, "cache_read_input_tokens": 12000 + i}
+            extra: dict[str, Any] = {"role": "assistant", "usage": usage, "metadata": {"model": "claude"}}
+        else:
+            extra = {
+                "role": "user",
+                "metadata": {"cwd": "/home/someone/projects/store", "gitBranch": f"feature/{i % 13}", "version": "2.1"},
+            }
+        out.append({**extra, "content": [{"type": "text", "text": text}], "uuid": f"v-{i:05d}", "timestamp": at(i)})
+    return out
+
+
+def _stored_texts(store: SessionStore) -> dict[str, dict[int, Any]]:
+    """Each packed column's stored values (JSON text or packed bytes) by seq, in rowid order (repack's), no NULLs."""
+    select = "SELECT seq, {c} FROM messages WHERE {c} IS NOT NULL ORDER BY rowid"
+    return {c: {int(q): v for q, v in store.db.all(select.format(c=c))} for c in textpack.COLUMNS}
+
+
+def _vacuum(store: SessionStore) -> None:
+    vacuum(store)
+
+
+def _dictionaries(store: SessionStore) -> dict[str, int]:
+    """Column -> id of the store's dictionaries (the stores here train each column once)."""
+    return {c: int(i) for c, i in store.db.all("SELECT column_name, id FROM text_dictionaries")}
+
+
+def _readable(store: SessionStore, sid: str) -> tuple[list[Any], bytes]:
+    """The whole transcript and its export (session id left out), after checking that every frame names a
+    dictionary the store holds."""
+    held = set(_dictionaries(store).values()) | {0}
+    for values in _stored_texts(store).values():
+        ids = {zstandard.get_frame_parameters(bytes(v)[1:]).dict_id for v in values.values() if isinstance(v, bytes)}
+        assert ids <= held, f"frames need dictionaries {sorted(ids - held)} the store does not hold"
+    out = io.BytesIO()
+    export_claude_code(store.get(sid), out)
+    return list(store.get(sid).transcript()), out.getvalue().replace(sid.encode(), b"<session>")
+
+
+def _repacked_first_batch(before: dict[str, dict[int, Any]], done: dict[str, dict[int, Any]]) -> dict[str, Any]:
+    """The stored texts once the first column's first batch is repacked: its rows as a whole run left them."""
+    first = next(iter(textpack.COLUMNS))
+    batch = list(before[first])[:VACUUM_BATCH]
+    return {**before, first: {q: done[first][q] if q in batch else v for q, v in before[first].items()}}
+
+
+def test_every_point_of_the_vacuum_repack_keeps_every_text_and_the_next_vacuum_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store of appends (no dictionary, contents TEXT) killed at each point of `db vacuum`'s repacking: its
+    training write and each batch write leave the rows exactly as they were (before COMMIT) or with exactly that
+    write done (after it); every message reads and exports as appended, doctor finds nothing, and the next
+    `db vacuum` ends where an unharmed one does."""
+    points = _points("vacuum")
+    assert points == [f"vacuum.{w}.{g}" for w in ("train", "repack") for g in faults.COMMIT_GROUPS]
+    monkeypatch.setattr(textpack, "REPACK_BATCH", VACUUM_BATCH)
+    messages = _appended(VACUUM_MESSAGES)
+    first = next(iter(textpack.COLUMNS))
+
+    def filled(name: str) -> tuple[str, str]:
+        url = f"sqlite:///{tmp_path / name}"
+        with SessionStore.open(url) as store:
+            session = store.create_session(title="appends")
+            session.append_many(messages)
+            return url, session.id
+
+    url, sid = filled("reference.db")
+    with SessionStore.open(url) as store:
+        before, texts = _stored_texts(store), _readable(store, sid)
+        assert _dictionaries(store) == {} and all(isinstance(v, str) for v in before["content_json"].values())
+        assert [(m.uuid, m.content, m.usage, m.metadata) for m in texts[0]] == [
+            (m["uuid"], m["content"], m.get("usage"), m["metadata"]) for m in messages
+        ]
+        vacuum(store)
+        done, trained = _stored_texts(store), _dictionaries(store)
+        assert _readable(store, sid) == texts
+    assert sorted(trained) == sorted(textpack.COLUMNS) and _repacked_first_batch(before, done) != before
+    for n, point in enumerate(points):
+        url, sid = filled(f"vacuum-{n}.db")
+        _assert_killed_at(_fork(url, point, _vacuum), point, url)
+        committed, repacking = point.endswith(".after_commit"), point.startswith("vacuum.repack.")
+        with SessionStore.open(url) as store:
+            expected = _repacked_first_batch(before, done) if committed and repacking else before
+            assert _stored_texts(store) == expected, f"{point}: not exactly the rows that write leaves"
+            kept = {first: trained[first]} if committed or repacking else {}
+            assert _dictionaries(store) == kept, point
+            assert _readable(store, sid) == texts, point
+            assert doctor.check(store).problems == [] and doctor.check_database(store) == [], point
+        again = run_cli(capsys, "db", "vacuum", "--db", url)
+        assert again.code == 0, f"{point}: {again.err}"
+        with SessionStore.open(url) as store:
+            assert (_stored_texts(store), _dictionaries(store)) == (done, trained), point
+            assert _readable(store, sid) == texts, point
+            assert doctor.check(store).problems == [] and doctor.check_database(store) == [], point
 
 
 # ------------------------------------------------------------------ the list itself

@@ -101,6 +101,7 @@ POINTS: tuple[str, ...] = (
     "search.index.after_docs",
     "search.index.before_commit",
     "search.index.after_commit",
+    *(f"vacuum.{write}.{group}" for write in ("train", "repack") for group in COMMIT_GROUPS),
     "migration.begin",
     "migration.before_commit",
     "migration.after_commit",

@@ -264,7 +264,7 @@ def repack(db: "Database", column: str) -> int:
             {"n": MIN_PACKED, "k": TRAIN_SAMPLES},
         )
         texts = [text_of(r[0]) for r in rows]
-        db.run_write(lambda _db: packer.train(column, texts))
+        db.run_write(lambda _db: packer.train(column, texts), point="vacuum.train")
         packer = db.text_packer  # a write that rolled back dropped the packer with its unstored dictionary
     with_dictionary = packer.has_dictionary(column)
     changed, after = 0, 0
@@ -284,6 +284,6 @@ def repack(db: "Database", column: str) -> int:
             if packed.__class__ is bytes and len(packed) < len(value):
                 updates.append({"v": packed, "r": rowid})
         if updates:
-            db.run_write(partial(_update, column, updates))
+            db.run_write(partial(_update, column, updates), point="vacuum.repack")
             changed += len(updates)
     return changed
