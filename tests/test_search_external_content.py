@@ -1,7 +1,8 @@
 """The SQLite search index keeps no copy of the text of its own (revision 0014).
 
 `search_fts` is an FTS5 external-content table over the view `search_text`, which unpacks
-`search_rows.packed` (zstd, with a dictionary trained on the search texts). Checked here: no
+the packed texts (zstd, with a dictionary trained on the search texts; in `search_texts`, one
+a distinct text, since 0017: tests/test_search_shared_texts.py). Checked here: no
 FTS5 content table exists and the view is what FTS5 reads; a deleted session leaves no term
 in the index (FTS5's integrity check agrees); 0014 converts a filled, indexed 0013 store with
 the same search results, and its downgrade gives the old table back; a kill at each point of

@@ -113,6 +113,23 @@ def test_reindexing_and_rebuilding_keep_shared_texts_whole(tmp_path: Path) -> No
     _fts_check(path)
 
 
+def test_doctor_finds_a_text_no_message_names_and_repair_frees_it(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with SessionStore.open(f"sqlite:///{path}") as store:
+        s = store.create_session(title="one")
+        s.append_many([{"role": "user", "content": _texts(i)} for i in range(10)])
+        assert len(_hits(store, "TimeoutError")) == 10
+        # a row pointed elsewhere by hand: its old text is left named by nobody
+        store.db.run_write(lambda d: d.execute("UPDATE search_rows SET text_id = 1 WHERE seq = 2").close())
+        found = index_problems(store.index_db)
+        assert ("search-unnamed-text", "1 stored search texts are named by no message", None) in found
+        assert doctor.repair(store).problems == []
+        assert index_problems(store.index_db) == []
+        assert _count(store, "SELECT COUNT(*) FROM search_texts") == 10
+        assert len(_hits(store, "TimeoutError")) == 10
+    _fts_check(path)
+
+
 # ------------------------------------------------------------------ migration
 
 

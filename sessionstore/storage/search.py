@@ -452,7 +452,19 @@ def index_problems(
         if int(mark) > int(last_seq):
             problems.append(("search-mark-ahead", f"search index mark {mark} is past the last seq {last_seq}", sid))
         problems += _session_index_problems(db, sid, int(mark), max_chars, probe=bool(fts))
+    if db.is_sqlite and session_id is None:
+        problems += _unnamed_texts(db)
     return problems + fts
+
+
+def _unnamed_texts(db: "Database") -> list[tuple[str, str, str | None]]:
+    """SQLite: stored texts no search row names (the delete trigger drops them; one left is space never freed)."""
+    row = db.one(
+        "SELECT COUNT(*) FROM search_texts t WHERE NOT EXISTS (SELECT 1 FROM search_rows r WHERE r.text_id = t.id)"
+    )
+    if not row[0]:
+        return []
+    return [("search-unnamed-text", f"{row[0]:,} stored search texts are named by no message", None)]
 
 
 def reindex_session(store: "SessionStore", session_id: str) -> int:
