@@ -14,7 +14,6 @@ import json
 import sqlite3
 from pathlib import Path
 
-import pytest
 
 from sessionstore import SessionStore
 from sessionstore.interchange.importing import import_file
@@ -29,6 +28,18 @@ TOOL_OUTPUT = "PASSED tests/test_parser.py::test_quotes\n" * 20 + "142 passed in
 
 def _texts(i: int) -> str:
     return f"step {i}: the scheduler retried job {i % 7} after TimeoutError in worker-{i % 3}"
+
+
+def _sessions(store: SessionStore, tags: tuple[str, ...], shared: int, own: bool = False) -> list[str]:
+    """One session a tag, each holding the same `shared` texts, then (`own`) one text of its own."""
+    ids = []
+    for tag in tags:
+        s = store.create_session(title=tag)
+        s.append_many([{"role": "user", "content": _texts(i)} for i in range(shared)])
+        if own:
+            s.append({"role": "assistant", "content": f"the {tag} session's own words about TimeoutError"})
+        ids.append(s.id)
+    return ids
 
 
 def _hits(store: SessionStore, query: str, **filters: object) -> list[tuple[str, int, str]]:
@@ -64,8 +75,10 @@ def test_a_text_repeated_across_sessions_is_stored_and_indexed_once(tmp_path: Pa
         assert _count(store, "SELECT COUNT(*) FROM search_texts") == 50 + 3 + 1
         assert _count(store, "SELECT COUNT(*) FROM search_fts_docsize") == 50 + 3 + 1, "one FTS5 entry a text"
         key = text_hash(TOOL_OUTPUT)
-        assert _count(store, f"SELECT COUNT(*) FROM search_rows r JOIN search_texts t ON t.id = r.text_id "
-                      f"WHERE t.hash = x'{key.hex()}'") == 6
+        named = (
+            f"SELECT COUNT(*) FROM search_rows r JOIN search_texts t ON t.id = r.text_id WHERE t.hash = x'{key.hex()}'"
+        )
+        assert _count(store, named) == 6
         assert index_problems(store.index_db) == []
     _fts_check(path)
 
@@ -73,12 +86,7 @@ def test_a_text_repeated_across_sessions_is_stored_and_indexed_once(tmp_path: Pa
 def test_deleting_a_session_frees_only_the_texts_no_other_message_holds(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with SessionStore.open(f"sqlite:///{path}") as store:
-        ids = []
-        for tag in ("one", "two"):
-            s = store.create_session(title=tag)
-            s.append_many([{"role": "user", "content": _texts(i)} for i in range(30)])
-            s.append({"role": "assistant", "content": f"the {tag} session's own words about TimeoutError"})
-            ids.append(s.id)
+        ids = _sessions(store, ("one", "two"), 30, own=True)
         assert len(_hits(store, "TimeoutError")) == 62
         store.delete(ids[0])
         assert [(s, q) for s, q, _ in _hits(store, "TimeoutError")] == [(ids[1], q) for q in range(1, 32)]
@@ -97,11 +105,7 @@ def test_deleting_a_session_frees_only_the_texts_no_other_message_holds(tmp_path
 def test_reindexing_and_rebuilding_keep_shared_texts_whole(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with SessionStore.open(f"sqlite:///{path}") as store:
-        ids = []
-        for tag in ("one", "two"):
-            s = store.create_session(title=tag)
-            s.append_many([{"role": "user", "content": _texts(i)} for i in range(40)])
-            ids.append(s.id)
+        ids = _sessions(store, ("one", "two"), 40)
         before = _hits(store, "TimeoutError")
         assert reindex_session(store, ids[0]) == 40
         assert _hits(store, "TimeoutError") == before
@@ -116,8 +120,7 @@ def test_reindexing_and_rebuilding_keep_shared_texts_whole(tmp_path: Path) -> No
 def test_doctor_finds_a_text_no_message_names_and_repair_frees_it(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with SessionStore.open(f"sqlite:///{path}") as store:
-        s = store.create_session(title="one")
-        s.append_many([{"role": "user", "content": _texts(i)} for i in range(10)])
+        _sessions(store, ("one",), 10)
         assert len(_hits(store, "TimeoutError")) == 10
         # a row pointed elsewhere by hand: its old text is left named by nobody
         store.db.run_write(lambda d: d.execute("UPDATE search_rows SET text_id = 1 WHERE seq = 2").close())

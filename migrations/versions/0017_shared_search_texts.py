@@ -127,7 +127,7 @@ def _packed_texts(bind: sa.engine.Connection, table: str) -> Iterator[list[tuple
         rows = bind.execute(select, {"after": after, "k": BATCH}).all()
         if not rows:
             return
-        out = []
+        out: list[tuple[int, object, str]] = []
         for rowid, value in rows:
             if isinstance(value, (bytes, memoryview)):
                 frame = bytes(value)[1:]
