@@ -4,8 +4,8 @@ FTS5 keeps the trigram index only (revision 0014: an external-content table); th
 was built from lives in `search_texts.packed`, once per distinct text (revision 0017: the
 messages holding it name it by `search_rows.text_id`, `text_hash` is its key), in the
 format of `textpack`: a TEXT value is the text itself, a BLOB is the byte PACKED and a
-zstd frame naming its dictionary (0: none). So the SQL function `sessionstore_unpack` every SQLite connection has (textpack.register)
-reads it back, in the `search_text` view FTS5 reads and in the delete trigger. The
+zstd frame naming its dictionary (0: none). So the SQL function `sessionstore_unpack`
+every SQLite connection has (textpack.register) reads it back, in the `search_text` view FTS5 reads and in the delete trigger. The
 dictionary is kept in `text_dictionaries` under the column name COLUMN, never changed or
 deleted; it is trained on the first catch-up batch with enough texts, in that batch's write.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from typing import TYPE_CHECKING, Sequence
 
 import zstandard
@@ -44,10 +43,7 @@ def _compressor(dict_id: int, data: bytes | None) -> zstandard.ZstdCompressor:
         cache = _local.cache = {}
     found = cache.get(dict_id)
     if found is None:
-        dictionary = zstandard.ZstdCompressionDict(data) if data else None
-        found = cache[dict_id] = zstandard.ZstdCompressor(
-            level=textpack.LEVEL, dict_data=dictionary, write_content_size=True
-        )
+        found = cache[dict_id] = textpack.compressor(zstandard.ZstdCompressionDict(data) if data else None)
     return found
 
 
@@ -69,34 +65,16 @@ class SearchPacker:
 
     def pack(self, text: str) -> str | bytes:
         """`text` as stored: a PACKED BLOB when that is shorter, else the text itself."""
-        if len(text) < textpack.MIN_PACKED:
-            return text
-        raw = text.encode("utf-8")
-        frame = self._compressor.compress(raw)
-        if len(frame) + 1 >= len(raw):
-            return text
-        return bytes((textpack.PACKED,)) + frame
+        return textpack.pack_with(self._compressor, text)
 
     def train(self, texts: Sequence[str]) -> bool:
         """Without a dictionary yet: train one on `texts` when they are enough, store and use it; True if so."""
         if self.dict_id:
             return False
-        samples: list[bytes | bytearray | memoryview] = [
-            t.encode("utf-8")[:SAMPLE_BYTES] for t in texts if len(t) >= textpack.MIN_PACKED
-        ]
-        del samples[textpack.TRAIN_SAMPLES :]
-        if len(samples) < textpack.TRAIN_MIN:
+        samples = (t.encode("utf-8")[:SAMPLE_BYTES] for t in texts if len(t) >= textpack.MIN_PACKED)
+        dictionary = textpack.store_dictionary(self.db, COLUMN, samples)
+        if dictionary is None:
             return False
-        try:
-            data = zstandard.train_dictionary(textpack.DICT_BYTES, samples, k=400, d=6, level=textpack.LEVEL).as_bytes()
-        except zstandard.ZstdError:
-            return False
-        dictionary = zstandard.ZstdCompressionDict(data)
-        self.db.execute(
-            "INSERT INTO text_dictionaries (id, column_name, created_at, data) VALUES (:id, :c, :t, :d)",
-            {"id": dictionary.dict_id(), "c": COLUMN, "t": time.time(), "d": data},
-        ).close()
-        textpack.remember(dictionary.dict_id(), data)
         self.dict_id = dictionary.dict_id()
-        self._compressor = _compressor(self.dict_id, data)
+        self._compressor = _compressor(self.dict_id, dictionary.as_bytes())
         return True

@@ -165,9 +165,7 @@ class TextPacker:
         self._with_dictionary = set(newest)
         for column in COLUMNS:
             data = newest.get(column)
-            compressors[column] = zstandard.ZstdCompressor(
-                level=LEVEL, dict_data=zstandard.ZstdCompressionDict(data) if data else None, write_content_size=True
-            )
+            compressors[column] = compressor(zstandard.ZstdCompressionDict(data) if data else None)
         return compressors
 
     def pack(self, column: str, text: str | None) -> str | bytes | None:
@@ -179,11 +177,7 @@ class TextPacker:
             self._compressors = self._load()
         if column in DICTIONARY_ONLY and column not in self._with_dictionary:
             return text
-        raw = text.encode("utf-8")
-        frame = self._compressors[column].compress(raw)
-        if len(frame) + 1 >= len(raw):
-            return text
-        return bytes((PACKED,)) + frame
+        return pack_with(self._compressors[column], text)
 
     def pack_rows(self, rows: Sequence[tuple[Any, ...]], *, train: bool = False) -> Sequence[tuple[Any, ...]]:
         """`message_row` tuples (extra columns after them kept) with their texts packed; `train`: a column without
@@ -216,18 +210,43 @@ class TextPacker:
         """Train, store and use a dictionary for `column` from `texts` when they are enough; whether it did."""
         if self._compressors is None:
             self._compressors = self._load()
-        data = _trained(t.encode("utf-8") for t in texts if len(t) >= MIN_PACKED)
-        if data is None:
+        dictionary = store_dictionary(self.db, column, (t.encode("utf-8") for t in texts if len(t) >= MIN_PACKED))
+        if dictionary is None:
             return False
-        dictionary = zstandard.ZstdCompressionDict(data)
-        self.db.execute(
-            "INSERT INTO text_dictionaries (id, column_name, created_at, data) VALUES (:id, :c, :t, :d)",
-            {"id": dictionary.dict_id(), "c": column, "t": time.time(), "d": data},
-        ).close()
-        remember(dictionary.dict_id(), data)
         self._with_dictionary.add(column)
-        self._compressors[column] = zstandard.ZstdCompressor(level=LEVEL, dict_data=dictionary, write_content_size=True)
+        self._compressors[column] = compressor(dictionary)
         return True
+
+
+def compressor(dictionary: zstandard.ZstdCompressionDict | None) -> zstandard.ZstdCompressor:
+    """A compressor of the packed format: level LEVEL, the content size in each frame, `dictionary` or none."""
+    return zstandard.ZstdCompressor(level=LEVEL, dict_data=dictionary, write_content_size=True)
+
+
+def pack_with(packer: zstandard.ZstdCompressor, text: str) -> str | bytes:
+    """`text` as stored: the byte PACKED and its frame when that is shorter, else the text itself."""
+    if len(text) < MIN_PACKED:
+        return text
+    raw = text.encode("utf-8")
+    frame = packer.compress(raw)
+    if len(frame) + 1 >= len(raw):
+        return text
+    return bytes((PACKED,)) + frame
+
+
+def store_dictionary(db: "Database", column: str, samples: Iterable[bytes]) -> zstandard.ZstdCompressionDict | None:
+    """A dictionary trained on `samples`, stored in `text_dictionaries` under `column` (in the caller's write) and
+    made known to this process; None when the samples are too few."""
+    data = _trained(samples)
+    if data is None:
+        return None
+    dictionary = zstandard.ZstdCompressionDict(data)
+    db.execute(
+        "INSERT INTO text_dictionaries (id, column_name, created_at, data) VALUES (:id, :c, :t, :d)",
+        {"id": dictionary.dict_id(), "c": column, "t": time.time(), "d": data},
+    ).close()
+    remember(dictionary.dict_id(), data)
+    return dictionary
 
 
 def _trained(samples: Iterable[bytes]) -> bytes | None:
