@@ -4,6 +4,7 @@ block at a time, cut inside a block, never read wrong, and converted from per-li
 from __future__ import annotations
 
 import io
+import os
 import json
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from sessionstore.storage.linepack import (
 )
 from sessionstore.storage.migrate import downgrade, upgrade
 from sessionstore.storage.vacuum import vacuum
+from tests.support.cli import run_cli_process
 from tests.support.wholestate import session_rows
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
@@ -315,3 +317,24 @@ def test_per_line_rows_of_earlier_revisions_read_back_mixed_with_blocks(store_ur
         store.db.run_write(swap)
         assert [raw for _, raw in session_lines(store.db, sid, batch=200)] == source
         assert _export(store, sid) == b"".join(source)
+
+
+def test_a_non_ascii_entry_type_survives_growth_imports_through_the_cli(empty_store_url: str, tmp_path: Path) -> None:
+    """A line whose `type` is not ASCII: a block keeps its entry type's length in bytes, so the import of the
+    grown file (which reads the last block back with its kinds) and the export still give every byte."""
+    lines = _transcript(6)
+    odd = json.dumps({"type": "réсумé-✓", "uuid": "odd-1", "data": "x"}, ensure_ascii=False).encode() + b"\n"
+    path = tmp_path / "odd.jsonl"
+    path.write_bytes(b"".join(lines[:3]) + odd)
+    env = {**os.environ, "SESSIONSTORE_DB_URL": empty_store_url}
+    assert run_cli_process("import", "claude-code", str(path), env=env).code == 0
+    grown = b"".join(lines[:3]) + odd + b"".join(lines[3:])
+    path.write_bytes(grown)
+    again = run_cli_process("import", "claude-code", str(path), env=env)
+    assert again.code == 0 and "Traceback" not in again.err, again.err
+    listed = json.loads(run_cli_process("sessions", "--json", env=env).out)
+    sid = (listed.get("sessions", listed) if isinstance(listed, dict) else listed)[0]["id"]
+    out = tmp_path / "back.jsonl"
+    exported = run_cli_process("export", sid, "-f", "claude-code", "-o", str(out), env=env)
+    assert exported.code == 0, exported.err
+    assert out.read_bytes() == grown
