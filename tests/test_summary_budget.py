@@ -257,3 +257,21 @@ def test_eval_gated_keeps_every_fact_on_the_shared_sessions(
         assert all(v in (None, 1.0) for v in gated["retention"].values()), gated
         shrunk += gated["tokens_after"] < extractive["tokens_after"]
     assert shrunk >= 3, "some spans needed condensing to fit"
+
+
+@pytest.mark.parametrize("budget", [300, 500])
+@pytest.mark.parametrize("recall_note", [False, True])
+def test_the_whole_summary_message_lead_and_recall_line_included_fits_the_budget(
+    store: SessionStore, budget: int, recall_note: bool
+) -> None:
+    """The message the model gets (its lead, the body, the recall line) is held to `summary_max_tokens`, not
+    just the body: a body cut to the whole budget would leave the message over it."""
+    session = store.create_session(cwd=CWD, context_window=50_000)
+    for part in range(4):
+        session.append({"role": "user", "content": f"Part {part}: read these files and keep a list of them."})
+        _rounds(session, 40, f"p{part}")
+    config = store.config.replace(summary_max_tokens=budget, recall_note=recall_note)
+    outcome = compact(session, config=config)
+    message = str(session.message(outcome.summary_uuid).content)
+    assert estimate_text(message) <= budget
+    assert estimate_text(message) >= budget // 2, "the budget is used, not left mostly empty"
