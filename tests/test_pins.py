@@ -262,3 +262,16 @@ def test_a_carried_pin_counts_as_held_so_the_gate_adds_no_copy(store: SessionSto
     summary, block = split_pins(str(session.message(outcome.summary_uuid).content))
     assert RULE in block and "Task one: look at the logs." in summary.partition(GATE_HEADING)[2]
     assert RULE not in summary, "the pinned rule is carried once, in the pinned block"
+
+
+def test_a_pin_after_the_from_point_is_carried_in_the_pins_block(store: SessionStore) -> None:
+    """`compact --from` summarizes what follows its point: a pin there goes into the summary's pinned block
+    verbatim (not merely repeated among the summary's user messages, which a summarizer may shorten)."""
+    session = store.create_session()
+    first = _work(session, "one")
+    _work(session, "two")
+    session.append({"role": "user", "content": RULE}, pinned=True)
+    session.append({"role": "assistant", "content": "Understood."})
+    _work(session, "three")
+    compact(session, from_uuid=first[-1])
+    assert RULE in _carried(session)
