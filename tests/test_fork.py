@@ -293,3 +293,30 @@ def _whole(messages: Any) -> list[dict[str, Any]]:
         and all(b.get("type") == "text" for b in m["content"])
     )
     return chunk[: end + 1]
+
+
+def test_fork_at_the_last_message_before_a_rewrite_that_appends_nothing_is_the_view_before_it(
+    store: SessionStore,
+) -> None:
+    """A budget spill rewrites the view without appending a message, so the rewrite's base is the very message
+    forked at: the fork holds the view as it stood right after that message (the full result, not the preview)."""
+    s = store.create_session(title="spilled")
+    s.append({"role": "user", "content": "Show me the build log."})
+    s.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_log", "name": "Bash", "input": {"command": "make"}}],
+        }
+    )
+    last = s.append(
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_log", "content": "build line\n" * 40_000}],
+        }
+    )
+    before = shown(s.active_entries())
+    Pipeline(store).prepare(s)
+    assert shown(s.active_entries()) != before and s.active_entries()[-1].replaced, "the result was spilled"
+    f = s.fork(at=last.uuid)
+    assert shown(f.active_entries()) == before
+    assert shown(s.fork(at=last.seq).active_entries()) == before
