@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,12 @@ from sessionstore.interchange.importers import parse_file
 from sessionstore.interchange.importing import import_file
 from sessionstore.storage.continuation import continuation_of
 from sessionstore.storage.history import boundaries
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, run_cli_process
 from tests.test_claude_code_roundtrip import other_url, round_trip, snapshot  # noqa: F401  (other_url is a fixture)
 from tests.test_roundtrip import build_session
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+FASTHOOKS = "claude-code/fasthooks/sample_main_transcript.jsonl"
 #: A user message in the middle of the file's active view (after its own compaction).
 PIVOT = "11503a95-8cfe-4979-8e77-5600dcc250c3"
 
@@ -132,3 +134,29 @@ def test_every_kind_comes_back_with_its_kind(
         kinds = [b.kind for b in boundaries(original)]
         assert {"partial-from", "partial-up_to"} <= set(kinds)
         assert [b.kind for b in boundaries(copy)] == kinds
+
+
+@pytest.mark.parametrize("shape", ["bom", "crlf", "no-final-newline", "all"])
+def test_the_file_s_own_bytes_come_back_bom_crlf_and_missing_final_newline_included(
+    empty_store_url: str, transcripts_dir: Path, tmp_path: Path, shape: str
+) -> None:
+    """Through the console script: a real transcript as an editor on Windows may leave it (a UTF-8 byte order
+    mark on line 1, CRLF line ends, no newline after the last line) imports and exports byte for byte."""
+    data = (transcripts_dir / FASTHOOKS).read_bytes()
+    if shape in ("bom", "all"):
+        data = b"\xef\xbb\xbf" + data
+    if shape in ("crlf", "all"):
+        data = data.replace(b"\n", b"\r\n")
+    if shape in ("no-final-newline", "all"):
+        data = data.rstrip(b"\r\n")
+    path = tmp_path / f"{shape}.jsonl"
+    path.write_bytes(data)
+    env = {**os.environ, "SESSIONSTORE_DB_URL": empty_store_url}
+    imported = run_cli_process("import", "claude-code", str(path), env=env)
+    assert imported.code == 0 and "Traceback" not in imported.err, imported.err
+    listed = json.loads(run_cli_process("sessions", "--json", env=env).out)
+    sid = (listed.get("sessions", listed) if isinstance(listed, dict) else listed)[0]["id"]
+    out = tmp_path / "back.jsonl"
+    exported = run_cli_process("export", sid, "-f", "claude-code", "-o", str(out), env=env)
+    assert exported.code == 0, exported.err
+    assert out.read_bytes() == data
