@@ -9,7 +9,7 @@ DEMO_DIR ?= demo-output
 # Test processes (pytest-xdist): one per logical CPU; PYTEST_WORKERS=0 runs the suite in this one process.
 PYTEST_WORKERS ?= logical
 
-.PHONY: demo test test-fast lint typecheck format docs bench install clean
+.PHONY: demo test test-fast lint typecheck format docs bench mutate install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ docs: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m 'not slow'
+
+# Mutation testing of the modules that hold promises (scripts/mutate.py; not part of `make test`: it takes hours).
+# MODULES narrows it, e.g. `make mutate MODULES=sessionstore/storage/fork.py`; results in build/mutate/report.md.
+mutate: $(STAMP)
+	$(BIN)/python scripts/mutate.py $(MODULES)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
