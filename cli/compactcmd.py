@@ -340,6 +340,14 @@ def export_cmd(
             "where that tool resumes from (a new session id) and print the resume command.",
         ),
     ] = False,
+    as_recorded: Annotated[
+        bool,
+        typer.Option(
+            "--as-recorded",
+            help="With -f claude-code: write every recorded message even when the file would import back as "
+            "another view (snips, some partial compactions), for Claude Code to resume as recorded.",
+        ),
+    ] = False,
     claude_dir: Annotated[
         Optional[str],
         typer.Option(
@@ -388,13 +396,17 @@ def export_cmd(
     text_formats = {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html}
     if format not in (*text_formats, "claude-code"):
         raise UsageError(f"unknown format {format!r}: use jsonl, markdown, html or claude-code")
+    if as_recorded and format != "claude-code":
+        raise UsageError("--as-recorded goes with -f claude-code")
     binary = format == "claude-code"
     checked = redact_secrets or format in SHARED_FORMATS
     with open_store(db, read_only=True) as store:
         s = store.get(session)
         with open_output(output, binary=binary) as out:
             stream = SecretFilter(out, redact=redact_secrets, binary=binary) if checked else out
-            count = export_claude_code(s, stream) if binary else text_formats[format](s, stream)
+            count = (
+                export_claude_code(s, stream, as_recorded=as_recorded) if binary else text_formats[format](s, stream)
+            )
             stream.flush()
     if output not in (None, STDIO):
         echo(f"wrote {count} messages to {output}", err=True)

@@ -9,7 +9,7 @@ import typer
 
 from sessionstore.storage.config import default_db_url
 from sessionstore.storage.db import open_engine
-from sessionstore.storage.migrate import current_revision, head_revision, upgrade, alembic_config
+from sessionstore.storage.migrate import alembic_config, current_revision, head_revision, repack_note, upgrade
 
 from .common import DbOption, JsonOption, err_console, open_store, print_json
 
@@ -33,23 +33,22 @@ def upgrade_cmd(
         with engine.connect() as conn:
             after = current_revision(conn)
             sqlite = conn.dialect.name == "sqlite"
+        if before != after and after == head_revision():
+            from sessionstore.storage.db import open_database
+            from sessionstore.storage.search import forget_cut_index
+
+            index_db = open_database(db or default_db_url())
+            try:
+                forget_cut_index(index_db, before)
+            finally:
+                index_db.close()
+                index_db.engine.dispose()
         typer.echo(f"database at {after}")
-        repacked = [r for r in REPACKING if before and before < r <= (after or "")]
-        if sqlite and repacked:
-            err_console.print(
-                f"{'revisions' if len(repacked) > 1 else 'revision'} {', '.join(repacked)} repacked rows smaller "
-                "and left the space they took free in the file: "
-                f"`sessionstore db vacuum --db {db or default_db_url()}` gives it back",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,  # one line: the command is copied whole
-            )
+        note = repack_note(before, after, db or default_db_url())
+        if sqlite and note:
+            err_console.print(note, markup=False, highlight=False, soft_wrap=True)  # one line: copied whole
     finally:
         engine.dispose()
-
-
-#: Revisions that rewrite existing rows smaller on SQLite, leaving free space only VACUUM returns.
-REPACKING = ("0010", "0012", "0013", "0014", "0015", "0016", "0017")
 
 
 @app.command("current")

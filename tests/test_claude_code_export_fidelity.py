@@ -121,6 +121,11 @@ def test_a_snipped_view_is_refused_in_the_claude_code_format(
         export_claude_code(s, io.BytesIO())
     result = run_cli(capsys, "export", s.id, "-f", "claude-code", "--db", store_url)
     assert result.code == 2 and result.out == "" and result.err.count("\n") == 1 and "jsonl" in result.err
+    out = tmp_path / "as-recorded.jsonl"
+    result = run_cli(capsys, "export", s.id, "-f", "claude-code", "--as-recorded", "-o", str(out), "--db", store_url)
+    assert result.code == 0, result.err
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {w["uuid"] for w in written} >= {m.uuid for m in s.transcript() if m.type != "system"}
 
 
 def test_every_kind_comes_back_with_its_kind(

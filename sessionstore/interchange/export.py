@@ -227,7 +227,7 @@ def _blocks_markdown(content: Any) -> Iterator[str]:
             yield f"[{markdown_inline(str(kind))}]"
 
 
-def export_claude_code(session: "Session", out: ByteSink) -> int:
+def export_claude_code(session: "Session", out: ByteSink, *, as_recorded: bool = False) -> int:
     """A Claude Code JSONL its own loader can follow: an imported file's lines byte-for-byte, then the rest.
 
     Every other message is written in Claude Code's line shape with the file's
@@ -238,12 +238,15 @@ def export_claude_code(session: "Session", out: ByteSink) -> int:
     active view, and from each boundary's logical parent the view before it.
     The file is written to a spool and read back first: one that would import
     as another view or history raises `UnfaithfulExport`, and nothing reaches `out`.
+    `as_recorded` writes it all the same: every recorded message, for Claude Code to resume,
+    without the view edits (snips) and history shapes its format cannot say.
     """
     with tempfile.TemporaryDirectory(prefix="sessionstore-export-") as folder:
         spool = os.path.join(folder, "session.jsonl")
         with open(spool, "wb") as raw:
             count = _write_claude_code(session, raw)
-        check_claude_code(session, spool)
+        if not as_recorded:
+            check_claude_code(session, spool)
         with open(spool, "rb") as raw:
             shutil.copyfileobj(raw, out, 1 << 20)
     return count

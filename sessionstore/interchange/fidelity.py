@@ -68,5 +68,6 @@ def _differs(session: "Session", chain: list[str], mine: list[str]) -> bool:
 def _refuse(session: "Session", why: str) -> None:
     raise UnfaithfulExport(
         f"session {session.id} cannot be exported as claude-code: {why}; nothing written. "
-        f"`sessionstore export {session.id} --format jsonl` keeps every view and compaction"
+        f"`sessionstore export {session.id} --format jsonl` keeps every view and compaction; "
+        "`--as-recorded` writes every recorded message for Claude Code to resume, without the view's edits"
     )

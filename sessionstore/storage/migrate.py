@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -197,7 +198,11 @@ def ensure_current(engine: Engine, current: str | None = None, *, known: bool = 
             "(was it written by a newer version?)"
         )
     backup_before_upgrade(engine)
-    return _run_upgrade(engine, "head", recheck=True)
+    upgraded = _run_upgrade(engine, "head", recheck=True)
+    note = repack_note(current, head, engine.url.render_as_string(hide_password=True)) if upgraded else None
+    if note and engine.dialect.name == "sqlite":
+        log.warning("sessionstore: %s", note)
+    return upgraded
 
 
 def require_current(current: str | None, shown_url: str) -> None:
@@ -274,7 +279,12 @@ def backup_before_upgrade(engine: Engine, revision: str = "head") -> Path | None
 
 
 def sqlite_backup(source: Path, from_revision: str) -> Path:
-    """Copy `source` with SQLite's online backup API to `<db>.bak-<rev>-<UTC time>` (mode 0600)."""
+    """Copy `source` with SQLite's online backup API to `<db>.bak-<rev>-<UTC time>` (mode 0600).
+
+    An earlier backup of the same revision (an upgrade that was interrupted, then run again) is a copy of
+    the same schema holding no more than this one: it is removed once this copy is whole, so one backup
+    per revision stays, not one per attempt.
+    """
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     target, fd = _exclusive_file(Path(f"{source}.bak-{from_revision}-{stamp}"))
     os.close(fd)
@@ -291,7 +301,31 @@ def sqlite_backup(source: Path, from_revision: str) -> Path:
     except (sqlite3.Error, OSError) as exc:
         target.unlink(missing_ok=True)
         raise MigrationError(f"could not back up {source} before upgrading it (nothing was changed): {exc}") from exc
+    for earlier in source.parent.glob(f"{glob_escape(source.name)}.bak-{glob_escape(from_revision)}-*"):
+        if earlier != target:
+            earlier.unlink(missing_ok=True)
     return target
+
+
+def glob_escape(text: str) -> str:
+    """`text` matched literally by Path.glob."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+#: Revisions that repack rows in place on SQLite, leaving the space they took free in the file.
+REPACKING = ("0010", "0012", "0013", "0014", "0015", "0016", "0017")
+
+
+def repack_note(before: str | None, after: str | None, shown_url: str) -> str | None:
+    """What to run after an SQLite upgrade that repacked rows (None when none did): the file keeps its size
+    until `db vacuum` gives the freed pages back."""
+    repacked = [r for r in REPACKING if before and before < r <= (after or "")]
+    if not repacked:
+        return None
+    return (
+        f"{'revisions' if len(repacked) > 1 else 'revision'} {', '.join(repacked)} repacked rows smaller "
+        f"and left the space they took free in the file: `sessionstore db vacuum --db {shown_url}` gives it back"
+    )
 
 
 def _exclusive_file(path: Path) -> tuple[Path, int]:

@@ -424,6 +424,20 @@ def clear_index(db: "Database") -> None:
     db.execute("DELETE FROM search_marks").close()
 
 
+#: The first revision whose stores indexed each message whole (up to INDEXED_CHARS); before it, at most
+#: 1,000,000 characters of a message were indexed, silently.
+WHOLE_TEXTS_FROM = "0008"
+
+
+def forget_cut_index(db: "Database", upgraded_from: str | None) -> bool:
+    """After an upgrade from a store whose index cut long messages: empty the index (derived data), so the next
+    search indexes every message whole instead of missing a long one's tail; True when it did."""
+    if upgraded_from is None or upgraded_from >= WHOLE_TEXTS_FROM:
+        return False
+    db.run_write(clear_index)
+    return True
+
+
 def rebuild(store: "SessionStore") -> int:
     """Drop the index and build it again from the transcript; returns the messages indexed."""
     store.db.run_write(clear_index)

@@ -56,8 +56,10 @@ class SessionStore:
                         require_current(current, shown_url(url))
                     elif read_only:
                         _create_schema(url, config)
-                    else:
-                        ensure_current(db.engine, current, known=True)
+                    elif ensure_current(db.engine, current, known=True):
+                        from .search import forget_cut_index
+
+                        forget_cut_index(db, current)
                 except BaseException:
                     db.close()
                     db.engine.dispose()
