@@ -395,10 +395,7 @@ def export_cmd(
         raise UsageError(f"unknown format {format!r}: use jsonl, markdown, html or claude-code")
     to_terminal = output in (None, STDIO) and sys.stdout.isatty()
     if to_terminal and format != "markdown":
-        raise UsageError(
-            f"a {format} export is data, not for a terminal: write it with -o FILE or through a pipe "
-            f"(`sessionstore export {session} -f {format} | less`), or use -f markdown to read it here"
-        )
+        raise UsageError(f"{format} export not written to a terminal: use -o FILE or a pipe")
     binary = format == "claude-code"
     with open_store(db, read_only=True) as store:
         s = store.get(session)
@@ -410,11 +407,10 @@ def export_cmd(
             else None
         )
         with open_output(output, binary=binary) as out:
-            stream = _Visible(out) if to_terminal else out
             if binary:
-                count = export_claude_code(s, stream, redactor)
+                count = export_claude_code(s, out, redactor)
             else:
-                count = text_formats[format](s, stream, redactor)
+                count = text_formats[format](s, _Visible(out) if to_terminal else out, redactor)
     if output not in (None, STDIO):
         echo(f"wrote {count} messages to {output}", err=True)
     if redactor is not None:

@@ -1,4 +1,4 @@
-"""Credentials kept by accident: find them in stored messages and redact them from exports.
+"""Credentials kept by accident: find them in stored sessions and redact them from exports.
 
 Transcripts hold whatever tools printed, keys an `env` call dumped included. Detection uses the
 regular-expression plugins of the maintained `detect-secrets` package (AWS, GitHub, GitLab, Slack,
@@ -7,6 +7,8 @@ OpenAI project and service keys, GitHub fine-grained tokens, whole PEM private-k
 passwords (an unencoded `@` included). Its entropy and keyword plugins are left out: on real
 transcripts they flag hashes, ids and every `password = ...` in source code (see the README's
 false-positive figure). A finding never carries the secret: only its kind and a masked preview.
+`secrets` (scan_store) and every export (Redactor) read the same stored values with the same
+detector, before any format quotes or escapes them.
 """
 
 from __future__ import annotations
@@ -249,13 +251,21 @@ class Redactor:
         return "".join(parts)
 
     def value(self, value: Any, key: str | None = None) -> Any:
-        """A JSON value with every string inside it passed through `text` (the same value when nothing changed)."""
+        """A JSON value with every string inside it passed through `text`; without `redact`, the value itself."""
+        if not self.redact:
+            for name, text in strings(value, key):
+                self.text(text, name)
+            return value
+        return self._redacted(value, key)
+
+    def _redacted(self, value: Any, key: str | None) -> Any:
+        """A copy of a JSON value with each string redacted (keys and structure as they were)."""
         if isinstance(value, str):
             return self.text(value, key)
         if isinstance(value, dict):
-            return {name: self.value(item, str(name)) for name, item in value.items()}
+            return {name: self._redacted(item, str(name)) for name, item in value.items()}
         if isinstance(value, list):
-            return [self.value(item, key) for item in value]
+            return [self._redacted(item, key) for item in value]
         return value
 
     def json_line(self, line: bytes) -> bytes:

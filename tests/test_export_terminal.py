@@ -117,7 +117,7 @@ def test_a_data_export_to_a_terminal_is_refused_with_a_hint(hostile_store: tuple
     assert code == 2, (code, err)
     assert terminal == b"", "nothing reaches the terminal"
     [line] = err.strip().splitlines()
-    assert "-o FILE" in line and "pipe" in line and "Traceback" not in err
+    assert "-o FILE" in line and "pipe" in line and len(line) <= 80 and "Traceback" not in err
     piped = subprocess.run([str(SESSIONSTORE), "export", sid, "-f", fmt, "--db", url], capture_output=True, timeout=300)
     assert piped.returncode == 0 and piped.stdout, "a pipe still gets the export whole"
 
@@ -147,3 +147,24 @@ def test_html_title_and_headings_show_controls_as_text(hostile_store: tuple[str,
     for text in (title, heading):
         assert unsafe_bytes(text) == [] and BIDI not in text, text
         assert "\\x1b[?1049h" in text and "\\u202e" in text and "\\x9b" in text
+
+
+def test_a_browser_shows_the_title_and_heading_controls_as_text(hostile_store: tuple[str, str], tmp_path: Path) -> None:
+    from tests.support.browser import chromium, open_page
+
+    url, sid = hostile_store
+    page = tmp_path / "export.html"
+    done = subprocess.run(
+        [str(SESSIONSTORE), "export", sid, "-f", "html", "-o", str(page), "--db", url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    with chromium() as driver:
+        open_page(driver, page)
+        title = driver.execute_script("return document.title")
+        heading = driver.execute_script("return document.getElementById('top').textContent")
+    for text in (title, heading):
+        assert unsafe_bytes(text) == [] and BIDI not in text, repr(text)
+        assert "\\x1b]0;T\\x07" in text and "\\u202e" in text
