@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Optional, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Optional, Sequence
+
+import sys
 
 import typer
 
+from sessionstore.sanitize import visible
 from sessionstore.storage import history as hist
 from sessionstore.storage.output import STDIO, open_output
 
@@ -29,7 +32,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from sessionstore.secrets import SecretFilter
+    from sessionstore.secrets import Redactor
     from sessionstore.storage.session import Session
     from sessionstore.storage.types import ViewEntry
 
@@ -365,8 +368,10 @@ def export_cmd(
     """Export every message ever recorded, whatever was compacted; or install the view back into its tool.
 
     With --redact, each credential `sessionstore secrets` would list is replaced by a
-    typed placeholder and stderr says how many; a markdown or HTML export without it
-    says so when it holds any.
+    typed placeholder wherever it occurs (--install included) and stderr says how many;
+    a markdown or HTML export without it says so when it holds any. jsonl, HTML and
+    claude-code exports are data, not text for a terminal: with stdout a terminal they
+    are refused (give -o FILE or a pipe); markdown is shown with controls made visible.
 
     Examples:
 
@@ -388,43 +393,62 @@ def export_cmd(
         if output is not None:
             raise UsageError("--install writes where the tool looks; it takes no --output")
         with open_store(db) as store:
-            install_view(store, session, format, claude_dir, codex_home, json_out)
+            install_view(store, session, format, claude_dir, codex_home, json_out, redact=redact_secrets)
         return
     from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
-    from sessionstore.secrets import SecretFilter
+    from sessionstore.secrets import Redactor
 
     text_formats = {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html}
     if format not in (*text_formats, "claude-code"):
         raise UsageError(f"unknown format {format!r}: use jsonl, markdown, html or claude-code")
     if as_recorded and format != "claude-code":
         raise UsageError("--as-recorded goes with -f claude-code")
+    to_terminal = output in (None, STDIO) and sys.stdout.isatty()
+    if to_terminal and format != "markdown":
+        raise UsageError(f"{format} export not written to a terminal: use -o FILE or a pipe")
     binary = format == "claude-code"
-    checked = redact_secrets or format in SHARED_FORMATS
     with open_store(db, read_only=True) as store:
         s = store.get(session)
+        redactor = (
+            Redactor.for_session(s, redact=True)
+            if redact_secrets
+            else Redactor(redact=False)
+            if format in SHARED_FORMATS
+            else None
+        )
         with open_output(output, binary=binary) as out:
-            stream = SecretFilter(out, redact=redact_secrets, binary=binary) if checked else out
-            count = (
-                export_claude_code(s, stream, as_recorded=as_recorded) if binary else text_formats[format](s, stream)
-            )
-            stream.flush()
+            if binary:
+                count = export_claude_code(s, out, redactor, as_recorded=as_recorded)
+            else:
+                count = text_formats[format](s, _Visible(out) if to_terminal else out, redactor)
     if output not in (None, STDIO):
         echo(f"wrote {count} messages to {output}", err=True)
-    if isinstance(stream, SecretFilter):
-        _say_secrets(stream, s.id)
+    if redactor is not None:
+        say_secrets(redactor, s.id)
 
 
 #: Formats people read and share: exporting one without --redact says when it holds credentials.
 SHARED_FORMATS = ("markdown", "html")
 
 
-def _say_secrets(stream: SecretFilter, session_id: str) -> None:
+class _Visible:
+    """A text sink onto a terminal: every control but newline and tab shown as text (the shared sanitizer)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def write(self, text: str) -> int:
+        """Write `text` with its controls made visible."""
+        return int(self.out.write(visible(text)))
+
+
+def say_secrets(redactor: Redactor, session_id: str) -> None:
     """One stderr line: how many secrets were redacted, or that some were left in a shareable export."""
-    if stream.redact:
-        echo(f"redacted {stream.found} secret(s)", err=True)
-    elif stream.found:
+    if redactor.redact:
+        echo(f"redacted {redactor.found} secret(s)", err=True)
+    elif redactor.found:
         echo(
-            f"hint: this export holds {stream.found} secret(s) (keys, tokens, passwords); before sharing "
+            f"hint: this export holds {redactor.found} secret(s) (keys, tokens, passwords); before sharing "
             f"it, export again with --redact (`sessionstore secrets {session_id}` lists them)",
             err=True,
         )

@@ -104,21 +104,39 @@ def lineage_of(store: Any, session_id: str) -> str | None:
     return lineage_line(chain[0] if chain else None, forks_of(store.db, session_id, limit=6))
 
 
-def install(store: Any, session: str, fmt: str, claude_dir: str | None, codex_home: str | None, json_out: bool) -> None:
-    """`export --format claude-code|codex --install`: write where the tool resumes from and print the command."""
+def install(
+    store: Any,
+    session: str,
+    fmt: str,
+    claude_dir: str | None,
+    codex_home: str | None,
+    json_out: bool,
+    *,
+    redact: bool = False,
+) -> None:
+    """`export --format claude-code|codex --install`: write where the tool resumes from and print the command.
+
+    With `redact`, every credential `secrets` lists for the session is replaced in the file written.
+    """
     from sessionstore.interchange.install import install_claude_code, install_codex
+    from sessionstore.secrets import Redactor
+
+    from .compactcmd import say_secrets
 
     s = store.get(session)
-    if fmt == "claude-code":
-        if codex_home is not None:
-            raise UsageError("--codex-home goes with --format codex")
-        done = install_claude_code(s, claude_config=claude_dir)
-    elif fmt == "codex":
-        if claude_dir is not None:
-            raise UsageError("--claude-dir goes with --format claude-code")
-        done = install_codex(s, home=codex_home)
-    else:
+    if fmt not in ("claude-code", "codex"):
         raise UsageError(f"--install writes claude-code or codex sessions, not {fmt}")
+    if fmt == "claude-code" and codex_home is not None:
+        raise UsageError("--codex-home goes with --format codex")
+    if fmt == "codex" and claude_dir is not None:
+        raise UsageError("--claude-dir goes with --format claude-code")
+    redactor = Redactor.for_session(s, redact=True) if redact else None
+    if fmt == "claude-code":
+        done = install_claude_code(s, claude_config=claude_dir, redactor=redactor)
+    else:
+        done = install_codex(s, home=codex_home, redactor=redactor)
+    if redactor is not None:
+        say_secrets(redactor, s.id)
     if json_out:
         print_json(done.to_dict())
         return

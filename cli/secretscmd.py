@@ -26,11 +26,11 @@ def secrets_cmd(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """List credentials found in stored messages (text, tool inputs and results, spills), masked.
+    """List credentials found in stored sessions (text, tool inputs and results, metadata, spills, title, cwd), masked.
 
-    Each row names the session, the message (seq and uuid), where in it, the kind of
-    credential and a masked preview; the secret itself is never printed. Before sharing
-    an export, `sessionstore export SESSION --redact` replaces each one.
+    Each row names the session, the message (seq and uuid; seq 0 for the title and cwd),
+    where in it, the kind of credential and a masked preview; the secret itself is never
+    printed. Before sharing an export, `sessionstore export SESSION --redact` replaces each one.
 
     Examples:
 

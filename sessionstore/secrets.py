@@ -1,4 +1,4 @@
-"""Credentials kept by accident: find them in stored messages and redact them from exports.
+"""Credentials kept by accident: find them in stored sessions and redact them from exports.
 
 Transcripts hold whatever tools printed, keys an `env` call dumped included. Detection uses the
 regular-expression plugins of the maintained `detect-secrets` package (AWS, GitHub, GitLab, Slack,
@@ -7,14 +7,17 @@ OpenAI project and service keys, GitHub fine-grained tokens, whole PEM private-k
 passwords (an unencoded `@` included). Its entropy and keyword plugins are left out: on real
 transcripts they flag hashes, ids and every `password = ...` in source code (see the README's
 false-positive figure). A finding never carries the secret: only its kind and a masked preview.
+`secrets` (scan_store) and every export (Redactor) read the same stored values with the same
+detector, before any format quotes or escapes them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import asdict, dataclass
-from typing import IO, TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from detect_secrets.plugins.aws import AWSKeyDetector
 from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
@@ -74,12 +77,12 @@ _PEM = re.compile(
     r"|(?:[A-Za-z0-9+/=\s]|\\[nr])*)",
     re.DOTALL,
 )
+#: What `placeholder` writes: a URL password already redacted is no secret.
+_PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 #: Characters around a regex match that are delimiters, not part of the secret.
 _DELIMITERS = " \t\r\n\"'=:"
 #: The characters of a JWT's signature, which detect-secrets' pattern leaves out (it is lazy).
 _JWT_TAIL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.+/="
-#: Longest text a secret spans; the export filter keeps this much back between writes.
-HOLD_CHARS = 16_384
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +100,7 @@ def find_secrets(text: str) -> list[Secret]:
     if "PRIVATE KEY" in text:
         found += [Secret("private-key", m.start(), m.end()) for m in _PEM.finditer(text)]
     for match in URL_USERINFO.finditer(text):
-        if match.group("password"):
+        if match.group("password") and not _PLACEHOLDER.fullmatch(match.group("password")):
             found.append(Secret("url-password", match.start("password"), match.end("password")))
     for pattern, kind in RULES:
         found += [Secret(kind, m.start(), m.end()) for m in pattern.finditer(text)]
@@ -163,12 +166,131 @@ def mask(value: str) -> str:
     return f"{value[:keep]}… ({len(value)} chars)"
 
 
+# ------------------------------------------------------------------ JSON values
+
+
+def find_keyed(text: str, key: str | None = None) -> list[Secret]:
+    """The secrets of a string, read as `key="text"` when it is a dict entry's value.
+
+    Some formats are named only by their key (`"AWS_SECRET_ACCESS_KEY": "..."` in a tool
+    input's `env`): the value alone is 40 plain characters. Spans are the value's own.
+    """
+    if key is None:
+        return find_secrets(text)
+    head = f'{key}="'
+    found = []
+    for secret in find_secrets(f'{head}{text}"'):
+        start, end = max(secret.start - len(head), 0), min(secret.end - len(head), len(text))
+        if end - start >= 8:
+            found.append(Secret(secret.kind, start, end))
+    return found
+
+
+def strings(value: Any, key: str | None = None) -> Iterator[tuple[str | None, str]]:
+    """(key, string) for every string inside a JSON value, the key of the dict entry holding it (else None)."""
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            yield from strings(item, str(name))
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item, key)
+
+
+class Redactor:
+    """The detector `secrets` uses, applied to what an export writes: counts the secrets met, replaces them with `redact`.
+
+    Every export format hands its stored values (content, titles, cwd, metadata, whole JSON
+    lines) to `value`, `text` or `json_line` before serializing them, so quoting and escaping
+    cannot hide a secret from it. `known` values (what `secrets` lists for the session: see
+    `for_session`) are replaced wherever they occur, even with no key around them. `found` is
+    the number of distinct secrets met.
+    """
+
+    def __init__(self, *, redact: bool, known: dict[str, str] | None = None) -> None:
+        self.redact = redact
+        self.known = dict(known or {})
+        self._known_re = (
+            re.compile("|".join(re.escape(v) for v in sorted(self.known, key=len, reverse=True)))
+            if self.known
+            else None
+        )
+        self._seen: set[str] = set()
+        self._met = 0
+
+    @classmethod
+    def for_session(cls, session: "Session", *, redact: bool) -> "Redactor":
+        """A redactor that knows every secret `secrets` lists for `session` (read once more when redacting)."""
+        known = {hit.value: hit.kind for hit in session_hits(session)} if redact else {}
+        return cls(redact=redact, known=known)
+
+    @property
+    def found(self) -> int:
+        """How many distinct secrets the values handed over held."""
+        return len(self._seen)
+
+    def text(self, text: str, key: str | None = None) -> str:
+        """`text` (a dict entry's value when `key` is given) with its secrets replaced (with `redact`) and counted."""
+        secrets = find_keyed(text, key)
+        if self._known_re is not None:
+            secrets = _without_overlaps(
+                secrets + [Secret(self.known[m.group()], m.start(), m.end()) for m in self._known_re.finditer(text)]
+            )
+        if not secrets:
+            return text
+        self._seen.update(text[s.start : s.end] for s in secrets)
+        self._met += len(secrets)
+        if not self.redact:
+            return text
+        parts, last = [], 0
+        for secret in secrets:
+            parts += [text[last : secret.start], placeholder(secret.kind)]
+            last = secret.end
+        parts.append(text[last:])
+        return "".join(parts)
+
+    def value(self, value: Any, key: str | None = None) -> Any:
+        """A JSON value with every string inside it passed through `text`; without `redact`, the value itself."""
+        if not self.redact:
+            for name, text in strings(value, key):
+                self.text(text, name)
+            return value
+        return self._redacted(value, key)
+
+    def _redacted(self, value: Any, key: str | None) -> Any:
+        """A copy of a JSON value with each string redacted (keys and structure as they were)."""
+        if isinstance(value, str):
+            return self.text(value, key)
+        if isinstance(value, dict):
+            return {name: self._redacted(item, str(name)) for name, item in value.items()}
+        if isinstance(value, list):
+            return [self._redacted(item, key) for item in value]
+        return value
+
+    def json_line(self, line: bytes) -> bytes:
+        """One JSON line (bytes, newline kept) with its values redacted; kept byte for byte when it holds no secret."""
+        try:
+            data = json.loads(line)
+        except ValueError:
+            text = line.decode("utf-8", "surrogateescape")
+            return self.text(text).encode("utf-8", "surrogateescape")
+        before = self._met
+        cleaned = self.value(data)
+        if not self.redact or self._met == before:
+            return line
+        return json.dumps(cleaned, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
 # ------------------------------------------------------------------ stored messages
 
 
 @dataclass(frozen=True, slots=True)
 class SecretFinding:
-    """One secret found in a stored message: where it is and what kind, never the value."""
+    """One secret found in a stored message or session field: where it is and what kind, never the value.
+
+    A session's title and working directory are findings with seq 0 and no uuid or role.
+    """
 
     session: str
     seq: int
@@ -183,6 +305,16 @@ class SecretFinding:
         return asdict(self)
 
 
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    """One secret in a session: the message it is in (seq, uuid, role; 0, "", "" for a session field), where, kind, value."""
+
+    owner: tuple[int, str, str]
+    where: str
+    kind: str
+    value: str
+
+
 _WHERE = {
     "text": "text",
     "thinking": "thinking",
@@ -191,26 +323,43 @@ _WHERE = {
     "mcp_tool_use": "tool input",
     "tool_result": "tool result",
 }
+_SESSION_FIELD = (0, "", "")
 
 
 def scan_session(session: "Session") -> list[SecretFinding]:
-    """Every secret in the session's messages (text, tool inputs and results) and spilled originals."""
+    """Every secret in the session: its title and cwd, each message's text, tool inputs and results and
+    metadata, and spilled originals; masked."""
+    return [
+        SecretFinding(session.id, *hit.owner, where=hit.where, kind=hit.kind, preview=mask(hit.value))
+        for hit in session_hits(session)
+    ]
+
+
+def session_hits(session: "Session") -> Iterator[_Hit]:
+    """The secrets of a session, with their values: what `secrets` lists and what `Redactor.for_session` knows.
+
+    A message's secret is listed once per message (a spill repeats its result); a secret in
+    metadata or a session field once per session (every line of a file repeats its cwd).
+    """
     from sessionstore.storage.spill import list_spills, spill_original
 
-    findings: list[SecretFinding] = []
     seen: set[tuple[int, str, str]] = set()
+    for where, text in (("title", session.title), ("cwd", session.cwd)):
+        if text:
+            yield from _hits(_SESSION_FIELD, where, [(None, text)], seen)
     results: dict[str, tuple[int, str, str]] = {}
     for message in session.transcript():
-        for where, text, block in _texts(message.content):
+        owner = (message.seq, message.uuid, message.role)
+        for where, block in _blocks(message.content):
             if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                results[block["tool_use_id"]] = (message.seq, message.uuid, message.role)
-            findings += _findings(session.id, (message.seq, message.uuid, message.role), where, text, seen)
+                results[block["tool_use_id"]] = owner
+            yield from _hits(owner, where, strings(block), seen)
+        yield from _hits(owner, "metadata", strings(message.metadata), seen, once_per_session=True)
     for spill in list_spills(session):
-        owner = results.get(spill.tool_use_id)
-        if owner is not None:
+        holder = results.get(spill.tool_use_id)
+        if holder is not None:
             text = spill_original(session, spill.tool_use_id).decode("utf-8", "replace")
-            findings += _findings(session.id, owner, "spill", text, seen)
-    return findings
+            yield from _hits(holder, "spill", [(None, text)], seen)
 
 
 def scan_store(store: "SessionStore", session: str | None = None) -> list[SecretFinding]:
@@ -226,98 +375,33 @@ def scan_store(store: "SessionStore", session: str | None = None) -> list[Secret
     return findings
 
 
-def _findings(
-    session_id: str, owner: tuple[int, str, str], where: str, text: str, seen: set[tuple[int, str, str]]
-) -> list[SecretFinding]:
-    """The findings in one text, less those already found in the same message (a spill repeats its result)."""
-    out = []
-    for secret in find_secrets(text):
-        value = text[secret.start : secret.end]
-        key = (owner[0], secret.kind, hashlib.sha256(value.encode("utf-8", "replace")).hexdigest())
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(SecretFinding(session_id, owner[0], owner[1], owner[2], where, secret.kind, mask(value)))
-    return out
+def _hits(
+    owner: tuple[int, str, str],
+    where: str,
+    texts: Iterable[tuple[str | None, str]],
+    seen: set[tuple[int, str, str]],
+    *,
+    once_per_session: bool = False,
+) -> Iterator[_Hit]:
+    """The secrets in (key, text) pairs, less those already found in the same message (or session)."""
+    for key, text in texts:
+        for secret in find_keyed(text, key):
+            value = text[secret.start : secret.end]
+            digest = hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()
+            marks = [(owner[0], secret.kind, digest)]
+            if once_per_session or owner is _SESSION_FIELD:
+                marks.append((-1, secret.kind, digest))
+            if any(mark in seen for mark in marks):
+                continue
+            seen.update(marks)
+            yield _Hit(owner, where, secret.kind, value)
 
 
-def _texts(content: Any) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(where, text, block) for every string of a message's content."""
+def _blocks(content: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, block) for every block of a message's content (a string content as one text block)."""
     if isinstance(content, str):
-        yield "text", content, {}
+        yield "text", {"text": content}
         return
     for block in content if isinstance(content, list) else []:
         if isinstance(block, dict):
-            where = _WHERE.get(str(block.get("type")), str(block.get("type")))
-            for text in _strings(block):
-                yield where, text, block
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string value inside a JSON value (keys and ids of the envelope included; they are short)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
-# ------------------------------------------------------------------ exports
-
-
-class SecretFilter:
-    """A write-through stream that finds (and with `redact`, replaces) secrets in what passes.
-
-    Writers of every export format call only `write`. Text is released up to its last newline,
-    except that a private-key block still open is held until its end (at most HOLD_CHARS past
-    its start), so no secret is cut between two writes. `binary` streams carry UTF-8 bytes; bytes
-    that are not UTF-8 pass through unchanged. `found` counts secrets seen.
-    """
-
-    def __init__(self, out: IO[Any], *, redact: bool, binary: bool = False) -> None:
-        self.out = out
-        self.redact = redact
-        self.binary = binary
-        self.found = 0
-        self._pending = ""
-
-    def write(self, data: Any) -> int:
-        """Take `data` (str, or bytes when binary); release what no later write can extend."""
-        self._pending += data.decode("utf-8", "surrogateescape") if self.binary else data
-        cut = self._safe_cut()
-        if cut:
-            self._release(self._pending[:cut])
-            self._pending = self._pending[cut:]
-        return len(data)
-
-    def flush(self) -> None:
-        """Release everything held and flush the stream under it."""
-        if self._pending:
-            self._release(self._pending)
-            self._pending = ""
-        self.out.flush()
-
-    def _safe_cut(self) -> int:
-        """How much of the pending text can go: up to the last newline outside an open key block."""
-        text = self._pending
-        cut = text.rfind("\n") + 1
-        opened = text.rfind("-----BEGIN ", 0, cut)
-        if (
-            opened != -1
-            and "PRIVATE KEY" in text[opened : opened + 80]
-            and text.find("-----END ", opened, cut) == -1
-            and len(text) - opened < HOLD_CHARS
-        ):
-            cut = opened
-        return cut
-
-    def _release(self, text: str) -> None:
-        if self.redact:
-            text, count = redact(text)
-        else:
-            count = len(find_secrets(text))
-        self.found += count
-        self.out.write(text.encode("utf-8", "surrogateescape") if self.binary else text)
+            yield _WHERE.get(str(block.get("type")), str(block.get("type"))), block

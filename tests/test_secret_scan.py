@@ -9,7 +9,6 @@ figure).
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore.interchange.importing import import_paths
-from sessionstore.secrets import SecretFilter, find_secrets, mask, redact, scan_store
+from sessionstore.secrets import Redactor, find_secrets, mask, redact, scan_store
 from tests.support.cli import run_cli
 from tests.support.secret_corpus import Planted, corpus, plant
 
@@ -114,22 +113,22 @@ def test_false_positives_on_the_unmodified_shared_transcripts(sqlite_url: str, t
     assert len(findings) == FALSE_POSITIVES, [(f.session, f.seq, f.kind, f.preview) for f in findings]
 
 
-def test_a_secret_split_across_writes_is_still_redacted() -> None:
+def test_the_redactor_takes_whole_json_lines() -> None:
     key = next(p for p in PLANTED if p.kind == "private-key").value
     token = next(p for p in PLANTED if p.kind == "anthropic-api-key").value
-    out = io.StringIO()
-    stream = SecretFilter(out, redact=True)
-    text = f"before\n{key}\nmiddle {token} end\n"
-    for i in range(0, len(text), 7):
-        stream.write(text[i : i + 7])
-    stream.flush()
-    assert out.getvalue() == "before\n[REDACTED:private-key]\nmiddle [REDACTED:anthropic-api-key] end\n"
-    assert stream.found == 2
-    raw = io.BytesIO()
-    binary = SecretFilter(raw, redact=True, binary=True)
-    binary.write(b"\xff\xfe " + token.encode() + b"\n")
-    binary.flush()
-    assert raw.getvalue() == b"\xff\xfe [REDACTED:anthropic-api-key]\n", "bytes that are not UTF-8 pass unchanged"
+    env_secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    clean = b'{"a": 1,  "b": "nothing here"}\r\n'
+    line = json.dumps({"input": {"env": {"AWS_SECRET_ACCESS_KEY": env_secret}, "key": key}, "t": token}) + "\n"
+    redactor = Redactor(redact=True)
+    assert redactor.json_line(clean) == clean, "a line without secrets keeps its bytes"
+    assert json.loads(redactor.json_line(line.encode())) == {
+        "input": {"env": {"AWS_SECRET_ACCESS_KEY": "[REDACTED:aws-access-key]"}, "key": "[REDACTED:private-key]"},
+        "t": "[REDACTED:anthropic-api-key]",
+    }
+    assert redactor.json_line(b"\xff\xfe " + token.encode() + b"\n") == b"\xff\xfe [REDACTED:anthropic-api-key]\n"
+    assert redactor.found == 3, "distinct secrets met"
+    counting = Redactor(redact=False)
+    assert counting.json_line(line.encode()) == line.encode() and counting.found == 3
 
 
 def test_masked_previews_and_the_unencoded_at() -> None:

@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 import tempfile
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator
 
 from sessionstore.interchange.fidelity import check_claude_code
 from sessionstore.interchange.importers.claude_code import KIND_FIELD
@@ -30,6 +30,7 @@ from sessionstore.storage.textpack import text_of
 from sessionstore.storage.rows import dumps, iter_message_rows
 
 if TYPE_CHECKING:
+    from sessionstore.secrets import Redactor
     from sessionstore.storage.session import Session
     from sessionstore.storage.types import StoredMessage
 
@@ -48,7 +49,7 @@ def fork_note(session: "Session") -> str | None:
     return f"forked from {info.parent_id}{'' if info.parent_exists else ' (deleted)'} {info.point}"
 
 
-def export_jsonl(session: "Session", out: TextSink) -> int:
+def export_jsonl(session: "Session", out: TextSink, redactor: "Redactor | None" = None) -> int:
     """Write one JSON line per transcript message (StoredMessage.to_dict's shape); returns the count.
 
     Lines are assembled from the JSON text as stored, which is exactly what
@@ -58,13 +59,14 @@ def export_jsonl(session: "Session", out: TextSink) -> int:
     `import jsonl` gives the session back whole. A message that was in no view (an
     imported file's line off the chain its tool would resume) says so with
     `"in_view":false`, so `import jsonl`, which rebuilds the views by replaying the
-    file, leaves it out of them too.
+    file, leaves it out of them too. With a `redactor`, every line passes through it whole.
     """
     count = 0
     header = dumps(jsonl_header(session))
     off_view = never_in_a_view(session)
     for row in iter_message_rows(session.db, session.id):
-        out.write(_jsonl_line(row, header if count == 0 else None, in_view=int(row[0]) not in off_view))
+        line = _jsonl_line(row, header if count == 0 else None, in_view=int(row[0]) not in off_view)
+        out.write(line if redactor is None else redactor.json_line(line.encode("utf-8")).decode("utf-8"))
         count += 1
     return count
 
@@ -121,11 +123,15 @@ def _jsonl_line(row: Any, header: str | None = None, *, in_view: bool = True) ->
     )
 
 
-def export_markdown(session: "Session", out: TextSink) -> int:
-    """Write a readable transcript; boundaries become dividers with their summaries."""
+def export_markdown(session: "Session", out: TextSink, redactor: "Redactor | None" = None) -> int:
+    """Write a readable transcript; boundaries become dividers with their summaries.
+
+    With a `redactor`, the title, each message's content and each summary pass through it.
+    """
+    clean = _cleaner(redactor)
     by_seq = {b.boundary_seq: b for b in boundaries(session)}
     summary_seqs = {b.summary_seq for b in by_seq.values() if b.summary_seq is not None}
-    out.write(f"# {markdown_inline(session.title or 'Session')} ({markdown_inline(session.id)})\n\n")
+    out.write(f"# {markdown_inline(clean(session.title or 'Session'))} ({markdown_inline(session.id)})\n\n")
     note = fork_note(session)
     if note:
         out.write(f"> {markdown_inline(note)}\n\n")
@@ -134,30 +140,39 @@ def export_markdown(session: "Session", out: TextSink) -> int:
         count += 1
         b = by_seq.get(message.seq)
         if b is not None:
-            out.write(_divider(b))
+            out.write(_divider(b, clean(b.summary or "(no summary)")))
             continue
         if message.seq in summary_seqs:
             continue
-        out.write(_message_markdown(message))
+        out.write(_message_markdown(message, clean(message.content)))
     return count
 
 
-def _divider(b: Any) -> str:
+def _cleaner(redactor: "Redactor | None") -> Callable[[Any], Any]:
+    """What stored values go through before an export writes them: the redactor, else nothing."""
+    return redactor.value if redactor is not None else _as_is
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _divider(b: Any, summary_text: str) -> str:
     """The horizontal rule a boundary becomes, its summary quoted below."""
     head = (
         f"\n---\n\n## ✂ Compaction {b.index} — {markdown_inline(b.kind)}, {markdown_inline(b.trigger)}: "
         f"{b.pre_tokens:,} → {b.post_tokens:,} tokens, {b.messages_summarized} messages summarized\n\n"
     )
-    summary = markdown_body(closed_fences(b.summary or "(no summary)"))
+    summary = markdown_body(closed_fences(summary_text))
     quoted = "\n".join("> " + line if line else ">" for line in summary.splitlines())
     return head + "<details><summary>Summary</summary>\n\n" + quoted + "\n\n</details>\n\n---\n\n"
 
 
-def _message_markdown(m: "StoredMessage") -> str:
-    """One message as a heading plus its blocks, a blank line between blocks so each is read on its own."""
+def _message_markdown(m: "StoredMessage", content: Any) -> str:
+    """One message (its `content` as given) as a heading plus its blocks, a blank line between blocks."""
     label = m.subtype or m.type
     parts = [f"### {markdown_inline(label)} · {markdown_inline(m.timestamp or '')}\n"]
-    for chunk in _blocks_markdown(m.content):
+    for chunk in _blocks_markdown(content):
         parts.append(chunk.rstrip("\n") + "\n")
     return "\n".join(parts) + "\n"
 
@@ -227,7 +242,9 @@ def _blocks_markdown(content: Any) -> Iterator[str]:
             yield f"[{markdown_inline(str(kind))}]"
 
 
-def export_claude_code(session: "Session", out: ByteSink, *, as_recorded: bool = False) -> int:
+def export_claude_code(
+    session: "Session", out: ByteSink, redactor: "Redactor | None" = None, *, as_recorded: bool = False
+) -> int:
     """A Claude Code JSONL its own loader can follow: an imported file's lines byte-for-byte, then the rest.
 
     Every other message is written in Claude Code's line shape with the file's
@@ -240,11 +257,12 @@ def export_claude_code(session: "Session", out: ByteSink, *, as_recorded: bool =
     as another view or history raises `UnfaithfulExport`, and nothing reaches `out`.
     `as_recorded` writes it all the same: every recorded message, for Claude Code to resume,
     without the view edits (snips) and history shapes its format cannot say.
+    With a `redactor`, every line (the imported file's too) passes through it whole.
     """
     with tempfile.TemporaryDirectory(prefix="sessionstore-export-") as folder:
         spool = os.path.join(folder, "session.jsonl")
         with open(spool, "wb") as raw:
-            count = _write_claude_code(session, raw)
+            count = _write_claude_code(session, raw if redactor is None else _RedactedLines(raw, redactor))
         if not as_recorded:
             check_claude_code(session, spool)
         with open(spool, "rb") as raw:
@@ -252,7 +270,19 @@ def export_claude_code(session: "Session", out: ByteSink, *, as_recorded: bool =
     return count
 
 
-def _write_claude_code(session: "Session", out: BinaryIO) -> int:
+class _RedactedLines:
+    """A byte sink taking whole JSON lines, each passed through a redactor on its way to `out`."""
+
+    def __init__(self, out: BinaryIO, redactor: "Redactor") -> None:
+        self.out = out
+        self.redactor = redactor
+
+    def write(self, line: bytes) -> int:
+        """Write one line (the writers below write exactly one per call)."""
+        return self.out.write(self.redactor.json_line(line))
+
+
+def _write_claude_code(session: "Session", out: ByteSink) -> int:
     """The Claude Code lines of `session` (see `export_claude_code`), unchecked."""
     count = 0
     after_seq = 0
@@ -274,7 +304,7 @@ def _source_lines(session: "Session", batch: int) -> Iterator[bytes]:
         yield raw
 
 
-def _copy_source_lines(session: "Session", out: BinaryIO) -> int:
+def _copy_source_lines(session: "Session", out: ByteSink) -> int:
     """Every raw line of the imported file, in order, streamed in batches."""
     count = 0
     for raw in _source_lines(session, 1000):
@@ -396,14 +426,16 @@ def token_points(
     return points
 
 
-def export_html(session: "Session", out: TextSink) -> int:
+def export_html(session: "Session", out: TextSink, redactor: "Redactor | None" = None) -> int:
     """The self-contained HTML history browser (see export_html.render_html); returns the message count.
 
     Raw rows go straight to the renderer: only the columns the page shows are
     read, only each message's content is decoded, and no StoredMessage is built.
+    With a `redactor`, the title, summaries and each message's content pass through it.
     """
     from sessionstore.interchange.export_html import render_html_rows
 
+    clean = _cleaner(redactor)
     found = boundaries(session)
     ranges = _summarized_ranges(session) if found else {}
     marks = []
@@ -417,12 +449,12 @@ def export_html(session: "Session", out: TextSink) -> int:
                 "trigger": b.trigger,
                 "pre_tokens": b.pre_tokens,
                 "post_tokens": b.post_tokens,
-                "summary": b.summary or "",
+                "summary": clean(b.summary or ""),
                 "summarized_seqs": ranges.get(b.id),
             }
         )
     note = fork_note(session)
-    title = (session.title or session.id) + (f" ({note})" if note else "")
+    title = clean(session.title or session.id) + (f" ({note})" if note else "")
     return render_html_rows(
         out,
         title=title,
@@ -430,6 +462,7 @@ def export_html(session: "Session", out: TextSink) -> int:
         boundaries=marks,
         token_points=token_points(session, found=found),
         usage=usage_line(session),
+        clean=None if redactor is None else redactor.value,
     )
 
 

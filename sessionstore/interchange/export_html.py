@@ -5,6 +5,8 @@ inline script whose hash is the only script the page's Content-Security-Policy
 allows (so nothing injected could run even if escaping failed). Every piece
 of transcript content is HTML-escaped (exactly as `html.escape(..., quote=True)`
 would), only numbers go into attributes, links in content stay plain text.
+The title and headings also show control characters as visible escapes (`\x1b`,
+`\u202e`), as every terminal printer does (sessionstore.sanitize.one_line).
 
 `boundaries` is a small list of dicts, one per compaction, with keys:
 
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from sessionstore.interchange.sinks import TextSink
+from sessionstore.sanitize import one_line
 from sessionstore.storage.fastjson import loads_stored
 from sessionstore.storage.textpack import text_of
 from sessionstore.storage.types import StoredMessage
@@ -99,6 +102,15 @@ def esc(value: Any) -> str:
     if "\x00" in text or (not text.isascii() and _UNSAFE.search(text)):
         text = _UNSAFE.sub("\ufffd", text)
     return _escape(text)
+
+
+def esc_line(value: Any) -> str:
+    """`esc` for a title or a heading: controls (terminal escapes, C1, bidi, newlines) shown as visible escapes.
+
+    A title is read on its own, in a tab or a window list, where a bidi override or an escape
+    sequence would disguise what it says; so it shows them, as every terminal printer does.
+    """
+    return esc(one_line(value if isinstance(value, str) else str(value)))
 
 
 def _escape(value: Any) -> str:
@@ -208,14 +220,18 @@ def render_html_rows(
     boundaries: list[dict[str, Any]],
     token_points: list[tuple[int, int]],
     usage: str = "",
+    clean: Callable[[Any], Any] | None = None,
 ) -> int:
     """`render_html` from ROW_COLUMNS rows as read from the store (the export's fast path); returns their number.
 
     The page is the same as render_html's for the same messages. Output goes out
     in pieces of about ROWS_FLUSH_CHARS characters rather than per message: far
-    fewer writes, memory still bounded.
+    fewer writes, memory still bounded. `clean` (export --redact) takes each
+    message's decoded content and returns what the page shows of it.
     """
-    return _page(out, title, boundaries, token_points, lambda writer: writer.rows(rows), ROWS_FLUSH_CHARS, usage=usage)
+    return _page(
+        out, title, boundaries, token_points, lambda writer: writer.rows(rows, clean), ROWS_FLUSH_CHARS, usage=usage
+    )
 
 
 def _page(
@@ -233,7 +249,7 @@ def _page(
     out.write(_head(title))
     out.write('<div class="layout">')
     out.write(_nav(bounds))
-    out.write(f'<main><h1 id="top">{esc(title)}</h1>')
+    out.write(f'<main><h1 id="top">{esc_line(title)}</h1>')
     if usage:
         out.write(f'<p class="usage" id="usage">{esc(usage)}</p>')
     out.write(_chart(token_points, bounds))
@@ -252,7 +268,7 @@ def _head(title: str) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
         '<meta name="referrer" content="no-referrer">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>"
+        f"<title>{esc_line(title)}</title><style>{STYLE}</style></head><body>"
     )
 
 
@@ -268,7 +284,7 @@ def _nav(bounds: list[_Boundary]) -> str:
             if b.first is not None and b.last is not None:
                 replaced = f"<div>replaced messages #{b.first}–#{b.last}</div>"
             parts.append(
-                f'<li><a href="#boundary-{b.index}">{esc(b.label)}</a>{replaced}'
+                f'<li><a href="#boundary-{b.index}">{esc_line(b.label)}</a>{replaced}'
                 f'<details class="nav-summary"><summary>Summary</summary>'
                 f'<div class="text">{esc(b.summary)}</div></details></li>'
             )
@@ -316,7 +332,7 @@ def _drop_mark(b: _Boundary, x: Any, y: Any, lo: int, hi: int, h: int, m: int) -
         return ""
     bx = x(b.seq)
     mark = [
-        f'<g class="drop"><title>{esc(b.label)}</title>',
+        f'<g class="drop"><title>{esc_line(b.label)}</title>',
         f'<line x1="{bx:.1f}" y1="{m}" x2="{bx:.1f}" y2="{h - m}" stroke="#d9534f" stroke-dasharray="4 3"/>',
     ]
     if b.pre_tokens is not None and b.post_tokens is not None:
@@ -422,11 +438,12 @@ class _TranscriptWriter:
             count += 1
         return count
 
-    def rows(self, rows: Iterable[Sequence[Any]]) -> int:
+    def rows(self, rows: Iterable[Sequence[Any]], clean: Callable[[Any], Any] | None = None) -> int:
         """Write ROW_COLUMNS rows: only the content is decoded, usage once per distinct value.
 
         Content whose JSON text could decode to NUL or a lone surrogate gets the
-        checking `esc`; the rest the plain escape (same output, less work).
+        checking `esc`; the rest the plain escape (same output, less work). `clean`,
+        when given, takes the decoded content first.
         """
         count = 0
         for seq, uuid, role, mtype, subtype, timestamp, usage, is_meta, is_summary, packed in rows:
@@ -445,7 +462,7 @@ class _TranscriptWriter:
                 is_meta == 1,
                 is_summary == 1,
                 badge,
-                loads_stored(raw),
+                loads_stored(raw) if clean is None else clean(loads_stored(raw)),
                 escape,
             )
             count += 1
@@ -475,14 +492,14 @@ class _TranscriptWriter:
         else:
             self.anchored.add(boundary.index)
             classes += " boundary"
-            anchor, label = f"boundary-{boundary.index}", f"<div><b>{esc(boundary.label)}</b></div>"
+            anchor, label = f"boundary-{boundary.index}", f"<div><b>{esc_line(boundary.label)}</b></div>"
         body = _content(content, escape)
         if is_summary:
             classes += " summary-msg"
             body = f'<details class="summary-text"><summary>Compaction summary</summary>{body}</details>'
         opening = (
             f'<article class="{classes}" id="{anchor}"><header>{header} #{seq}'
-            f"{f' · {esc(timestamp)}' if timestamp else ''}{_META_BADGE if is_meta else ''}"
+            f"{f' · {esc_line(timestamp)}' if timestamp else ''}{_META_BADGE if is_meta else ''}"
             f"{_SUMMARY_BADGE if is_summary else ''}{usage_badge}{label}</header>"
         )
         self.parts += (opening, body, _ARTICLE_END)
@@ -505,8 +522,8 @@ class _TranscriptWriter:
 
     def _head(self, role: Any, mtype: Any, subtype: Any) -> tuple[str, str]:
         """Class list and header start for a (role, type, subtype), remembered (bounded) as they repeat."""
-        badge = f'<span class="badge">{esc(subtype)}</span>' if subtype else ""
-        head = (f"msg role-{_css_name(role)} type-{_css_name(mtype)}", f"<b>{esc(mtype)}</b>{badge}")
+        badge = f'<span class="badge">{esc_line(subtype)}</span>' if subtype else ""
+        head = (f"msg role-{_css_name(role)} type-{_css_name(mtype)}", f"<b>{esc_line(mtype)}</b>{badge}")
         if len(self.heads) >= _CACHE_MAX:
             self.heads.clear()
         self.heads[(role, mtype, subtype)] = head
@@ -543,7 +560,7 @@ class _TranscriptWriter:
 
 def _anchor(b: _Boundary) -> str:
     """A stand-in boundary marker (its message is not in the transcript)."""
-    return f'<div id="boundary-{b.index}" class="msg boundary">{esc(b.label)}</div>'
+    return f'<div id="boundary-{b.index}" class="msg boundary">{esc_line(b.label)}</div>'
 
 
 def _usage_badge(usage: Any) -> str:

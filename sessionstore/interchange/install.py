@@ -36,6 +36,7 @@ from .export import claude_code_line
 from .links import Link
 
 if TYPE_CHECKING:
+    from sessionstore.secrets import Redactor
     from sessionstore.storage.session import Session
     from sessionstore.storage.types import ViewEntry
 
@@ -131,15 +132,20 @@ def resume_command(session: "Session", *, db_option: str = "") -> str:
 # ----------------------------------------------------------------- Claude Code
 
 
-def install_claude_code(session: "Session", *, claude_config: str | os.PathLike[str] | None = None) -> Installed:
-    """Write the active view as a Claude Code session file; refuses when that file exists."""
+def install_claude_code(
+    session: "Session", *, claude_config: str | os.PathLike[str] | None = None, redactor: "Redactor | None" = None
+) -> Installed:
+    """Write the active view as a Claude Code session file; refuses when that file exists.
+
+    With a `redactor`, every line passes through it whole (see `_write_new`).
+    """
     new_id = installed_id(session, "claude-code")
     cwd = _cwd_of(session)
     folder = claude_dir(claude_config) / "projects" / claude_project_name(cwd)
     path = folder / f"{new_id}.jsonl"
     entries = session.active_entries()
     lines = list(_claude_lines(session, entries, new_id, cwd))
-    _write_new(path, lines)
+    _write_new(path, lines, redactor)
     return Installed(
         "claude-code", new_id, path, cwd, len(entries), 0, f"cd {_shell_quote(cwd)} && claude --resume {new_id}"
     )
@@ -160,8 +166,13 @@ def _claude_lines(session: "Session", entries: list["ViewEntry"], new_id: str, c
 # ----------------------------------------------------------------------- Codex
 
 
-def install_codex(session: "Session", *, home: str | os.PathLike[str] | None = None) -> Installed:
-    """Write the active view as a Codex rollout file; refuses when a rollout with that id exists."""
+def install_codex(
+    session: "Session", *, home: str | os.PathLike[str] | None = None, redactor: "Redactor | None" = None
+) -> Installed:
+    """Write the active view as a Codex rollout file; refuses when a rollout with that id exists.
+
+    With a `redactor`, every line passes through it whole (see `_write_new`).
+    """
     new_id = installed_id(session, "codex")
     root = codex_home(home)
     existing = _existing_rollout(root, new_id)
@@ -183,7 +194,7 @@ def install_codex(session: "Session", *, home: str | os.PathLike[str] | None = N
     entries = session.active_entries()
     writer = _CodexWriter(new_id, cwd, session.model)
     lines = writer.lines(entries)
-    _write_new(path, lines)
+    _write_new(path, lines, redactor)
     return Installed(
         "codex", new_id, path, cwd, len(entries), writer.left_out, f"cd {_shell_quote(cwd)} && codex resume {new_id}"
     )
@@ -377,10 +388,14 @@ def _iso_now() -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
-def _write_new(path: Path, lines: list[bytes] | Iterator[bytes]) -> None:
-    """Create `path` (never replacing a file) and write the lines; a failure leaves no partial file."""
+def _write_new(path: Path, lines: list[bytes] | Iterator[bytes], redactor: "Redactor | None" = None) -> None:
+    """Create `path` (never replacing a file) and write the lines; a failure leaves no partial file.
+
+    A `redactor` takes each line whole: its string values lose their secrets, its shape stays
+    (keys and structure untouched), so the tool still reads it as a session.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = b"".join(lines)
+    data = b"".join(lines if redactor is None else (redactor.json_line(line) for line in lines))
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
