@@ -31,7 +31,7 @@ import zstandard
 from mcp import Client, StdioServerParameters
 from rich.cells import cell_len
 
-from sessionstore import SessionStore
+from sessionstore import SearchIndexError, SessionStore
 from sessionstore.cli.searchcmd import PROGRESS_FROM
 from sessionstore.storage.db import make_engine
 from sessionstore.storage.migrate import downgrade, upgrade
@@ -360,6 +360,9 @@ async def test_an_index_that_cannot_be_built_is_one_line_and_exit_1(fresh: Fresh
     text = " ".join(getattr(c, "text", "") for c in answer.content)
     assert "search index" in text and FAILING in text and "Traceback" not in text and "\n" not in text, text
     assert not listed.is_error, "the server goes on serving after a failed search"
+    with SessionStore.open(fresh.url, read_only=True) as store:  # the Python API: the typed error
+        with pytest.raises(SearchIndexError, match=FAILING):
+            store.search("parser")
 
 
 def _drop_search_dictionaries(url: str) -> int:
