@@ -99,22 +99,18 @@ def search_cmd(
 
 
 def _catch_up_with_progress(store: Any) -> None:
-    """Index what was appended since the last search, with a progress bar on stderr when it is a lot."""
+    """Index what was recorded since the last search (through the store's index connection: the store is
+    read-only), with a progress bar on stderr when it is a lot."""
     from rich.progress import Progress
 
-    from sessionstore.storage.search import catch_up, pending_count
+    from sessionstore.storage.search import pending_count, update_index
 
     waiting = pending_count(store.db)
     if waiting < PROGRESS_FROM:
         return
     with Progress(console=err_console, transient=True) as bar:
         task = bar.add_task(f"indexing {waiting:,} messages for search", total=waiting)
-        catch_up(
-            store.db,
-            max_chars=store.config.search_max_chars,
-            batch_chars=store.config.search_batch_chars,
-            progress=lambda n: bar.advance(task, n),
-        )
+        update_index(store, progress=lambda n: bar.advance(task, n))
 
 
 def _expand(path: Optional[str]) -> Optional[str]:

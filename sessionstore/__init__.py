@@ -29,7 +29,7 @@ from .storage.errors import (
     UnknownBlockType,
 )
 from .storage.fork import ForkPoint, InvalidForkPoint, Lineage
-from .storage.search import Hit, SearchQueryError
+from .storage.search import Hit, SearchIndexError, SearchQueryError
 from .storage.session import Session
 from .storage.store import SessionStore
 from .storage.types import StoredMessage, ViewEntry
@@ -54,6 +54,7 @@ __all__ = [
     "ReadOnlyStore",
     "ReadOnlySession",
     "RewriteConflict",
+    "SearchIndexError",
     "SearchQueryError",
     "Session",
     "SessionNotFound",

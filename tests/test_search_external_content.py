@@ -23,7 +23,7 @@ from sessionstore.storage import doctor, faults
 from sessionstore.storage.db import make_engine
 from sessionstore.storage.migrate import downgrade, head_revision, upgrade
 from sessionstore.storage.search import index_problems, indexed_body, rebuild, search_role
-from sessionstore.storage.searchpack import COLUMN
+from sessionstore.storage.searchpack import COLUMN, TABLE
 from tests.support.faultcases import case_for
 
 #: Long enough to be packed, varied enough that a dictionary is trained on 300 of them.
@@ -67,7 +67,7 @@ def test_the_fts_table_keeps_no_text_and_reads_the_packed_copy(sqlite_url: str) 
         assert store.db.one("SELECT type FROM sqlite_master WHERE name = 'search_text'")[0] == "view"
         types = dict(store.db.all("SELECT typeof(packed), COUNT(*) FROM search_texts GROUP BY 1"))
         assert types == {"blob": 300}, types
-        dictionaries = store.db.one("SELECT COUNT(*) FROM text_dictionaries WHERE column_name = :c", {"c": COLUMN})
+        dictionaries = store.db.one(f"SELECT COUNT(*) FROM {TABLE} WHERE column_name = :c", {"c": COLUMN})
         assert dictionaries[0] == 1, "the first catch-up batch trains the search dictionary"
         stored = sum(len(v) for (v,) in store.db.all("SELECT packed FROM search_texts"))
         texts = store.db.all(
@@ -234,7 +234,7 @@ def test_0014_converts_an_indexed_0013_store_with_the_same_results(tmp_path: Pat
     with SessionStore.open(url) as store:  # upgrades to head
         assert store.db.one("SELECT version_num FROM alembic_version")[0] == head_revision()
         migrated = {q: _hits(store, q) for q in QUERIES}
-        assert store.db.one("SELECT COUNT(*) FROM text_dictionaries WHERE column_name = :c", {"c": COLUMN})[0] == 1
+        assert store.db.one(f"SELECT COUNT(*) FROM {TABLE} WHERE column_name = :c", {"c": COLUMN})[0] == 1
         assert dict(store.db.all("SELECT typeof(packed), COUNT(*) FROM search_texts GROUP BY 1")) == {"blob": 800}
         _fts_check(store)
         assert index_problems(store.index_db) == []  # every message indexed with the text it holds
@@ -312,9 +312,7 @@ def test_every_point_of_the_indexing_write_leaves_no_index_of_the_session_or_all
                 mark = store.db.one("SELECT indexed_seq FROM search_marks WHERE session_id = :s", {"s": sid})
                 assert (rows, mark[0] if mark else None) == ((300, 300) if committed else (0, None)), point
                 if store.db.is_sqlite:
-                    trained = store.db.one(
-                        "SELECT COUNT(*) FROM text_dictionaries WHERE column_name = :c", {"c": COLUMN}
-                    )
+                    trained = store.db.one(f"SELECT COUNT(*) FROM {TABLE} WHERE column_name = :c", {"c": COLUMN})
                     assert trained[0] == int(committed), point
                     _fts_check(store)
                 assert doctor.check(store).problems == [], point

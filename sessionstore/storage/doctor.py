@@ -32,7 +32,7 @@ from .blobs import BlobCorrupt, BlobNotFound, get_blob
 from .fastjson import loads_stored
 from .faults import fault_in
 from .migrate import head_revision
-from .search import index_problems, rebuild, reindex_session
+from .search import UNREADABLE, index_problems, rebuild, reindex_session
 from .session import STATE_SQL
 from .models import Base
 from .types import StoredMessage, ViewEntry
@@ -122,10 +122,12 @@ def search_problems(store: "SessionStore", session_id: str | None = None) -> lis
 
 
 def _repair_search(store: "SessionStore", session_id: str | None) -> list[str]:
-    """Rebuild the search index (or one session's part of it) when it disagrees with the transcript."""
-    if not search_problems(store, session_id):
+    """Rebuild the search index (or one session's part of it) when it disagrees with the transcript; the whole
+    index when its texts cannot be read back (deleting one session's would need them)."""
+    problems = search_problems(store, session_id)
+    if not problems:
         return []
-    if session_id is None:
+    if session_id is None or any(p.code in UNREADABLE for p in problems):
         return [f"rebuilt the search index ({rebuild(store)} messages indexed)"]
     return [f"session {session_id}: reindexed for search ({reindex_session(store, session_id)} messages indexed)"]
 

@@ -475,8 +475,8 @@ class SessionShareRow(Base):
 
 #: The search index's engine-specific tables (SQLite FTS5 and its shadow tables, PostgreSQL's
 #: tsvector table): written by revision 0002 in raw DDL (SQLite's reworked by 0014 and 0017, with the view
-#: `search_text`), so they have no model here.
-SEARCH_INDEX_TABLES = ("search_rows", "search_texts", "search_fts", "search_docs")
+#: `search_text`; its texts' dictionaries by 0018), so they have no model here.
+SEARCH_INDEX_TABLES = ("search_rows", "search_texts", "search_fts", "search_docs", "search_dictionaries")
 #: SQLite-only tables written in raw DDL: the packed message texts' dictionaries (revision 0013).
 SQLITE_ONLY_TABLES = ("text_dictionaries",)
 

@@ -37,15 +37,19 @@ from functools import partial
 import datetime as dt
 import json
 import re
+import sqlite3
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+import zstandard
 
 from .errors import SessionStoreError
 from .fastjson import loads_stored
 from .faults import fault_in
 from .ownership import writable_clause
 from .searchpack import SearchPacker, text_hash
+from .textpack import DICTIONARY_TABLES, unpack_failed
 
 if TYPE_CHECKING:
     from .db import Database
@@ -58,6 +62,8 @@ MIN_INDEXED_CHARS = 3
 MARK_OPEN, MARK_CLOSE = "«", "»"
 #: Characters of a kept text `doctor` looks up in the FTS5 index to check the index holds that text.
 PROBE_CHARS = 48
+#: Dictionary ids one `doctor` problem lists.
+SHOWN_IDS = 5
 SNIPPET_CONTEXT = 70
 #: A query matching more messages than this is ranked among its newest this many (bounded cost).
 RANK_WINDOW = 2000
@@ -83,6 +89,11 @@ _DELETE_TRIGGERS = ("search_rows_ad", "search_texts_ad")
 
 class SearchQueryError(SessionStoreError, ValueError):
     """The query or a filter cannot be searched (empty, no letters or digits, a bad date)."""
+
+
+class SearchIndexError(SessionStoreError):
+    """The search index could not be brought up to date, or read (a runtime failure: nothing was half written,
+    each index batch is its own transaction)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,12 +281,39 @@ def _like(term: str) -> str:
 
 
 def pending_count(db: "Database") -> int:
-    """How many messages wait to be indexed (from the session counters: one scan of `sessions`)."""
+    """How many messages wait to be indexed: each session's last seq (one index probe: appends do not write the
+    session row, so its `last_seq` checkpoint lags) above its mark."""
     row = db.one(
-        "SELECT COALESCE(SUM(s.last_seq - COALESCE(m.indexed_seq, 0)), 0) FROM sessions s "
-        "LEFT JOIN search_marks m ON m.session_id = s.id WHERE s.last_seq > COALESCE(m.indexed_seq, 0)"
+        "SELECT COALESCE(SUM(t.top - t.mark), 0) FROM (SELECT COALESCE((SELECT MAX(x.seq) FROM messages x "
+        "WHERE x.session_id = s.id), 0) AS top, COALESCE(m.indexed_seq, 0) AS mark FROM sessions s "
+        "LEFT JOIN search_marks m ON m.session_id = s.id) t WHERE t.top > t.mark"
     )
     return int(row[0])
+
+
+def update_index(store: "SessionStore", progress: Callable[[int], None] | None = None) -> int:
+    """Index what was recorded since the last search, through the store's index connection (a read-only store
+    has one that may write the index and nothing else); returns how many messages were indexed.
+
+    Raises SearchIndexError, one line saying why, for any failure: the batches committed before it stay.
+    """
+    try:
+        return catch_up(
+            store.index_db,
+            max_chars=store.config.search_max_chars,
+            batch_chars=store.config.search_batch_chars,
+            progress=progress,
+        )
+    except Exception as exc:  # any failure of a derived build is the same runtime error to the person searching
+        raise SearchIndexError(
+            f"the search index could not be brought up to date: {_cause(exc)}; `sessionstore doctor` checks the store"
+        ) from exc
+
+
+def _cause(exc: BaseException) -> str:
+    """An exception as part of one line: its message on one line (its class when it has none)."""
+    text = " ".join(str(exc).split())
+    return text[:300] if text else type(exc).__name__
 
 
 def catch_up(
@@ -456,7 +494,10 @@ def index_problems(
     keeps, each row is also looked up in the index, so the messages concerned are named.
     """
     problems: list[tuple[str, str, str | None]] = []
-    fts = _fts_problems(db) if db.is_sqlite and session_id is None else []
+    # Texts that cannot be unpacked fail every check that reads them (and the index's delete trigger): they are
+    # reported alone, and only a rebuild (which sets the trigger aside) repairs them.
+    undecodable = _undecodable_texts(db) if db.is_sqlite else []
+    fts = _fts_problems(db) if db.is_sqlite and session_id is None and not undecodable else []
     only = " WHERE s.id = :id" if session_id is not None else ""
     for sid, last_seq, mark in db.all(
         "SELECT s.id, COALESCE((SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id), 0), COALESCE(m.indexed_seq, 0) FROM sessions s "
@@ -465,10 +506,52 @@ def index_problems(
     ):
         if int(mark) > int(last_seq):
             problems.append(("search-mark-ahead", f"search index mark {mark} is past the last seq {last_seq}", sid))
-        problems += _session_index_problems(db, sid, int(mark), max_chars, probe=bool(fts))
+        if not undecodable:
+            problems += _readable_session_problems(db, sid, int(mark), max_chars, probe=bool(fts))
     if db.is_sqlite and session_id is None:
         problems += _unnamed_texts(db)
-    return problems + fts
+    return problems + undecodable + fts
+
+
+#: Problem codes only a rebuild of the whole index repairs (its texts cannot be read, so not deleted one by one).
+UNREADABLE = frozenset({"search-undecodable", "search-unreadable"})
+
+
+def _undecodable_texts(db: "Database") -> list[tuple[str, str, str | None]]:
+    """SQLite: stored search texts whose frame names a dictionary the store does not hold (or has no frame
+    header), found from each frame's first bytes without unpacking anything."""
+    held = {int(i) for table in DICTIONARY_TABLES for (i,) in db.all(f"SELECT id FROM {table}")}
+    missing: dict[int, int] = {}
+    damaged = 0
+    for (head,) in db.all("SELECT substr(packed, 2, 18) FROM search_texts WHERE typeof(packed) = 'blob'"):
+        try:
+            dict_id = zstandard.get_frame_parameters(bytes(head)).dict_id
+        except zstandard.ZstdError:
+            damaged += 1
+            continue
+        if dict_id and dict_id not in held:
+            missing[dict_id] = missing.get(dict_id, 0) + 1
+    out: list[tuple[str, str, str | None]] = []
+    if missing:
+        count, ids = sum(missing.values()), ", ".join(str(i) for i in sorted(missing)[:SHOWN_IDS])
+        out.append(
+            ("search-undecodable", f"{count:,} stored search texts need a dictionary the store lacks ({ids})", None)
+        )
+    if damaged:
+        out.append(("search-undecodable", f"{damaged:,} stored search texts are not zstd frames", None))
+    return out
+
+
+def _readable_session_problems(
+    db: "Database", sid: str, mark: int, max_chars: int, probe: bool
+) -> list[tuple[str, str, str | None]]:
+    """`_session_index_problems`, with a text that does not unpack (a damaged frame) reported, not raised."""
+    try:
+        return _session_index_problems(db, sid, mark, max_chars, probe=probe)
+    except sqlite3.OperationalError as exc:
+        if not unpack_failed(exc):
+            raise
+        return [("search-unreadable", "a stored search text of this session does not decode", sid)]
 
 
 def _unnamed_texts(db: "Database") -> list[tuple[str, str, str | None]]:
@@ -585,10 +668,18 @@ def search(store: "SessionStore", query: str, filters: Filters) -> list[Hit]:
     check_filters(filters)
     since = parse_since(filters.since)
     session_id = store.get(filters.session).id if filters.session else None
-    catch_up(store.index_db, max_chars=store.config.search_max_chars, batch_chars=store.config.search_batch_chars)
-    with store.db.read() as db:
-        rows, bodies = _matches(db, terms, filters, session_id, since)
-        boundaries = _boundaries_of(db, [(r[1], r[2]) for r in rows if not r[9]])
+    update_index(store)
+    try:
+        with store.db.read() as db:
+            rows, bodies = _matches(db, terms, filters, session_id, since)
+            boundaries = _boundaries_of(db, [(r[1], r[2]) for r in rows if not r[9]])
+    except sqlite3.OperationalError as exc:
+        if not unpack_failed(exc):
+            raise
+        raise SearchIndexError(
+            "the search index cannot be read: a stored search text does not decode; "
+            "`sessionstore doctor --repair` rebuilds the index"
+        ) from exc
     return [_hit(r, bodies.get(r[0], ""), terms, boundaries) for r in rows]
 
 

@@ -6,8 +6,11 @@ messages holding it name it by `search_rows.text_id`, `text_hash` is its key), i
 format of `textpack`: a TEXT value is the text itself, a BLOB is the byte PACKED and a
 zstd frame naming its dictionary (0: none). So the SQL function `sessionstore_unpack`
 every SQLite connection has (textpack.register) reads it back, in the `search_text` view FTS5 reads and in the delete trigger. The
-dictionary is kept in `text_dictionaries` under the column name COLUMN, never changed or
-deleted; it is trained on the first catch-up batch with enough texts, in that batch's write.
+dictionary is a row of the index's own table TABLE (revision 0018), never changed or deleted;
+it is trained on the first catch-up batch with enough texts, in that batch's write. Being a
+table of the index, it is written by whoever builds the index: a store opened read-only (the
+`search` command, the MCP server) builds it through a connection that may write the derived
+tables and nothing else, and trains the dictionary there like any writer.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from . import textpack
 if TYPE_CHECKING:
     from .db import Database
 
-#: `text_dictionaries.column_name` of the search texts' dictionaries.
+#: The index's table of the search texts' dictionaries (the shape of `text_dictionaries`: textpack.DICTIONARY_TABLES).
+TABLE = "search_dictionaries"
+#: Their `column_name`.
 COLUMN = "search_body"
 #: Bytes of one text a dictionary is trained on (the start of a long tool result says what it is like).
 SAMPLE_BYTES = 4096
@@ -52,7 +57,7 @@ class SearchPacker:
 
     def __init__(self, db: "Database") -> None:
         row = db.one(
-            "SELECT id, data FROM text_dictionaries WHERE column_name = :c ORDER BY created_at DESC, id DESC LIMIT 1",
+            f"SELECT id, data FROM {TABLE} WHERE column_name = :c ORDER BY created_at DESC, id DESC LIMIT 1",
             {"c": COLUMN},
         )
         self.db = db
@@ -72,7 +77,7 @@ class SearchPacker:
         if self.dict_id:
             return False
         samples = (t.encode("utf-8")[:SAMPLE_BYTES] for t in texts if len(t) >= textpack.MIN_PACKED)
-        dictionary = textpack.store_dictionary(self.db, COLUMN, samples)
+        dictionary = textpack.store_dictionary(self.db, COLUMN, samples, table=TABLE)
         if dictionary is None:
             return False
         self.dict_id = dictionary.dict_id()

@@ -5,8 +5,9 @@
 byte (PACKED) and a zstd frame. The frame names the dictionary it was made with (0:
 none); dictionaries are trained per column on the first import batch that has enough
 values and kept in `text_dictionaries` (revision 0013), never changed or deleted, so
-each id always means the same bytes. A TEXT value is the JSON itself: every row ever
-written stays readable and a store mixes both freely. PostgreSQL keeps TEXT (TOAST
+each id always means the same bytes (the search index's texts use the same format, with
+dictionaries of their own in `search_dictionaries`, revision 0018: searchpack.py). A TEXT
+value is the JSON itself: every row ever written stays readable and a store mixes both freely. PostgreSQL keeps TEXT (TOAST
 compresses long values already).
 
 Readers see JSON text: `loads_stored` decodes a BLOB first, and SQL that looks into a
@@ -46,6 +47,10 @@ TRAIN_SAMPLES = 2000
 DICT_BYTES = 32_768
 #: The SQL function `unpacked(x)` becomes on SQLite.
 SQL_FUNCTION = "sessionstore_unpack"
+#: Where dictionaries are kept: the transcript columns' (revision 0013) and the search index's own (0018), which
+#: any reader may write (the index is derived data a read-only store brings up to date). One id space: a frame
+#: names its dictionary by zstd's id, whichever table holds it.
+DICTIONARY_TABLES = ("text_dictionaries", "search_dictionaries")
 
 
 class TextCorrupt(SessionStoreError):
@@ -78,15 +83,28 @@ def _fetch(dict_id: int) -> None:
     with _lock:
         paths = sorted(_files)
     for path in paths:
-        try:
-            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10) as conn:
-                row = conn.execute("SELECT data FROM text_dictionaries WHERE id = ?", (dict_id,)).fetchone()
-        except sqlite3.Error:
-            continue
-        if row is not None:
-            remember(dict_id, bytes(row[0]))
+        data = _stored_dictionary(path, dict_id)
+        if data is not None:
+            remember(dict_id, data)
             return
-    raise TextCorrupt(f"a stored message text needs dictionary {dict_id}, which this store does not have")
+    raise TextCorrupt(f"a stored text needs dictionary {dict_id}, which this store does not have")
+
+
+def _stored_dictionary(path: str, dict_id: int) -> bytes | None:
+    """The bytes of dictionary `dict_id` in one SQLite file, from whichever of DICTIONARY_TABLES holds it (a file
+    older than a table has no such table: it is skipped)."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10) as conn:
+            for table in DICTIONARY_TABLES:
+                try:
+                    row = conn.execute(f"SELECT data FROM {table} WHERE id = ?", (dict_id,)).fetchone()
+                except sqlite3.OperationalError:
+                    continue
+                if row is not None:
+                    return bytes(row[0])
+    except sqlite3.Error:
+        return None
+    return None
 
 
 def _decompressor(dict_id: int) -> zstandard.ZstdDecompressor:
@@ -143,6 +161,12 @@ def sql_expression(column: str, sqlite: bool) -> str:
 def register(dbapi_conn: Any) -> None:
     """Give a new SQLite connection the `sessionstore_unpack` function."""
     dbapi_conn.create_function(SQL_FUNCTION, 1, text_of, deterministic=True)
+
+
+def unpack_failed(exc: BaseException) -> bool:
+    """Whether a statement failed because `sessionstore_unpack` raised (a TextCorrupt: SQLite passes on only that
+    a function raised, never what)."""
+    return isinstance(exc, sqlite3.OperationalError) and "user-defined function raised exception" in str(exc)
 
 
 class TextPacker:
@@ -234,15 +258,19 @@ def pack_with(packer: zstandard.ZstdCompressor, text: str) -> str | bytes:
     return bytes((PACKED,)) + frame
 
 
-def store_dictionary(db: "Database", column: str, samples: Iterable[bytes]) -> zstandard.ZstdCompressionDict | None:
-    """A dictionary trained on `samples`, stored in `text_dictionaries` under `column` (in the caller's write) and
-    made known to this process; None when the samples are too few."""
+def store_dictionary(
+    db: "Database", column: str, samples: Iterable[bytes], *, table: str = "text_dictionaries"
+) -> zstandard.ZstdCompressionDict | None:
+    """A dictionary trained on `samples`, stored in `table` (one of DICTIONARY_TABLES) under `column` (in the
+    caller's write) and made known to this process; None when the samples are too few."""
+    if table not in DICTIONARY_TABLES:
+        raise ValueError(f"{table!r} is not a dictionary table")
     data = _trained(samples)
     if data is None:
         return None
     dictionary = zstandard.ZstdCompressionDict(data)
     db.execute(
-        "INSERT INTO text_dictionaries (id, column_name, created_at, data) VALUES (:id, :c, :t, :d)",
+        f"INSERT INTO {table} (id, column_name, created_at, data) VALUES (:id, :c, :t, :d)",
         {"id": dictionary.dict_id(), "c": column, "t": time.time(), "d": data},
     ).close()
     remember(dictionary.dict_id(), data)
