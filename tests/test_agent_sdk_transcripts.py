@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -43,53 +40,9 @@ from claude_agent_sdk import (  # noqa: E402
 from sessionstore import SessionStore  # noqa: E402
 from sessionstore.integrations.agent_sdk import AgentSdkStore  # noqa: E402
 from tests.conftest import PG_URL, Templates  # noqa: E402
+from tests.support.agent_sdk import UUID_PATTERN as _UUID  # noqa: E402
+from tests.support.agent_sdk import Laid, lay_out, main_files as _main_files  # noqa: E402
 from tests.support.cli import run_cli  # noqa: E402
-
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-
-
-@dataclass
-class Laid:
-    """One transcript laid out under a Claude config dir: its session id, project dir and files."""
-
-    session_id: str
-    workdir: Path
-    project_dir: Path
-    files: dict[str, Path]  # the session's source key (id, or id/agent-x) -> laid-out file
-
-
-def _session_id_of(path: Path) -> str:
-    """The file's own session id: its name when that is a UUID, else the sessionId its lines carry."""
-    if _UUID.match(path.stem):
-        return path.stem
-    for line in path.read_text(encoding="utf-8").splitlines():
-        found = json.loads(line).get("sessionId")
-        if isinstance(found, str) and _UUID.match(found):
-            return found
-    raise AssertionError(f"{path}: no session id")
-
-
-def _main_files(transcripts_dir: Path) -> list[Path]:
-    return sorted(p for p in (transcripts_dir / "claude-code").rglob("*.jsonl") if "subagents" not in p.parts)
-
-
-def lay_out(source: Path, root: Path) -> Laid:
-    """Copy a main transcript (and its subagents) where Claude Code keeps them under the config dir `root`."""
-    workdir = root / "work"
-    workdir.mkdir(parents=True, exist_ok=True)
-    session_id = _session_id_of(source)
-    project_dir = root / "claude" / "projects" / project_key_for_directory(str(workdir))
-    project_dir.mkdir(parents=True, exist_ok=True)
-    files = {session_id: project_dir / f"{session_id}.jsonl"}
-    shutil.copyfile(source, files[session_id])
-    subagents = source.with_suffix("") / "subagents"
-    if subagents.is_dir():
-        for agent in sorted(subagents.glob("*.jsonl")):
-            target = project_dir / session_id / "subagents" / agent.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(agent, target)
-            files[f"{session_id}/{agent.stem}"] = target
-    return Laid(session_id, workdir, project_dir, files)
 
 
 def _by_source(store: SessionStore) -> dict[str, str]:
