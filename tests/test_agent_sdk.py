@@ -106,6 +106,25 @@ def test_entries_come_back_exactly_and_a_retried_batch_adds_nothing(store_url: s
     asyncio.run(run())
 
 
+def test_a_batch_stored_whole_adds_nothing_when_sent_again_but_entries_without_uuid_are_never_merged(
+    store_url: str,
+) -> None:
+    batch = [{"type": "mode", "mode": "plan"}, {"type": "x", "uuid": "w1"}, {"type": "tag", "tag": "t"}]
+
+    async def run() -> tuple[Any, Any]:
+        with AgentSdkStore.open(store_url) as adapter:
+            await adapter.append(KEY, batch)
+            await adapter.append(KEY, batch)  # the retry of a batch whose append landed
+            other = {**KEY, "session_id": "other"}
+            await adapter.append(other, [{"type": "x", "n": 1}])
+            await adapter.append(other, [{"type": "x", "n": 1}])  # no uuid: a second entry, as in memory
+            return await adapter.load(KEY), await adapter.load(other)
+
+    once, twice = asyncio.run(run())
+    assert once == batch
+    assert twice == [{"type": "x", "n": 1}, {"type": "x", "n": 1}]
+
+
 APPENDER = """
 import asyncio, sys
 from sessionstore.integrations.agent_sdk import AgentSdkStore

@@ -387,7 +387,13 @@ def _locked_key(db: "Database", parts: _Key) -> _KeyRow:
 
 
 def _fresh(db: "Database", row: _KeyRow, batch: list[tuple[str | None, str, Any]]) -> list[tuple[str | None, str, Any]]:
-    """The batch without the entries whose uuid the key holds already (or that came earlier in the batch)."""
+    """The batch without the entries whose uuid the key holds already (or that came earlier in the batch).
+
+    A batch the key holds whole already, in order (the SDK retrying a batch whose append did land,
+    or a replay of one) adds nothing at all, its entries without a uuid included.
+    """
+    if _stored_whole(db, row, batch):
+        return []
     uuids = list(dict.fromkeys(u for u, _, _ in batch if u is not None))
     stored: set[str] = set()
     for start in range(0, len(uuids), 500):
@@ -409,3 +415,21 @@ def _fresh(db: "Database", row: _KeyRow, batch: list[tuple[str | None, str, Any]
             stored.add(uuid)
         fresh.append(item)
     return fresh
+
+
+def _stored_whole(db: "Database", row: _KeyRow, batch: list[tuple[str | None, str, Any]]) -> bool:
+    """True when the key's stored entries hold this exact batch as one run (found by its first uuid)."""
+    first = next((i for i, (uuid, _, _) in enumerate(batch) if uuid is not None), None)
+    if first is None:
+        return False
+    found = db.one(
+        "SELECT n FROM agent_sdk_entries WHERE key_id = :k AND uuid = :u", {"k": row.id, "u": batch[first][0]}
+    )
+    if found is None or int(found[0]) - first < 1:
+        return False
+    start = int(found[0]) - first
+    stored = db.all(
+        "SELECT entry FROM agent_sdk_entries WHERE key_id = :k AND n >= :a AND n < :b ORDER BY n",
+        {"k": row.id, "a": start, "b": start + len(batch)},
+    )
+    return [r[0] for r in stored] == [text for _, text, _ in batch]
