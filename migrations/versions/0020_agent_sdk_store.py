@@ -36,7 +36,7 @@ def upgrade() -> None:
     owner = sa.text("current_user") if pg else sa.text("'local'")
     op.create_table(
         "agent_sdk_keys",
-        sa.Column("id", BigInt, primary_key=True, autoincrement=True),
+        sa.Column("id", BigInt, autoincrement=True, nullable=False),
         sa.Column("owner", OWNER_TYPE, nullable=False, server_default=owner),
         sa.Column("project_key", sa.Text(), nullable=False),
         sa.Column("sdk_session_id", sa.Text(), nullable=False),
@@ -45,6 +45,7 @@ def upgrade() -> None:
         sa.Column("entry_count", BigInt, nullable=False, server_default="0"),
         sa.Column("summary_json", sa.Text(), nullable=True),
         sa.Column("linked_session", sa.String(36), nullable=True),
+        sa.PrimaryKeyConstraint("id", name="pk_agent_sdk_keys"),
         sa.UniqueConstraint("owner", "project_key", "sdk_session_id", "subpath", name="uq_agent_sdk_keys_owner_key"),
     )
     op.create_index("ix_agent_sdk_keys_linked_session", "agent_sdk_keys", ["linked_session"])
