@@ -328,3 +328,28 @@ def test_the_cli_works_on_a_replayed_session(
             assert max(len(line) for line in done.stdout.splitlines()) <= 80, args
     with SessionStore.open(store_url) as store:  # the search index takes SDK sessions like any other
         assert session in {hit.session for hit in store.search(word)}
+
+
+def test_lines_of_a_session_imported_otherwise_are_kept_as_entries_and_say_so(
+    transcripts_dir: Path,
+    tmp_path: Path,
+    store_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A session `import claude-code` brought in already, mirrored by the SDK too: no second session, every
+    entry kept, the key noting whose copy its lines are (and later batches not tried again)."""
+    source = next(p for p in _main_files(transcripts_dir) if p.name == "tool_heavy.jsonl")
+    laid = lay_out(source, tmp_path)
+    imported = run_cli(capsys, "import", "claude-code", str(laid.files[laid.session_id]), "--db", store_url)
+    assert imported.code == 0, imported.err
+    _replay(laid, store_url, monkeypatch, 5)
+    with SessionStore.open(store_url) as store:
+        sessions = store.db.all("SELECT id FROM sessions")
+        note = store.db.one("SELECT linked_session, import_note FROM agent_sdk_keys")
+        loaded = asyncio.run(
+            AgentSdkStore(store).load({"project_key": laid.project_dir.name, "session_id": laid.session_id})
+        )
+    assert len(sessions) == 1 and note[0] is None
+    assert note[1] == f"its lines are a copy of session {sessions[0][0]}, imported otherwise; kept as entries only"
+    assert loaded == [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]

@@ -3,7 +3,8 @@
 * agent_sdk_keys: one row per SDK key (project_key, session id, subpath; '' for the main
   transcript), with its storage write time (`mtime_ms`, epoch milliseconds), the SDK's folded
   summary kept verbatim (`summary_json`, main keys only), how many entries it holds, and the
-  sessionstore session its Claude Code lines became (`linked_session`; NULL while none did).
+  sessionstore session its Claude Code lines became (`linked_session`; NULL while none did), and
+  why they stopped becoming one (`import_note`: a copy of a session imported otherwise...).
 * agent_sdk_entries: every appended entry, in append order (`n`), as the JSON text the
   adapter wrote; `uuid` (when the entry has one) is unique per key so a retried batch adds nothing.
 * owner on both (PostgreSQL: the role that appended, `current_user`; SQLite: 'local'); keys are
@@ -45,6 +46,7 @@ def upgrade() -> None:
         sa.Column("entry_count", BigInt, nullable=False, server_default="0"),
         sa.Column("summary_json", sa.Text(), nullable=True),
         sa.Column("linked_session", sa.String(36), nullable=True),
+        sa.Column("import_note", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_agent_sdk_keys"),
         sa.UniqueConstraint("owner", "project_key", "sdk_session_id", "subpath", name="uq_agent_sdk_keys_owner_key"),
     )

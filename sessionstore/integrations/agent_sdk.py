@@ -118,6 +118,8 @@ class _KeyRow:
     entry_count: int
     summary_json: str | None
     linked_session: str | None
+    #: Why the key's lines stopped becoming a session (a copy of a session imported otherwise...), else None.
+    import_note: str | None
 
 
 class _EntryImport(ClaudeCodeImport):
@@ -257,27 +259,33 @@ class AgentSdkStore(SdkSessionStore):
             {"t": now, "n": row.entry_count + len(fresh), "summary": summary, "id": row.id},
         ).close()
         fault_in(db, "after_entries")
-        linked = self._interpret(db, parts, row, [text for _, text, _ in fresh], [entry for _, _, entry in fresh])
-        if linked != row.linked_session:
+        linked, note = self._interpret(db, parts, row, [t for _, t, _ in fresh], [e for _, _, e in fresh])
+        if (linked, note) != (row.linked_session, row.import_note):
             db.execute(
-                "UPDATE agent_sdk_keys SET linked_session = :s WHERE id = :id", {"s": linked, "id": row.id}
+                "UPDATE agent_sdk_keys SET linked_session = :s, import_note = :note WHERE id = :id",
+                {"s": linked, "note": note, "id": row.id},
             ).close()
 
-    def _interpret(self, db: "Database", parts: _Key, row: _KeyRow, texts: list[str], entries: list[Any]) -> str | None:
-        """Import the batch's lines into the key's session (created by its first message); the session, or None.
+    def _interpret(
+        self, db: "Database", parts: _Key, row: _KeyRow, texts: list[str], entries: list[Any]
+    ) -> tuple[str | None, str | None]:
+        """Import the batch's lines into the key's session (created by its first message): (the session, a note).
 
         The lines go through the Claude Code importer exactly as the growth of a file would: the
         importer that read the key so far goes on when it stopped where the session's stream stands,
         else a new one reads every stored line (the writer skips those imported already). A key whose
-        lines make no session (no message yet, a copy of a session imported otherwise, a session
-        written to by other means since) keeps its entries; its session stays as it was.
+        lines make no session keeps its entries: with no message yet, the next batch tries again; as a
+        copy of a session imported otherwise, or a session written to by other means since, the key
+        keeps a note saying so (`import_note`) and its later batches are kept as entries only.
         """
+        if row.import_note is not None:
+            return row.linked_session, row.import_note
         session = row.linked_session
         existing = stream_of(db, session) if session else None
         if existing is None:
             session = None
             if not any(isinstance(e, dict) and e.get("type") in CONVERSATION_TYPES for e in entries):
-                return None  # no line that could be a message: no session to make yet, nothing to re-read
+                return None, None  # no line that could be a message: no session to make yet, nothing to re-read
         cached = self._importers.pop(row.id, None)
         importer: _EntryImport
         if (
@@ -298,14 +306,16 @@ class AgentSdkStore(SdkSessionStore):
         db.execute("SAVEPOINT agent_sdk_import").close()
         try:
             writer.run()
-        except (EmptyTranscript, DuplicateImport, ImportConflict):
+        except (EmptyTranscript, DuplicateImport, ImportConflict) as exc:
             db.execute("ROLLBACK TO SAVEPOINT agent_sdk_import").close()
             db.execute("RELEASE SAVEPOINT agent_sdk_import").close()
             db.reset_text_packer()  # a dictionary trained in the rolled-back import is gone with it
-            return row.linked_session if existing is not None else None
+            if isinstance(exc, EmptyTranscript):
+                return None, None
+            return session, _note(exc)
         db.execute("RELEASE SAVEPOINT agent_sdk_import").close()
         self._importers[row.id] = (writer.session_id, importer)
-        return writer.session_id
+        return writer.session_id, None
 
     # ------------------------------------------------------------------ reads
 
@@ -364,6 +374,13 @@ class AgentSdkStore(SdkSessionStore):
         self.store.db.give_back_free_pages()
 
 
+def _note(exc: SessionStoreError) -> str:
+    """Why a key's lines no longer become a session, kept with the key."""
+    if isinstance(exc, DuplicateImport):
+        return f"its lines are a copy of session {exc.session_id}, imported otherwise; kept as entries only"
+    return f"{exc}; kept as entries only"[:500]
+
+
 def _uuid_of(entry: Any) -> str | None:
     """The entry's idempotency key: its `uuid` when it is a non-empty string."""
     value = entry.get("uuid") if isinstance(entry, dict) else None
@@ -379,11 +396,11 @@ def _locked_key(db: "Database", parts: _Key) -> _KeyRow:
     ).close()
     lock = "" if db.is_sqlite else " FOR UPDATE"
     row = db.one(
-        "SELECT id, mtime_ms, entry_count, summary_json, linked_session FROM agent_sdk_keys "
+        "SELECT id, mtime_ms, entry_count, summary_json, linked_session, import_note FROM agent_sdk_keys "
         f"WHERE project_key = :p AND sdk_session_id = :s AND subpath = :sub{lock}",
         parts.params,
     )
-    return _KeyRow(int(row[0]), int(row[1]), int(row[2]), row[3], row[4])
+    return _KeyRow(int(row[0]), int(row[1]), int(row[2]), row[3], row[4], row[5])
 
 
 def _fresh(db: "Database", row: _KeyRow, batch: list[tuple[str | None, str, Any]]) -> list[tuple[str | None, str, Any]]:

@@ -492,6 +492,8 @@ class AgentSdkKeyRow(Base):
     summary_json: Mapped[str | None] = mapped_column(Text)
     #: The session the key's Claude Code lines became (NULL while none did).
     linked_session: Mapped[str | None] = mapped_column(String(36))
+    #: Why its lines stopped becoming a session (a copy of a session imported otherwise...); its entries are kept.
+    import_note: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         UniqueConstraint("owner", "project_key", "sdk_session_id", "subpath", name="uq_agent_sdk_keys_owner_key"),
