@@ -179,6 +179,14 @@ def test_importing_sessionstore_or_running_a_command_never_imports_the_sdk(
     assert done.returncode == 0, done.stderr
 
 
+def test_adapter_from_a_url_opens_and_closes_its_store(store_url: str) -> None:
+    adapter = AgentSdkStore(store_url)
+    asyncio.run(adapter.append(KEY, [{"type": "x", "uuid": "a"}]))
+    adapter.close()
+    with AgentSdkStore(store_url) as again:
+        assert asyncio.run(again.load(KEY)) == [{"type": "x", "uuid": "a"}]
+
+
 def test_adapter_from_an_open_store_leaves_it_open(store_url: str) -> None:
     with SessionStore.open(store_url) as store:
         adapter = AgentSdkStore(store)

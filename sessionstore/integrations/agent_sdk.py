@@ -63,6 +63,8 @@ SOURCE = "claude-code"
 PATH_SCHEME = "agent-sdk:"
 #: The fault points of an append are `agent_sdk.append.<group>` (see sessionstore.storage.faults).
 POINT = "agent_sdk.append"
+#: Keys whose importer (the graph facts of their lines so far) an adapter keeps between appends.
+KEPT_IMPORTERS = 64
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -168,11 +170,13 @@ def _stored_lines(db: "Database", key_id: int) -> "Iterator[bytes]":
 class AgentSdkStore(SdkSessionStore):
     """A `claude_agent_sdk.SessionStore` on a sessionstore database (all six methods).
 
-    Build it from an open `sessionstore.SessionStore` (which stays the caller's to close) or
-    with `AgentSdkStore.open(url)` (closed by `close()`).
+    Build it from an open `sessionstore.SessionStore` (which stays the caller's to close), or from a
+    URL, `AgentSdkStore(url)` or `AgentSdkStore.open(url)` (the store it opens is closed by `close()`).
     """
 
-    def __init__(self, store: SessionStore, *, owns_store: bool = False) -> None:
+    def __init__(self, store: SessionStore | str, *, owns_store: bool = False) -> None:
+        if isinstance(store, str):
+            store, owns_store = SessionStore.open(store), True
         self.store = store
         self._owns_store = owns_store
         #: Per key id: the session its importer fed, and the importer (its graph facts so far).
@@ -315,6 +319,8 @@ class AgentSdkStore(SdkSessionStore):
             return session, _note(exc)
         db.execute("RELEASE SAVEPOINT agent_sdk_import").close()
         self._importers[row.id] = (writer.session_id, importer)
+        if len(self._importers) > KEPT_IMPORTERS:  # the least recently fed key's importer goes (re-read if needed)
+            del self._importers[next(iter(self._importers))]
         return writer.session_id, None
 
     # ------------------------------------------------------------------ reads
