@@ -95,8 +95,17 @@ def file_session(db: "Database", path: str) -> tuple[str, str] | None:
     return None if row is None else (str(row[0]), str(row[1]))
 
 
-def record_file(db: "Database", source: str, path: str, session_id: str, bytes_done: int, lines_done: int) -> None:
-    """Remember how much of `path` is in `session_id` (insert or move forward)."""
+def record_file(
+    db: "Database",
+    source: str,
+    path: str,
+    session_id: str,
+    bytes_done: int,
+    lines_done: int,
+    sha: str | None = None,
+) -> None:
+    """Remember how much of `path` is in `session_id` (insert or move forward); `sha`: its prefix digest, when
+    the caller knows it (lines fed from elsewhere than a file), else read from the file."""
     db.execute(
         "INSERT INTO import_files (source, path, session_id, bytes_done, lines_done, prefix_sha256, updated_at) "
         "VALUES (:s, :p, :id, :b, :n, :sha, :now) ON CONFLICT (owner, source, path) DO UPDATE SET "
@@ -108,7 +117,7 @@ def record_file(db: "Database", source: str, path: str, session_id: str, bytes_d
             "id": session_id,
             "b": bytes_done,
             "n": lines_done,
-            "sha": prefix_sha(path, bytes_done),
+            "sha": sha if sha is not None else prefix_sha(path, bytes_done),
             "now": time.time(),
         },
     ).close()

@@ -869,6 +869,7 @@ class _Writer:
                 "id": self.session_id,
             },
         ).close()
+        sha = self.prefix_digest()
         params = {
             "id": self.session_id,
             "s": self.source,
@@ -876,7 +877,7 @@ class _Writer:
             "p": self.path,
             "b": self.complete_bytes,
             "n": self.complete_lines,
-            "sha": prefix_sha(self.path, self.complete_bytes),
+            "sha": sha,
             "now": time.time(),
         }
         self.db.execute(
@@ -886,8 +887,12 @@ class _Writer:
             "prefix_sha256 = excluded.prefix_sha256, updated_at = excluded.updated_at",
             params,
         ).close()
-        record_file(self.db, self.source, self.path, self.session_id, self.complete_bytes, self.complete_lines)
+        record_file(self.db, self.source, self.path, self.session_id, self.complete_bytes, self.complete_lines, sha)
         self._link_parents(plan)
+
+    def prefix_digest(self) -> str:
+        """The digest of the source's first bytes (see `prefix_sha`); a writer fed from elsewhere overrides it."""
+        return prefix_sha(self.path, self.complete_bytes)
 
     def _link_parents(self, plan: ImportPlan) -> None:
         if plan.parent_source_session_id:

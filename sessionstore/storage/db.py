@@ -270,6 +270,10 @@ class Database:
             self._text_packer = textpack.TextPacker(self)
         return self._text_packer
 
+    def reset_text_packer(self) -> None:
+        """Forget the text packer: a dictionary it trained was rolled back (a transaction or a savepoint)."""
+        self._text_packer = None
+
     def cached_sql(self, name: str, build: Any) -> str:
         """A statement built once per connection by `build(self)` (hot paths with driver-specific SQL)."""
         key = "\0" + name

@@ -80,6 +80,23 @@ POINTS: tuple[str, ...] = (
     "import.after_finish",
     "import.before_commit",
     "import.after_commit",
+    *(
+        f"agent_sdk.append.{group}"
+        for group in (
+            "begin",
+            "after_entries",
+            "after_session_row",
+            "after_dictionary",
+            "after_blocks",
+            "after_tail_block",
+            "mid_file",
+            "after_lines",
+            "after_layout",
+            "after_finish",
+            "before_commit",
+            "after_commit",
+        )
+    ),
     "doctor.repair.begin",
     "doctor.repair.after_session_row",
     "doctor.repair.before_commit",

@@ -473,6 +473,53 @@ class SessionShareRow(Base):
     )
 
 
+class AgentSdkKeyRow(Base):
+    """A Claude Agent SDK session key (sessionstore.integrations.agent_sdk): its write time, summary and session."""
+
+    __tablename__ = "agent_sdk_keys"
+
+    id: Mapped[int] = mapped_column(BigInt, primary_key=True, autoincrement=True)
+    #: The role that appended (PostgreSQL: `current_user`, set by revision 0020's default; row-level security).
+    owner: Mapped[str] = owner_column()
+    project_key: Mapped[str] = mapped_column(Text, nullable=False)
+    sdk_session_id: Mapped[str] = mapped_column(Text, nullable=False)
+    #: '' for the main transcript, else the SDK's subpath (e.g. subagents/agent-1).
+    subpath: Mapped[str] = mapped_column(Text, nullable=False, server_default=text("''"))
+    #: Storage write time of the key's last append, epoch milliseconds (the summary's mtime too).
+    mtime_ms: Mapped[int] = mapped_column(BigInt, nullable=False)
+    entry_count: Mapped[int] = mapped_column(BigInt, nullable=False, server_default=text("0"))
+    #: The SDK's fold_session_summary output, kept verbatim (main keys only).
+    summary_json: Mapped[str | None] = mapped_column(Text)
+    #: The session the key's Claude Code lines became (NULL while none did).
+    linked_session: Mapped[str | None] = mapped_column(String(36))
+    #: Why its lines stopped becoming a session (a copy of a session imported otherwise...); its entries are kept.
+    import_note: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        UniqueConstraint("owner", "project_key", "sdk_session_id", "subpath", name="uq_agent_sdk_keys_owner_key"),
+        Index("ix_agent_sdk_keys_linked_session", "linked_session"),
+    )
+
+
+class AgentSdkEntryRow(Base):
+    """One entry an SDK key holds, in append order, as the JSON text of its transcript line."""
+
+    __tablename__ = "agent_sdk_entries"
+
+    key_id: Mapped[int] = mapped_column(
+        BigInt,
+        ForeignKey("agent_sdk_keys.id", ondelete="CASCADE", name="fk_agent_sdk_entries_key_id"),
+        primary_key=True,
+    )
+    n: Mapped[int] = mapped_column(BigInt, primary_key=True)
+    owner: Mapped[str] = owner_column()
+    #: The entry's uuid when it has one: unique per key (a retried batch adds nothing).
+    uuid: Mapped[str | None] = mapped_column(Text)
+    entry: Mapped[str] = mapped_column(Text, nullable=False)
+
+    __table_args__ = (Index("uq_agent_sdk_entries_uuid", "key_id", "uuid", unique=True),)
+
+
 #: The search index's engine-specific tables (SQLite FTS5 and its shadow tables, PostgreSQL's
 #: tsvector table): written by revision 0002 in raw DDL (SQLite's reworked by 0014 and 0017, with the view
 #: `search_text`; its texts' dictionaries by 0018), so they have no model here.

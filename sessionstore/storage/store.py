@@ -206,29 +206,30 @@ class SessionStore:
     def delete(self, session_id: str) -> None:
         """Delete a session and everything recorded in it (explicit and whole)."""
         session = self.get(session_id)
-
-        def remove(db: Database) -> None:
-            for table in (
-                "view_entries",
-                "compactions",
-                "replacements",
-                "session_memory",
-                "pipeline_states",
-                "source_lines",
-                "import_files",
-                "imports",
-                "messages",
-            ):
-                db.execute(f"DELETE FROM {table} WHERE session_id = :id", {"id": session.id}).close()
-            db.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = :id", {"id": session.id}).close()
-            cur = db.execute("DELETE FROM sessions WHERE id = :id", {"id": session.id})
-            deleted = cur.rowcount
-            cur.close()
-            if deleted != 1:  # row-level security: a session shared with this role is not its to delete
-                raise ReadOnlySession(f"session {session.id} is not yours to delete (it is shared with you)")
-
-        self.db.run_write(remove, session_id=session.id)
+        self.db.run_write(lambda db: delete_session_rows(db, session.id), session_id=session.id)
         self.db.give_back_free_pages()
+
+
+def delete_session_rows(db: Database, session_id: str) -> None:
+    """Delete one session's rows inside the caller's write transaction (`SessionStore.delete`, the SDK adapter)."""
+    for table in (
+        "view_entries",
+        "compactions",
+        "replacements",
+        "session_memory",
+        "pipeline_states",
+        "source_lines",
+        "import_files",
+        "imports",
+        "messages",
+    ):
+        db.execute(f"DELETE FROM {table} WHERE session_id = :id", {"id": session_id}).close()
+    db.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = :id", {"id": session_id}).close()
+    cur = db.execute("DELETE FROM sessions WHERE id = :id", {"id": session_id})
+    deleted = cur.rowcount
+    cur.close()
+    if deleted != 1:  # row-level security: a session shared with this role is not its to delete
+        raise ReadOnlySession(f"session {session_id} is not yours to delete (it is shared with you)")
 
 
 def _with_lineage(db: Database, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

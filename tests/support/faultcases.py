@@ -212,7 +212,7 @@ def case_for(point: str) -> str:
     """The case whose operation reaches `point` (the longest matching prefix)."""
     names = [
         name
-        for name in [*CASES, *SHARING, "import", "migration", "fork", "search.index", "vacuum"]
+        for name in [*CASES, *SHARING, "import", "migration", "fork", "search.index", "vacuum", "agent_sdk"]
         if point.startswith(name + ".")
     ]
     return max(names, key=len)

@@ -396,7 +396,15 @@ class LineStream(ABC):
 
     def lines(self) -> Iterator[ImportedLine]:
         """Each physical line as an `ImportedLine`, in file order."""
-        for line_no, raw in read_raw_lines(self.path, self.limit, self.position):
+        return self.stream(read_raw_lines(self.path, self.limit, self.position))
+
+    def stream(self, raws: Iterable[tuple[int, bytes]]) -> Iterator[ImportedLine]:
+        """(line number, exact bytes) pairs continuing from `position` as `ImportedLine`s, keeping their facts.
+
+        `lines()` feeds it the file; a caller holding the lines elsewhere (the Agent SDK adapter's
+        stored entries) feeds them itself, so both go through the one interpreter.
+        """
+        for line_no, raw in raws:
             line = self._line(line_no, raw)
             if line.warning:
                 self.warnings.append(line.warning)
