@@ -238,6 +238,12 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         engine.close()
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """The MCP client runs on asyncio (the server is a subprocess either way)."""
+    return "asyncio"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (--dist loadgroup), one worker runs an engine's journeys, so its store is made once."""
     for item in items:
