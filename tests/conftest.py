@@ -14,7 +14,11 @@ import pytest
 from sessionstore import SessionStore
 
 PG_URL = os.environ.get("SESSIONSTORE_TEST_PG_URL")
-TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"
+# The shared real transcripts: shared/ laid beside the clone (as .ci/run has it), or SESSIONSTORE_TRANSCRIPTS.
+TRANSCRIPTS = Path(
+    os.environ.get("SESSIONSTORE_TRANSCRIPTS")
+    or Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"
+)
 ENGINES = ["sqlite", "postgresql"]
 
 
@@ -146,6 +150,14 @@ def shared_transcripts() -> Path:
     if not TRANSCRIPTS.is_dir():
         missing("TRANSCRIPTS", f"shared transcripts not found at {TRANSCRIPTS}")
     return TRANSCRIPTS
+
+
+def absent(what: str, reason: str) -> object:
+    """The one parameter of a test parametrized over files that are absent: skipped with `reason`, or under
+    `.ci/run` (SESSIONSTORE_REQUIRE_<WHAT>=1) an error at collection, so the run fails."""
+    if os.environ.get(f"SESSIONSTORE_REQUIRE_{what}"):
+        pytest.fail(f"{reason}; SESSIONSTORE_REQUIRE_{what} is set, so this fails rather than skips", pytrace=False)
+    return pytest.param(None, marks=pytest.mark.skip(reason=reason), id="absent")
 
 
 @pytest.fixture
