@@ -150,10 +150,11 @@ def test_the_claude_code_export_of_an_imported_session_is_its_file(world: World,
 
 
 def test_markdown_and_html_exports_name_the_boundary(world: World, tmp_path: Path) -> None:
+    messages = len(world.person.run("export", SPOTTER, "-f", "jsonl").out.splitlines())
+    assert messages == world.source(SPOTTER)["messages"]
     for fmt in ("markdown", "html"):
         out = tmp_path / f"spotter.{fmt}"
         ran = world.person.run("export", SPOTTER, "-f", fmt, "-o", str(out))
-        messages = len(world.person.run("export", SPOTTER, "-f", "jsonl").out.splitlines())
         assert f"wrote {messages} messages" in ran.out + ran.err
         assert "compact" in out.read_text(encoding="utf-8").lower()
 
