@@ -7,6 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo-output
 # Test processes (pytest-xdist): one per logical CPU; PYTEST_WORKERS=0 runs the suite in this one process.
+# --dist loadgroup keeps each engine's journeys (tests/journeys, xdist_group) on one worker: one imported store each.
 PYTEST_WORKERS ?= logical
 
 .PHONY: demo test test-fast lint typecheck format docs bench mutate install clean
@@ -23,7 +24,7 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py --dir $(DEMO_DIR)
 
 test: $(STAMP) lint typecheck
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --durations=30
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30
 
 # ruff: the linter over everything, the formatter check over the files in scripts/formatted.txt.
 lint: $(STAMP)
@@ -43,7 +44,7 @@ docs: $(STAMP)
 	$(BIN)/python -m sessionstore.cli.reference > docs/cli.md
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m 'not slow'
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m 'not slow'
 
 # Mutation testing of the modules that hold promises (scripts/mutate.py; not part of `make test`: it takes hours).
 # MODULES narrows it, e.g. `make mutate MODULES=sessionstore/storage/fork.py`; results in build/mutate/report.md.

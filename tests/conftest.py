@@ -7,14 +7,18 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NoReturn
 
 import pytest
 
 from sessionstore import SessionStore
 
 PG_URL = os.environ.get("SESSIONSTORE_TEST_PG_URL")
-TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"
+# The shared real transcripts: shared/ laid beside the clone (as .ci/run has it), or SESSIONSTORE_TRANSCRIPTS.
+TRANSCRIPTS = Path(
+    os.environ.get("SESSIONSTORE_TRANSCRIPTS")
+    or Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"
+)
 ENGINES = ["sqlite", "postgresql"]
 
 
@@ -134,12 +138,32 @@ def store(store_url: str) -> Iterator[SessionStore]:
         s.close()
 
 
+def missing(what: str, reason: str) -> NoReturn:
+    """Skip visibly, or fail when `.ci/run` requires `what` (SESSIONSTORE_REQUIRE_<WHAT>=1): CI runs the whole suite."""
+    if os.environ.get(f"SESSIONSTORE_REQUIRE_{what}"):
+        pytest.fail(f"{reason}; SESSIONSTORE_REQUIRE_{what} is set, so this fails rather than skips", pytrace=False)
+    pytest.skip(reason)
+
+
+def shared_transcripts() -> Path:
+    """The shared real transcripts (shared/ beside the clone), or a skip: a failure under `.ci/run`."""
+    if not TRANSCRIPTS.is_dir():
+        missing("TRANSCRIPTS", f"shared transcripts not found at {TRANSCRIPTS}")
+    return TRANSCRIPTS
+
+
+def absent(what: str, reason: str) -> object:
+    """The one parameter of a test parametrized over files that are absent: skipped with `reason`, or under
+    `.ci/run` (SESSIONSTORE_REQUIRE_<WHAT>=1) an error at collection, so the run fails."""
+    if os.environ.get(f"SESSIONSTORE_REQUIRE_{what}"):
+        pytest.fail(f"{reason}; SESSIONSTORE_REQUIRE_{what} is set, so this fails rather than skips", pytrace=False)
+    return pytest.param(None, marks=pytest.mark.skip(reason=reason), id="absent")
+
+
 @pytest.fixture
 def transcripts_dir() -> Path:
-    """The shared real transcripts, or a visible skip when the folder is absent."""
-    if not TRANSCRIPTS.is_dir():
-        pytest.skip(f"shared transcripts not found at {TRANSCRIPTS}")
-    return TRANSCRIPTS
+    """The shared real transcripts, or a visible skip when the folder is absent (a failure under `.ci/run`)."""
+    return shared_transcripts()
 
 
 _WORKER_KILLS: list[tuple[str, str]] = []  # under pytest-xdist: the kills each worker reported when it finished

@@ -33,7 +33,7 @@ from sessionstore.storage.history import boundaries
 from sessionstore.storage.spill import list_spills, spill_original
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
-from tests.conftest import ENGINES, PG_URL, TRANSCRIPTS, _pg_schema_url
+from tests.conftest import ENGINES, PG_URL, TRANSCRIPTS, _pg_schema_url, shared_transcripts
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
 
@@ -50,8 +50,7 @@ class Corpus:
 @pytest.fixture(scope="module", params=ENGINES)
 def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
     """Every shared transcript imported; the tool-heavy one prepared with a small budget so it has spills."""
-    if not TRANSCRIPTS.is_dir():
-        pytest.skip(f"shared transcripts not found at {TRANSCRIPTS}")
+    shared_transcripts()
     if request.param == "sqlite":
         urls: Iterator[str] = iter([f"sqlite:///{tmp_path_factory.mktemp('browse') / 'corpus.db'}"])
     elif not PG_URL:

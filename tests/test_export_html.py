@@ -29,11 +29,11 @@ from sessionstore.interchange.importers import ImportPlan, parse_file
 from sessionstore.interchange.importing import import_file
 from sessionstore.storage.rows import dumps
 from sessionstore.storage.types import StoredMessage
+from tests.conftest import TRANSCRIPTS, missing
 from tests.support.browser import chromium, click_everything, problems
 from tests.support.browser import open_page as load_page
 
 REPO = Path(__file__).resolve().parents[1]
-TRANSCRIPTS = REPO.parent / "shared" / "transcripts"
 SPOTTER = TRANSCRIPTS / "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 
 PAYLOADS = (
@@ -336,7 +336,7 @@ def open_page(driver: Any, tmp_path: Path, page: str) -> None:
 
 def test_real_transcript_in_a_browser(browser: Any, tmp_path: Path) -> None:
     if not SPOTTER.is_file():
-        pytest.skip(f"real transcript not found at {SPOTTER}")
+        missing("TRANSCRIPTS", f"real transcript not found at {SPOTTER}")
     from selenium.webdriver.common.by import By
 
     messages, boundaries, points = stored_from_plan(parse_file(SPOTTER))

@@ -15,7 +15,7 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore.interchange.importing import import_paths
-from tests.conftest import TRANSCRIPTS
+from tests.conftest import TRANSCRIPTS, shared_transcripts
 from tests.support.cli import run_cli_process
 
 COMPACTED = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
@@ -24,8 +24,7 @@ COMPACTED = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """(database url, session id) of the shared file imported once for the module."""
-    if not TRANSCRIPTS.is_dir():
-        pytest.skip(f"shared transcripts not found at {TRANSCRIPTS}")
+    shared_transcripts()
     url = f"sqlite:///{tmp_path_factory.mktemp('history') / 'store.db'}"
     with SessionStore.open(url) as store:
         (result,) = import_paths(store, [TRANSCRIPTS / COMPACTED])

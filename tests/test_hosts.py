@@ -22,6 +22,20 @@ from tests.support.cli import run_cli
 from tests.test_watch import FASTHOOKS, WatchProcess, watchers, writer  # noqa: F401  (watchers: a fixture)
 
 
+def wait_for_file(url: str, path: Path, size: int, timeout: float = 60.0) -> None:
+    """Until the store's offsets for the file at `path` reach `size` bytes."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    done = -1
+    while done != size:
+        assert time.monotonic() < deadline, f"{path}: {done} of {size} bytes in the store after {timeout}s"
+        time.sleep(0.1)
+        with SessionStore.open(url) as store:
+            row = store.db.one("SELECT bytes_done FROM import_files WHERE path = :p", {"p": str(path.resolve())})
+        done = int(row[0]) if row else -1
+
+
 def _open(url: str, host: str) -> SessionStore:
     return SessionStore.open(url, config=Config.from_env(host=host))
 
@@ -110,15 +124,9 @@ def test_two_watchers_on_two_hosts_capture_each_session_once(
     assert [c.wait(timeout=120) for c in copies] == [0, 0]
     size = source.stat().st_size
     total = len(source.read_bytes().splitlines())
-    import time
-
-    deadline = time.monotonic() + 60
-    while True:
-        added = sum(e["lines_added"] for w in started for e in w.events if e["event"] in ("imported", "grown"))
-        if added >= total or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    time.sleep(1.0)
+    # Each host is done once the store holds its own copy's every byte (the copies' offsets are kept per path).
+    for root in roots:
+        wait_for_file(store_url, root / "s.jsonl", size)
     for w in started:
         # A synced copy is the same session, not a duplicate of it: both hosts keep capturing it.
         assert [e for e in w.events if e["event"] in ("error", "conflict", "duplicate")] == []

@@ -22,10 +22,10 @@ import pytest
 from sessionstore.interchange.importers import ImportPlan, detect_source, parse_file
 from sessionstore.storage.types import StoredMessage, ViewEntry
 from sessionstore.storage.view import to_api_messages
+from tests.conftest import TRANSCRIPTS, absent, missing
 from tests.support.validity import check_messages
 
 REPO = Path(__file__).resolve().parents[1]
-TRANSCRIPTS = REPO.parent / "shared" / "transcripts"
 MISSING = f"real transcript corpus not found at {TRANSCRIPTS}"
 
 CC_CONVERSATION = {"user", "assistant", "system", "attachment"}
@@ -45,7 +45,7 @@ CODEX_SMALL = "codex/localpush/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97
 def corpus(kind: str) -> list[Any]:
     """Every real file of one kind, or a single skipped parameter saying why."""
     if not TRANSCRIPTS.is_dir():
-        return [pytest.param(None, marks=pytest.mark.skip(reason=MISSING))]
+        return [absent("TRANSCRIPTS", MISSING)]
     return [pytest.param(p, id=str(p.relative_to(TRANSCRIPTS))) for p in sorted((TRANSCRIPTS / kind).rglob("*.jsonl"))]
 
 
@@ -53,7 +53,7 @@ def real(relative: str) -> Path:
     """The path of one real file; skips the test when the corpus is absent."""
     path = TRANSCRIPTS / relative
     if not path.is_file():
-        pytest.skip(MISSING if not TRANSCRIPTS.is_dir() else f"{path} not found")
+        missing("TRANSCRIPTS", MISSING if not TRANSCRIPTS.is_dir() else f"{path} not found")
     return path
 
 

@@ -25,7 +25,7 @@ from sessionstore.interchange.export import export_jsonl
 from sessionstore.storage.recall import recall
 from sessionstore.storage.session import Session
 from sessionstore.storage.tokens import estimate_content, estimate_text
-from tests.conftest import TRANSCRIPTS
+from tests.conftest import TRANSCRIPTS, shared_transcripts
 from tests.support.replay import ROOT, load_span, replay
 from tests.support.validity import assert_valid
 
@@ -46,8 +46,7 @@ APPENDED: list[tuple[str, Any]] = []
 @pytest.fixture(scope="module")
 def span(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """38 recorded messages of the spotter transcript (nine files read and edited)."""
-    if not TRANSCRIPTS.is_dir():
-        pytest.skip(f"shared transcripts not found at {TRANSCRIPTS}")
+    shared_transcripts()
     return load_span(TRANSCRIPTS, f"sqlite:///{tmp_path_factory.mktemp('span') / 'src.db'}", messages=40)
 
 

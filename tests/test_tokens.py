@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import pytest
 
 from sessionstore.storage import tokens
+from tests.conftest import TRANSCRIPTS, missing
 from sessionstore.storage.tokens import (
     DOCUMENT_TOKENS,
     IMAGE_TOKENS,
@@ -45,9 +46,8 @@ TOLERANCE = 0.10
 def _transcripts_dir() -> Path | None:
     """The shared Claude Code transcripts: $SESSIONSTORE_TRANSCRIPTS, or shared/ beside the repo."""
     env = os.environ.get("SESSIONSTORE_TRANSCRIPTS")
-    repo = Path(__file__).resolve().parents[1]
     candidates = [Path(env)] if env else []
-    candidates += [repo.parent / "shared" / "transcripts", Path("/work/shared/transcripts")]
+    candidates += [TRANSCRIPTS]
     for base in candidates:
         if (base / "claude-code").is_dir():
             return base / "claude-code"
@@ -58,7 +58,9 @@ def _transcript_contents() -> list[tuple[str, Any]]:
     """(role, message.content) of every Claude Code transcript line that has a message."""
     base = _transcripts_dir()
     if base is None:
-        pytest.skip("shared transcripts not found (set SESSIONSTORE_TRANSCRIPTS or lay shared/ beside the repo)")
+        missing(
+            "TRANSCRIPTS", "shared transcripts not found (set SESSIONSTORE_TRANSCRIPTS or lay shared/ beside the repo)"
+        )
     out: list[tuple[str, Any]] = []
     for path in sorted(base.rglob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():

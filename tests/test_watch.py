@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -100,6 +100,21 @@ class WatchProcess:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.events.append(json.loads(line))
+
+    def writes(self) -> int:
+        """How many times this watcher has written lines to the store so far."""
+        return sum(1 for e in list(self.events) if e["event"] in ("imported", "grown"))
+
+    def said(self, kind: str) -> bool:
+        return any(e["event"] == kind for e in list(self.events))
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float = 60.0) -> None:
+        """Until `condition()` holds (polled), while the watcher runs."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, f"condition not met in {timeout}s: {self.events}"
+            assert self.proc.poll() is None, self.stderr()
+            time.sleep(0.05)
 
     def wait_event(self, kind: str, timeout: float = 60.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -384,7 +399,13 @@ def test_sigkilled_watchers_lose_and_duplicate_nothing(
     while any(w.poll() is None for w in writers) or kills < 3:
         watcher = WatchProcess(store_url, root)
         watchers.append(watcher)
-        time.sleep(0.6 + 0.4 * (kills % 3))
+        # Killed at a different point each time: after its first, second or third write to the store
+        # (or, once the writers are done, as soon as it follows changes), never after a fixed time.
+        watcher.wait_for(
+            lambda w=watcher, n=kills % 3: (
+                w.writes() > n or (all(p.poll() is not None for p in writers) and w.said("watching"))
+            )
+        )
         watcher.kill()
         kills += 1
     assert [w.wait() for w in writers] == [0, 0]

@@ -215,7 +215,9 @@ def test_installed_wheel_serves_mcp_and_watches_live(installed: Path, tmp_path: 
         **TERMINAL_SIGINT,
     )
     try:
-        time.sleep(1)
+        assert watch.stderr is not None
+        said = watch.stderr.readline()  # `watching DIR (Ctrl-C to stop)` once it follows changes: no fixed wait
+        assert said.startswith("watching "), said
         (watched / "live.jsonl").write_bytes(source.read_bytes())
         found = []
         for _ in range(120):

@@ -2,7 +2,8 @@
 
 `chromium()` yields a driver with a fresh profile and browser/performance
 logging on, or skips visibly when chromium, chromedriver or selenium is
-missing (`apt-get install chromium chromium-driver`, `pip install selenium`).
+missing (`apt-get install chromium chromium-driver`, `pip install selenium`);
+under `.ci/run` (SESSIONSTORE_REQUIRE_BROWSER=1) it fails instead.
 `problems()` lists console errors and every network request but the page's own.
 """
 
@@ -15,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-import pytest
+
+from tests.conftest import missing
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -37,8 +39,11 @@ ARGS = (
 def chromium() -> Iterator[Any]:
     """A headless chromium driver (no downloads, throwaway profile), quit afterwards."""
     if not CHROMIUM.is_file() or not CHROMEDRIVER.is_file():
-        pytest.skip(f"needs {CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install selenium)")
+        missing("BROWSER", f"needs {CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)")
+    try:
+        from selenium import webdriver
+    except ImportError:
+        missing("BROWSER", "needs selenium (pip install selenium)")
     from selenium.webdriver.chrome.service import Service
 
     profile = tempfile.mkdtemp(prefix="sessionstore-chromium-")
