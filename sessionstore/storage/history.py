@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
+from .blocktypes import compaction_block, compaction_summary
 from .errors import SessionStoreError
 from .rows import MESSAGE_COLUMNS, stored_from_row
 from .session import entries_for_rows
@@ -226,7 +227,7 @@ def _boundary(row: Any, *, full_summary: bool = True) -> Boundary:
     )
 
 
-_TEXT_FIELD = re.compile(r'"text"\s*:\s*"')
+_TEXT_FIELD = re.compile(r'"(?:text|content)"\s*:\s*"')
 
 
 def _preview_of(prefix: str) -> str:
@@ -254,8 +255,12 @@ def _preview_of(prefix: str) -> str:
 
 
 def _text_of(content: Any) -> str:
+    """A summary message's text: its text blocks, or the summary of the API's compaction block."""
     if isinstance(content, str):
         return content
+    api_summary = compaction_summary(compaction_block(content))
+    if api_summary is not None:
+        return api_summary
     return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
 
 

@@ -183,6 +183,11 @@ class Session:
         batch = _normalize_all(messages, allow_unknown_blocks)
         if len(batch) > 1:
             _check_batch_uuids(batch)
+        if any(m.compaction for m in batch):
+            from .apicompaction import is_api_boundary
+
+            if any(is_api_boundary(m) for m in batch):
+                raise InvalidMessage("a batch holding the API's compaction cannot also pin messages; pin them after")
         prepared = [(m, _encoded_json(m), estimate_content(m.content)) for m in batch]
         costs = []
         for i in pinned:
@@ -224,6 +229,11 @@ class Session:
         if len(batch) > 1:
             _check_batch_uuids(batch)
         prepared = [(m, _encoded_json(m), estimate_content(m.content)) for m in batch]
+        if any(m.compaction for m in batch):
+            from .apicompaction import is_api_boundary
+
+            if any(is_api_boundary(m) for m in batch):
+                return self._append_with_api_boundaries(prepared)
         state, rows, tails = self._validated(self.db, prepared, self._state)
         point = "append" if len(prepared) == 1 else "append_many"
         try:
@@ -241,6 +251,35 @@ class Session:
                 lambda db: self._append_locked(db, prepared), session_id=self.id, point=point
             )
         return self._appended(state, tails, prepared)
+
+    def _append_with_api_boundaries(self, prepared: list[tuple[NewMessage, str, int]]) -> list[StoredMessage]:
+        """A batch holding the API's compaction(s): in one transaction, the messages before each one appended,
+        each compaction message committed as a boundary (`apicompaction`), the messages after it appended."""
+        from .apicompaction import apply_api_compaction, is_api_boundary
+
+        def body(db: "Database") -> list[int]:
+            load_state(db, self.id, for_update=True)
+            seqs: list[int] = []
+            run: list[tuple[NewMessage, str, int]] = []
+            for item in [*prepared, None]:
+                if item is not None and not is_api_boundary(item[0]):
+                    run.append(item)
+                    continue
+                if run:
+                    state, _ = self._append_locked(db, run)
+                    seqs.extend(range(state.last_seq + 1, state.last_seq + 1 + len(run)))
+                    run = []
+                if item is not None:
+                    result = apply_api_compaction(db, self.id, *item)
+                    seqs.append(result.added_seqs[item[0].uuid])
+            return seqs
+
+        self._state = None
+        try:
+            seqs = self.db.run_write(body, session_id=self.id, point="append.api_compaction")
+        finally:
+            self.invalidate()
+        return [stored_from_new(seq, m, t) for seq, (m, _, t) in zip(seqs, prepared, strict=True)]
 
     def _appended(
         self, state: ViewState, tails: list[TailState], prepared: list[tuple[NewMessage, str, int]]
