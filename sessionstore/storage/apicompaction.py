@@ -156,3 +156,48 @@ def apply_api_compaction(
         prepared,
         record,
     )
+
+
+#: What each context-editing report says the server cleared, by edit type: (count field, what it counts).
+_EDIT_WORDS = {
+    "clear_tool_uses_20250919": ("cleared_tool_uses", "tool result"),
+    "clear_thinking_20251015": ("cleared_thinking_turns", "thinking turn"),
+}
+
+
+def server_notes(content: Any, usage: dict[str, Any] | None, metadata: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, line) pairs saying what the server did with this response, for `show` and the browse screen:
+    the context edits it applied, its compaction (or that it failed), and its billed iterations."""
+    notes: list[tuple[str, str]] = []
+    managed = metadata.get("context_management")
+    edits = managed.get("applied_edits") if isinstance(managed, dict) else None
+    for edit in edits if isinstance(edits, list) else ():
+        if not isinstance(edit, dict):
+            continue
+        field, noun = _EDIT_WORDS.get(str(edit.get("type")), ("", ""))
+        count = edit.get(field) if field else None
+        tokens = edit.get("cleared_input_tokens")
+        what = f"{count:,} {noun}{'' if count == 1 else 's'}" if isinstance(count, int) else str(edit.get("type"))
+        cost = f", {tokens:,} tokens" if isinstance(tokens, int) else ""
+        notes.append(("server", f"the server cleared {what}{cost}"))
+    block = compaction_block(content)
+    if block is not None:
+        info = metadata.get(METADATA_KEY)
+        how = (
+            f" ({info.get('mode')}{', background' if info.get('background') else ''})" if isinstance(info, dict) else ""
+        )
+        if compaction_summary(block) is None:
+            notes.append(("compaction", "failed: the server returned no summary; the view did not change"))
+        else:
+            notes.append(("compaction", f"by the API{how}: this message starts the view that replaced the one before"))
+    iterations = usage.get("iterations") if isinstance(usage, dict) else None
+    for item in iterations if isinstance(iterations, list) else ():
+        if isinstance(item, dict):
+            notes.append(
+                (
+                    "iteration",
+                    f"{item.get('type')}: {int(item.get('input_tokens') or 0):,} in, "
+                    f"{int(item.get('output_tokens') or 0):,} out",
+                )
+            )
+    return notes
