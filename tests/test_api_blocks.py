@@ -168,3 +168,14 @@ def test_cli_append_refuses_a_hand_written_unknown_block_and_takes_a_response(st
     assert json.loads(view.stdout)["messages"][-1]["content"] == [FUTURE_BLOCK]
     opted = _cli("append", session.id, "-", "--allow-unknown-blocks", "--db", store.url, stdin=hand)
     assert opted.returncode == 0, opted.stderr
+
+
+def test_response_fields_newer_than_the_store_are_kept_in_metadata(store: SessionStore) -> None:
+    """A response field the store has no column for (the SDK's `stop_details`) goes into the metadata, not refused;
+    one the SDK left null is dropped."""
+    session = _started(store)
+    body = _response([{"type": "text", "text": "hi"}], stop_details={"type": "refusal", "category": "x"})
+    body["input_transformations"] = None
+    stored = session.append(body)
+    assert stored.metadata["stop_details"] == {"type": "refusal", "category": "x"}
+    assert "input_transformations" not in stored.metadata

@@ -268,6 +268,10 @@ def _message_data(message: Any) -> tuple[dict[str, Any], bool]:
         for key in ("model", "stop_reason", "context_management"):
             if data.get(key) is not None:
                 metadata[key] = data[key]
+        for key in [k for k in data if k not in _ALLOWED_KEYS and k not in _SDK_MESSAGE_KEY_SET]:
+            value = data.pop(key)  # a response field newer than this list (stop_details...): kept, not refused
+            if value is not None:
+                metadata[key] = value
         data["metadata"] = metadata
     for key in _SDK_MESSAGE_KEYS:
         data.pop(key, None)
