@@ -26,15 +26,17 @@ import uuid as uuid_mod
 from typing import TYPE_CHECKING, Any
 
 from .blocktypes import COMPACTION, compaction_block, compaction_summary
+from .errors import SessionStoreError
 from .rewrite import Add, CompactionRecord, RewriteResult, _apply
-from .rows import dumps
+from .rows import dumps, stored_from_new
 from .session import load_state
 from .tokens import estimate_content
-from .types import BOUNDARY_SUBTYPE
+from .types import BOUNDARY_SUBTYPE, StoredMessage
 from .validate import NewMessage, normalize
 
 if TYPE_CHECKING:
     from .db import Database
+    from .session import Session, ViewSnapshot
 
 #: The message metadata key that says how the API compacted.
 METADATA_KEY = "api_compaction"
@@ -43,6 +45,10 @@ API_SUMMARIZER = "api"
 #: Compaction kinds of API boundaries (ours are full, partial-*, session-memory, collapse).
 API_KINDS = ("api-threshold", "api-on-demand", "api-background")
 MODES = ("threshold", "on-demand")
+
+
+class ServerCompactionFailed(SessionStoreError):
+    """The API answered a compaction request without a summary (or not at all); nothing was written."""
 
 
 def is_api_boundary(msg: NewMessage) -> bool:
@@ -201,3 +207,57 @@ def server_notes(content: Any, usage: dict[str, Any] | None, metadata: dict[str,
                 )
             )
     return notes
+
+
+#: The fault-point names of the two writes: a reply appended in the foreground, a background swap.
+APPEND_POINT = "rewrite.api-boundary"
+SWAP_POINT = "rewrite.api-background"
+
+
+def commit_api_compaction(
+    session: "Session",
+    reply: Any,
+    *,
+    sent: "ViewSnapshot | None" = None,
+    background: bool = False,
+    trigger: str | None = None,
+    instructions: str | None = None,
+) -> StoredMessage:
+    """Record an on-demand compaction reply the caller requested with the view `sent` (default: the present view).
+
+    The swap runs under the view-version guard exactly like a partial compaction `--up-to` the last
+    message sent: what was sent is replaced by the reply, every message appended since follows it,
+    and a rewrite since `sent` raises RewriteConflict with nothing written. A reply without a summary
+    (failed compaction) raises ServerCompactionFailed and writes nothing: the view stays as it is.
+    """
+    session.before_local_write()
+    msg = normalize(reply)
+    if not is_api_boundary(msg):
+        raise ServerCompactionFailed("the API returned no compaction summary; the view was left as it was")
+    info = dict(msg.metadata.get(METADATA_KEY) or {})
+    info.update({"mode": "on-demand", "background": background})
+    if trigger:
+        info["trigger"] = trigger
+    if instructions:
+        info["instructions"] = instructions
+    msg.metadata[METADATA_KEY] = info
+    content_json = dumps(msg.content)
+    tokens = estimate_content(msg.content)
+
+    def body(db: "Database") -> int:
+        result = apply_api_compaction(
+            db,
+            session.id,
+            msg,
+            content_json,
+            tokens,
+            base_version=sent.view_version if sent is not None else None,
+            sent_through=sent.last_seq if sent is not None else None,
+        )
+        return result.added_seqs[msg.uuid]
+
+    try:
+        seq = session.db.run_write(body, session_id=session.id, point=SWAP_POINT if background else APPEND_POINT)
+    finally:
+        session.invalidate()
+    return stored_from_new(seq, msg, tokens)

@@ -255,7 +255,7 @@ class Session:
     def _append_with_api_boundaries(self, prepared: list[tuple[NewMessage, str, int]]) -> list[StoredMessage]:
         """A batch holding the API's compaction(s): in one transaction, the messages before each one appended,
         each compaction message committed as a boundary (`apicompaction`), the messages after it appended."""
-        from .apicompaction import apply_api_compaction, is_api_boundary
+        from .apicompaction import APPEND_POINT, apply_api_compaction, is_api_boundary
 
         def body(db: "Database") -> list[int]:
             load_state(db, self.id, for_update=True)
@@ -276,7 +276,7 @@ class Session:
 
         self._state = None
         try:
-            seqs = self.db.run_write(body, session_id=self.id, point="append.api_compaction")
+            seqs = self.db.run_write(body, session_id=self.id, point=APPEND_POINT)
         finally:
             self.invalidate()
         return [stored_from_new(seq, m, t) for seq, (m, _, t) in zip(seqs, prepared, strict=True)]
