@@ -25,7 +25,7 @@ from sessionstore.compaction.server import ServerCompactor
 from sessionstore.storage.errors import RewriteConflict
 from sessionstore.storage.history import boundaries, view_before
 from sessionstore.storage.view import to_api_messages
-from tests.support.fakeapi import FakeAPI, start_fake_api
+from tests.support.fakeapi import FakeAPI, Reply, start_fake_api
 from tests.support.validity import assert_valid
 
 MODEL = "claude-opus-4-7"
@@ -197,3 +197,61 @@ def test_background_swap_refuses_after_a_concurrent_rewrite(api: FakeAPI, store:
     assert sum(1 for _ in session.transcript()) == count
     assert session.active_view() == view
     assert [b.kind for b in boundaries(session)] == ["full"]
+
+
+def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive same-role messages as one, as the API reads them (it combines consecutive turns)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        blocks = [{"type": "text", "text": m["content"]}] if isinstance(m["content"], str) else list(m["content"])
+        if out and out[-1]["role"] == m["role"]:
+            out[-1]["content"] += blocks
+        else:
+            out.append({"role": m["role"], "content": blocks})
+    return out
+
+
+def test_the_view_after_an_api_compaction_is_what_the_sdk_tool_runner_sends(store: SessionStore) -> None:
+    """The SDK's own tool runner, told compact_before_next_turn(), and the store fed the same replies send the same
+    request after the compaction (the runner's separate assistant turns read as one, as the API combines them)."""
+    from anthropic import beta_tool
+
+    @beta_tool
+    def lookup(name: str) -> str:
+        """Look a name up."""
+        return f"{name}: 3 ports"
+
+    server = start_fake_api(validate=False)
+    try:
+        server.script(
+            Reply.tool_use("lookup", {"name": "zanzibar"}), Reply.tool_use("lookup", {"name": "pemba"}), "Done."
+        )
+        runner = _client(server).beta.messages.tool_runner(
+            model=MODEL,
+            max_tokens=256,
+            tools=[lookup],
+            thread=False,
+            betas=["compact-2026-09-04"],
+            messages=[{"role": "user", "content": "how many ports has zanzibar?"}],
+        )
+        replies = []
+        for reply in runner:
+            replies.append(reply)
+            if len(replies) == 1:
+                runner.compact_before_next_turn()
+        requests = [r.messages for r in server.message_requests]
+    finally:
+        server.close()
+    assert [r.stop_reason for r in replies] == ["tool_use", "compaction", "tool_use", "end_turn"]
+    session = store.create_session(title="runner")
+    session.append(requests[0][0])
+    session.append(replies[0])
+    session.append(requests[1][-1])
+    session.append(replies[1])
+    assert session.active_view() == requests[2]
+    assert_valid(session.active_view())
+    session.append(replies[2])
+    session.append(requests[3][-1])
+    assert session.active_view() == _merged(requests[3])
+    [found] = boundaries(session)
+    assert to_api_messages(view_before(session, 1)) == requests[1]
