@@ -199,3 +199,22 @@ def test_cli_shows_api_boundaries_and_the_export_reimports_them(store: SessionSt
         assert json.dumps(copy.active_view()) == json.dumps(session.active_view())
     finally:
         again.close()
+
+
+def test_our_compaction_after_an_api_one_carries_its_summary(store: SessionStore) -> None:
+    """When our compaction summarizes a view that opens with the API's compaction, the server's summary is
+    carried into ours (it is the only record of what came before it in the view)."""
+    from sessionstore.compaction.engine import compact
+
+    session = store.create_session(title="ours after theirs")
+    _conversation(session, 3)
+    session.append(_on_demand_reply("The zanzibar ledger was reconciled; next: export it."))
+    for i in range(40):
+        session.append_many(
+            [{"role": "user", "content": f"later question {i}"}, {"role": "assistant", "content": "y " * 300}]
+        )
+    compact(session)
+    found = boundaries(session)
+    assert [b.kind for b in found] == ["api-on-demand", "full"]
+    assert "zanzibar ledger was reconciled" in (found[1].summary or "")
+    assert_valid(session.active_view())

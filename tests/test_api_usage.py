@@ -136,3 +136,28 @@ def test_show_marks_a_failed_compaction(store: SessionStore) -> None:
     stored = session.append(body)
     shown = _cli("show", session.id, str(stored.seq), "--db", store.url)
     assert "failed: the server returned no summary" in shown.stdout
+
+
+def test_browse_message_screen_says_what_the_server_cleared(store: SessionStore) -> None:
+    """The browse message screen shows the applied edits and the compaction iteration of a recorded response."""
+    from sessionstore.cli.browse.app import make_app
+    from sessionstore.cli.browse.message import MessageScreen
+    from sessionstore.cli.browse.viewlist import ViewList
+    from sessionstore.storage import paging
+    from textual.widgets import Static
+    from tests.test_browse import drive, settle
+
+    session = _session_of(store, [_reply(1, iterations=True)], "browse")
+    [reply] = [m for m in session.transcript() if m.role == "assistant"]
+    seen: dict[str, Any] = {}
+
+    async def steps(pilot: Any) -> None:
+        pilot.app.screen.query_one("#messages", ViewList).move_to(paging.active_position(session, reply.seq))
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(pilot.app.screen, MessageScreen)
+        seen["body"] = " ".join(str(w.visual) for w in pilot.app.screen.query(Static))
+
+    drive(make_app(store.url, session_id=session.id), steps)
+    assert "the server cleared 12 tool results, 48,000 tokens" in seen["body"]
+    assert "compaction: 150,001 in, 3,001 out" in seen["body"]

@@ -59,8 +59,9 @@ def compaction_block(content: Any) -> Mapping[str, Any] | None:
     if isinstance(content, str):
         return None
     for block in content:
-        if block.get("type") == COMPACTION:
-            return block
+        if isinstance(block, Mapping) and block.get("type") == COMPACTION:
+            found: Mapping[str, Any] = block
+            return found
     return None
 
 
