@@ -110,6 +110,8 @@ def test_usage_and_stats_count_compaction_iterations(store: SessionStore) -> Non
     assert mine["cost_usd"] is not None and mine["cost_usd"] == rows[twin.id]["cost_usd"]
     stats = json.loads(_cli("stats", session.id, "--json", "--db", store.url).stdout)["usage"]
     assert (stats["input_tokens"], stats["output_tokens"]) == (expected["input_tokens"], expected["output_tokens"])
+    page = _cli("export", session.id, "--format", "html", "--db", store.url).stdout
+    assert f"input {expected['input_tokens']:,}" in page and f"output {expected['output_tokens']:,}" in page
 
 
 def test_show_says_what_the_server_cleared_and_billed(store: SessionStore) -> None:
