@@ -490,7 +490,8 @@ class Pipeline:
                 else:
                     stored = self.compactor.compact(session, trigger=trigger)
             except Exception as exc:  # refused, timed out, no summary, or the view moved: fall back, recorded
-                layer.details["server_fallback"] = f"{type(exc).__name__}: {exc}"
+                layer.details["server_fallback"] = reason = f"{type(exc).__name__}: {exc}"
+                session.append(fallback_notice(reason))
             else:
                 if stored is not None:
                     layer.acted = True
@@ -524,6 +525,20 @@ class Pipeline:
         if outcome is None:
             compact_full(session, self.summarizer or ExtractiveSummarizer(), trigger="reactive", config=self.config)
         return self.prepare(session)
+
+
+#: The subtype of the system notice recorded when the API's compaction failed and ours ran instead.
+FALLBACK_SUBTYPE = "compaction_fallback"
+
+
+def fallback_notice(reason: str) -> dict[str, Any]:
+    """The system message (stored, never sent) that records why the API's compaction gave way to ours."""
+    return {
+        "role": "system",
+        "subtype": FALLBACK_SUBTYPE,
+        "content": f"The API's compaction failed ({reason[:300]}); the pipeline compacted with its own summarizer.",
+        "metadata": {"reason": reason[:2000]},
+    }
 
 
 def _as_datetime(now: datetime | float | None) -> datetime:

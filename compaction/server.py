@@ -7,7 +7,8 @@
   view with `compaction={"type": "summarize", "instructions": ...}` and commits
   the signed block as a boundary (`sessionstore.storage.apicompaction`). When
   the API refuses, times out or returns no summary, our own compaction runs
-  instead and the report says why (`details["server_fallback"]`).
+  instead, recorded as a `compaction_fallback` system message and in the report
+  (`details["server_fallback"]`).
 * `background`: from `background_at` (a share of the threshold, below it) the
   request goes out on a thread while the conversation goes on; a later
   `prepare()` whose request has come back swaps it in under the view-version

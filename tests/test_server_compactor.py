@@ -119,6 +119,8 @@ def test_no_summary_falls_back_to_our_compaction_and_says_so(api: FakeAPI, store
     assert "ServerCompactionFailed" in details["server_fallback"]
     [ours] = boundaries(session)
     assert not ours.kind.startswith("api-")
+    [notice] = [m for m in session.transcript() if m.subtype == "compaction_fallback"]
+    assert "ServerCompactionFailed" in notice.metadata["reason"]
     assert_valid(session.active_view())
 
 
