@@ -175,7 +175,7 @@ def test_background_swap_keeps_every_message_appended_while_in_flight(api: FakeA
     assert [e.uuid for e in entries[1:]] == [m.uuid for m in meanwhile]
     [found] = boundaries(session)
     assert found.kind == "api-background"
-    assert to_api_messages(view_before(session, 1))[: len(_compaction_requests(api)[0])] == _compaction_requests(api)[0]
+    assert to_api_messages(view_before(session, 1)) == _compaction_requests(api)[0]
     assert_valid(session.active_view())
 
 

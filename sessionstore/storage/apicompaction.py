@@ -137,6 +137,7 @@ def apply_api_compaction(
     raises RewriteConflict and nothing is written.
     """
     state = load_state(db, session_id, for_update=True)
+    last = state.last_seq if sent_through is None else sent_through
     info = describe(msg)
     boundary = boundary_for(msg, info, state.view_tokens)
     content_json = dumps(msg.content) if content_json is None else content_json
@@ -148,7 +149,7 @@ def apply_api_compaction(
         summarized_seqs=None,
         summarizer=API_SUMMARIZER,
         custom_instructions=info.get("instructions") if isinstance(info.get("instructions"), str) else None,
-        metadata={"api": info, "api_message_id": msg.api_message_id},
+        metadata={"api": info, "api_message_id": msg.api_message_id, "sent_through": last},
     )
     prepared: list[tuple[Any, str | None, int]] = [
         (Add(boundary), dumps(boundary.content), estimate_content(boundary.content)),
@@ -158,7 +159,7 @@ def apply_api_compaction(
         db,
         session_id,
         state.view_version if base_version is None else base_version,
-        state.last_seq if sent_through is None else sent_through,
+        last,
         prepared,
         record,
     )

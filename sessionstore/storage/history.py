@@ -300,9 +300,22 @@ def _floor_of(session: "Session", version: int) -> int:
 
 
 def view_before(session: "Session", index: int) -> list[ViewEntry]:
-    """What the model saw just before boundary `index`."""
+    """What the model saw just before boundary `index`.
+
+    For a background API compaction that is the request it compacted: the messages appended
+    while the request was in flight were not part of it (they follow the compaction message).
+    """
     found = boundary_floor(session, index)
-    return _view_at(session, found[0], found[1])
+    entries = _view_at(session, found[0], found[1])
+    row = session.db.one(
+        "SELECT kind, metadata_json FROM compactions WHERE session_id = :id AND ordinal = :k",
+        {"id": session.id, "k": _ordinal(session, index)},
+    )
+    if row is not None and row[0] == "api-background":
+        sent_through = json.loads(row[1] or "{}").get("sent_through")
+        if isinstance(sent_through, int):
+            entries = [e for e in entries if e.seq <= sent_through]
+    return entries
 
 
 def view_tokens(entries: Iterable[ViewEntry]) -> int:
