@@ -257,3 +257,18 @@ def test_the_view_after_an_api_compaction_is_what_the_sdk_tool_runner_sends(stor
     assert session.active_view() == _merged(requests[3])
     [found] = boundaries(session)
     assert to_api_messages(view_before(session, 1)) == requests[1]
+
+
+def test_pinned_rules_travel_in_the_instructions_into_the_servers_summary(api: FakeAPI, store: SessionStore) -> None:
+    """A pinned standing rule is sent in the compaction's instructions, so the summary that replaces the view
+    carries it (the view after an API compaction is the block alone)."""
+    client = _client(api)
+    session = store.create_session(title="pins", context_window=WINDOW, model=MODEL)
+    session.append({"role": "user", "content": "Always run the linter before committing."}, pinned=True)
+    session.append({"role": "assistant", "content": "Understood."})
+    stored = ServerCompactor(client, MODEL, instructions="be brief").compact(session)
+    [request] = [r for r in api.message_requests if "compaction" in r.body]
+    instructions = request.body["compaction"]["instructions"]
+    assert "be brief" in instructions and "Always run the linter before committing." in instructions
+    assert "Always run the linter before committing." in stored.content[0]["content"]
+    assert session.active_view() == [{"role": "assistant", "content": stored.content}]
