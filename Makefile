@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/append_resume.py
 	$(BIN)/python bench/rewrite.py
+	$(BIN)/python bench/api_compaction.py
 	$(BIN)/python bench/prepare.py
 	$(BIN)/python bench/import_export.py
 	$(BIN)/python bench/watch.py

@@ -291,8 +291,18 @@ def append_cmd(
     source: Annotated[str, typer.Argument(help="A JSON message, a JSON list, or JSONL; '-' for stdin.")] = "-",
     db: DbOption = None,
     json_out: JsonOption = False,
+    allow_unknown_blocks: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unknown-blocks",
+            help="Keep content block types the store does not know, verbatim (an API response's are kept anyway).",
+        ),
+    ] = False,
 ) -> None:
     """Append messages to a session, all in one transaction (all or nothing).
+
+    A message holding the API's `compaction` block with a summary becomes a boundary: the view
+    starts at it.
 
     Example: echo '{"role":"user","content":"hi"}' | sessionstore append SESSION -
     """
@@ -302,7 +312,7 @@ def append_cmd(
     with open_store(db) as store:
         target = store.get(session)
         given = target.id
-        stored = target.append_many(messages)
+        stored = target.append_many(messages, allow_unknown_blocks=allow_unknown_blocks)
     note_local_continuation(given, target.id)
     if json_out:
         print_json([{"seq": m.seq, "uuid": m.uuid} for m in stored])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, Optional
+from typing import Annotated, Any, Callable, Iterable, Optional, cast
 
 import typer
 
@@ -14,6 +14,8 @@ from sessionstore.sanitize import one_line, visible
 from .common import DbOption, UsageError, open_store
 
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+#: Who compacts in `chat --compaction`: our pipeline, or the Messages API in one of its modes.
+COMPACTION_CHOICES = ("ours", "on-demand", "background", "threshold")
 KEPT = "your message is kept and will be answered on your next message or when you resume this session"
 
 
@@ -30,6 +32,13 @@ def chat_cmd(
         Optional[str], typer.Option(help="Model (default: ANTHROPIC_MODEL or the built-in default).")
     ] = None,
     db: DbOption = None,
+    compaction: Annotated[
+        str,
+        typer.Option(
+            help="Who compacts at the threshold: ours (the pipeline's summarizer), or the Messages API: "
+            "on-demand, background or threshold."
+        ),
+    ] = "ours",
 ) -> None:
     """Talk to the model with two tools (read a file, run a command), every message stored.
 
@@ -44,15 +53,20 @@ def chat_cmd(
       sessionstore chat --new --workdir ./project
 
       sessionstore chat 3f2a91c0
+
+      sessionstore chat 3f2a91c0 --compaction on-demand
     """
     import anthropic
 
     from sessionstore.agent import DEFAULT_MODEL, Agent
     from sessionstore.compaction.engine import make_summarizer
     from sessionstore.compaction.pipeline import Pipeline
+    from sessionstore.compaction.server import Mode, ServerCompactor
 
     from .chatslash import SlashContext, run_slash
 
+    if compaction not in COMPACTION_CHOICES:
+        raise UsageError(f"--compaction must be one of {', '.join(COMPACTION_CHOICES)}, got {compaction!r}")
     if session and new:
         raise UsageError("give a SESSION to continue or --new, not both")
     if not session and not new:
@@ -74,9 +88,10 @@ def chat_cmd(
         typer.echo(f"session {s.id} (Ctrl-D to quit, /help for commands)")
         summarizer = make_summarizer()
         client = anthropic.Anthropic(max_retries=2)
+        compactor = None if compaction == "ours" else ServerCompactor(client, chosen, mode=cast(Mode, compaction))
         agent = Agent(
             session=s,
-            pipeline=Pipeline(store, summarizer=summarizer),
+            pipeline=Pipeline(store, summarizer=summarizer, compactor=compactor),
             client=client,
             workdir=workdir,
             model=chosen,

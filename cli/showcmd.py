@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Annotated, Any
 
 import typer
@@ -31,6 +32,7 @@ def show_cmd(
 
       sessionstore show SESSION 42 --json
     """
+    from sessionstore.storage.apicompaction import server_notes
     from sessionstore.storage.message_info import message_info
 
     with open_store(db) as store:
@@ -52,9 +54,9 @@ def show_cmd(
         ("in view", "yes" if info.in_view else "no"),
     ]
     if m.usage:
-        head.append(
-            ("usage", ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in m.usage.items()))
-        )
+        shown = {k: v for k, v in m.usage.items() if k != "iterations" and v is not None}
+        head.append(("usage", ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in shown.items())))
+    head.extend(server_notes(m.content, m.usage, m.metadata))
     flags = [name for name, on in (("meta", m.is_meta), ("compact summary", m.is_compact_summary)) if on]
     if flags:
         head.append(("flags", ", ".join(flags)))
@@ -69,7 +71,12 @@ def show_cmd(
     for b in info.boundaries:
         head.append(("boundary", f"{b['boundary']} ({b['kind']}): {b['as']}"))
     for label, value in head:
-        typer.echo(f"{label:>12}  {one_line(str(value))}")
+        lines = textwrap.wrap(one_line(str(value)), width=80 - 14, break_on_hyphens=False, break_long_words=False) or [
+            ""
+        ]
+        typer.echo(f"{label:>12}  {lines[0]}")
+        for more in lines[1:]:
+            typer.echo(f"{'':>12}  {more}")
     typer.echo("")
     typer.echo(_content_text(m.content))
 

@@ -31,6 +31,7 @@ from sessionstore.storage.errors import RewriteConflict
 from sessionstore.storage.replacements import load_replacements, load_replacements_for
 from sessionstore.storage.session import Session, ViewSnapshot
 from sessionstore.storage.store import SessionStore
+from sessionstore.storage.types import StoredMessage
 from sessionstore.storage.view import to_api_messages
 
 from sessionstore.storage.memory import load_memory
@@ -40,6 +41,7 @@ from .circuit import compact_failures, record_compact_failure
 from .commit import CompactionOutcome
 from .errors import CompactionWouldNotShrink, InvalidQuerySource
 from .full import compact_full
+from .server import THRESHOLD_BETA, ServerCompactor
 from .session_memory import compact_with_memory, maybe_update_memory
 from .summarizers.base import SummarizerError
 from .summarizers.extractive import ExtractiveSummarizer
@@ -108,6 +110,8 @@ class Prepared:
     view_version: int
     dry_run: bool = False
     thresholds: Thresholds | None = None
+    #: Beta headers the request needs beyond context management (the API's threshold compaction).
+    extra_betas: list[str] = field(default_factory=list)
 
     @property
     def tokens_until_autocompact(self) -> int | None:
@@ -127,7 +131,7 @@ class Prepared:
     @property
     def betas(self) -> list[str]:
         """The `anthropic-beta` values the request needs (context management in server mode)."""
-        return [CONTEXT_MANAGEMENT_BETA] if self.context_management else []
+        return ([CONTEXT_MANAGEMENT_BETA] if self.context_management else []) + self.extra_betas
 
     @property
     def acted(self) -> bool:
@@ -166,10 +170,20 @@ class _Call:
 class Pipeline:
     """The layers before each model call, for every session of one store."""
 
-    def __init__(self, store: SessionStore, summarizer: Any = None, config: Config | None = None):
+    def __init__(
+        self,
+        store: SessionStore,
+        summarizer: Any = None,
+        config: Config | None = None,
+        *,
+        compactor: ServerCompactor | None = None,
+    ):
+        """`compactor`: compact through the Messages API (on-demand, background or threshold; see
+        `compaction.server`), falling back to our own compaction when the API gives no summary."""
         self.store = store
         self.summarizer = summarizer
         self.config = config or store.config
+        self.compactor = compactor
         self._states: OrderedDict[str, PipelineState] = OrderedDict()
 
     def prepare(
@@ -234,6 +248,11 @@ class Pipeline:
             details={"query_source": call.query_source, "dry_run": call.dry_run},
         )
         self._update_memory(call, state, work, tokens)
+        if self._background(call, tokens, report):
+            self._states.pop(call.session.id, None)
+            work = WorkingView(call.session.snapshot())
+            tokens = count_tokens(work.entries, last_usage_index(work.entries), work.tokens)
+            report["autocompact"].tokens_before = report["autocompact"].tokens_after = tokens
         outcome = self.autocompact(call.session, tokens, report)
         details = report["autocompact"].details
         if outcome is not None:
@@ -244,6 +263,11 @@ class Pipeline:
         if not call.dry_run and self._states.get(call.session.id) is state:
             save_if_due(call.session, state, self.config)
         messages = to_api_messages(work.entries)
+        extra_betas: list[str] = []
+        if self.compactor is not None and self.compactor.mode == "threshold":
+            edit = self.compactor.threshold_edit(call.thresholds.autocompact_threshold)
+            context_management = {"edits": [*(context_management or {}).get("edits", []), edit]}
+            extra_betas.append(THRESHOLD_BETA)
         return Prepared(
             messages,
             context_management,
@@ -254,7 +278,29 @@ class Pipeline:
             work.snapshot.view_version,
             call.dry_run,
             call.thresholds,
+            extra_betas,
         )
+
+    def _background(self, call: _Call, tokens: int, report: dict[str, LayerReport]) -> bool:
+        """Background mode: swap in a compaction that came back, or send one from `background_at` of the
+        threshold on; True when a swap changed the view. A swap the view moved under is refused and reported."""
+        compactor = self.compactor
+        if compactor is None or compactor.mode != "background" or call.dry_run or call.query_source != "main":
+            return False
+        details = report["autocompact"].details
+        try:
+            swapped = compactor.finish(call.session)
+        except Exception as exc:  # a rewrite since the request, no summary, or the API's error
+            details["server_background"] = f"refused: {exc}"
+            return False
+        if swapped is not None:
+            details["server_background"] = f"swapped in at seq {swapped.seq}"
+            report["autocompact"].acted = True
+            return True
+        threshold = call.thresholds.autocompact_threshold
+        if tokens >= compactor.background_at * threshold and compactor.start(call.session):
+            details["server_background"] = "request sent"
+        return False
 
     def _update_memory(self, call: _Call, state: PipelineState, work: WorkingView, tokens: int) -> None:
         """Keep the session notes current (10,000 tokens, then every 5,000 and 3 tool calls).
@@ -391,7 +437,9 @@ class Pipeline:
         if not call.dry_run:
             raise ContextFull(tokens, call.thresholds.collapse_block)
 
-    def autocompact(self, session: Session, tokens: int, report: dict[str, LayerReport]) -> CompactionOutcome | None:
+    def autocompact(
+        self, session: Session, tokens: int, report: dict[str, LayerReport]
+    ) -> CompactionOutcome | StoredMessage | None:
         """Layer 5: above the threshold, compact (session memory first, then full).
 
         Effective window = context window - min(max output tokens, 20,000);
@@ -427,8 +475,28 @@ class Pipeline:
             return None
         return self._compact(session, "auto", limits.autocompact_threshold, layer)
 
-    def _compact(self, session: Session, trigger: str, threshold: int, layer: LayerReport) -> CompactionOutcome | None:
-        """Session-memory compaction, else full; a failure is counted, not raised."""
+    def _compact(
+        self, session: Session, trigger: str, threshold: int, layer: LayerReport
+    ) -> CompactionOutcome | StoredMessage | None:
+        """Through the API when a compactor is set; else (or when the API gives no summary) session-memory
+        compaction, else full; a failure is counted, not raised."""
+        if self.compactor is not None and self.compactor.mode == "threshold":
+            layer.details["skipped"] = "the API compacts at its threshold (compact_20260112 edit)"
+            return None
+        if self.compactor is not None:
+            try:
+                if self.compactor.mode == "background" and self.compactor.in_flight(session):
+                    stored = self.compactor.finish(session, wait=True, timeout=self.compactor.timeout)
+                else:
+                    stored = self.compactor.compact(session, trigger=trigger)
+            except Exception as exc:  # refused, timed out, no summary, or the view moved: fall back, recorded
+                layer.details["server_fallback"] = reason = f"{type(exc).__name__}: {exc}"
+                session.append(fallback_notice(reason))
+            else:
+                if stored is not None:
+                    layer.acted = True
+                    layer.details["compaction"] = {"kind": "api", "summary_seq": stored.seq, "uuid": stored.uuid}
+                    return stored
         try:
             outcome = compact_with_memory(session, trigger=trigger, config=self.config, threshold=threshold)
             if outcome is None:
@@ -457,6 +525,20 @@ class Pipeline:
         if outcome is None:
             compact_full(session, self.summarizer or ExtractiveSummarizer(), trigger="reactive", config=self.config)
         return self.prepare(session)
+
+
+#: The subtype of the system notice recorded when the API's compaction failed and ours ran instead.
+FALLBACK_SUBTYPE = "compaction_fallback"
+
+
+def fallback_notice(reason: str) -> dict[str, Any]:
+    """The system message (stored, never sent) that records why the API's compaction gave way to ours."""
+    return {
+        "role": "system",
+        "subtype": FALLBACK_SUBTYPE,
+        "content": f"The API's compaction failed ({reason[:300]}); the pipeline compacted with its own summarizer.",
+        "metadata": {"reason": reason[:2000]},
+    }
 
 
 def _as_datetime(now: datetime | float | None) -> datetime:

@@ -18,6 +18,7 @@ import anthropic
 
 from sessionstore.compaction.engine import make_summarizer
 from sessionstore.compaction.pipeline import Pipeline
+from sessionstore.compaction.server import ServerCompactor
 from sessionstore import SessionStore
 from sessionstore.agent import DEFAULT_MODEL, Agent
 
@@ -31,6 +32,12 @@ def main() -> int:
     parser.add_argument("--workdir", default=".", help="the tools' working directory")
     parser.add_argument("--context-window", type=int, default=200_000, help="for a new session")
     parser.add_argument("--model", default=os.environ.get("ANTHROPIC_MODEL", DEFAULT_MODEL))
+    parser.add_argument(
+        "--compaction",
+        choices=("ours", "on-demand", "background", "threshold"),
+        default="ours",
+        help="who compacts: our pipeline (default) or the Messages API in one of its modes",
+    )
     parser.add_argument("task", nargs="?", help="a request to add before running")
     args = parser.parse_args()
 
@@ -45,10 +52,12 @@ def main() -> int:
             print(f"session {session.id}", flush=True)
         else:
             session = store.get(args.session)
+        client = anthropic.Anthropic(max_retries=2)
+        compactor = None if args.compaction == "ours" else ServerCompactor(client, args.model, mode=args.compaction)
         agent = Agent(
             session=session,
-            pipeline=Pipeline(store, summarizer=make_summarizer()),
-            client=anthropic.Anthropic(max_retries=2),
+            pipeline=Pipeline(store, summarizer=make_summarizer(), compactor=compactor),
+            client=client,
             workdir=Path(args.workdir),
             model=args.model,
             on_event=lambda kind, payload: print(f"[{kind}]", flush=True),

@@ -278,3 +278,32 @@ def test_a_reply_with_terminal_escapes_is_printed_as_text(sqlite_url: str, tmp_p
     assert "Done." in proc.stdout and "end" in proc.stdout
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\x9b" not in proc.stdout
     assert "\\x1b]52;c;cHduZWQ=\\x07" in proc.stdout
+
+
+def test_chat_compacts_through_the_api_when_asked(sqlite_url: str, tmp_path: Path) -> None:
+    """`chat SESSION --compaction on-demand` past the threshold: the server writes the summary, the store keeps
+    an api-on-demand boundary, and the model's next request opens with the compaction message."""
+    from sessionstore.storage.history import boundaries
+
+    with SessionStore.open(sqlite_url) as store:
+        s = store.create_session(title="api", model="claude-sonnet-4-6", cwd="/tmp", context_window=40_000)
+        for i in range(60):
+            s.append({"role": "user", "content": f"seeded question {i} about gooseberry jam"})
+            s.append({"role": "assistant", "content": [{"type": "text", "text": f"seeded answer {i} {PAD}"}]})
+        sid = s.id
+    with start_fake_api(default="Noted, and the jam is fine.") as api:
+        result = _chat(
+            [sid, "--compaction", "on-demand"], "what about the jam?\n", _env(api.base_url), sqlite_url, tmp_path
+        )
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+        compacted = [r for r in api.message_requests if "compaction" in r.body]
+        answered = [r for r in api.message_requests if "compaction" not in r.body]
+    assert len(compacted) == 1
+    assert answered[-1].messages[0]["content"][0]["type"] == "compaction"
+    store, session = _only_session(sqlite_url)
+    try:
+        assert [b.kind for b in boundaries(session)] == ["api-on-demand"]
+        _assert_valid(store, session)
+    finally:
+        store.close()

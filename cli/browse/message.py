@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static, TextArea
 
+from sessionstore.storage.apicompaction import server_notes
 from sessionstore.sanitize import one_line, visible
 from sessionstore.storage.paging import message_at
 from sessionstore.storage.replacements import Replacement, get_replacement
@@ -114,10 +115,12 @@ class MessageScreen(Screen[None]):
                     " · ".join(
                         f"{USAGE_NAMES.get(k, k)} {v:,}" if isinstance(v, int) else f"{USAGE_NAMES.get(k, k)} {v}"
                         for k, v in m.usage.items()
-                        if not isinstance(v, dict)
+                        if not isinstance(v, (dict, list)) and v is not None
                     )
                 )
             )
+        for label, line in server_notes(m.content, m.usage, m.metadata):
+            text.append(f"\n {label}: {one_line(line)}")
         return text
 
     def _blocks(self) -> list[Widget]:

@@ -89,7 +89,12 @@ def content_text(content: Any) -> str:
         return content
     if not isinstance(content, list):
         return ""
-    parts = [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    parts = [
+        str(b.get("text", "")) if b.get("type") == "text" else str(b.get("content"))
+        for b in content
+        if isinstance(b, dict)
+        and (b.get("type") == "text" or (b.get("type") == "compaction" and isinstance(b.get("content"), str)))
+    ]
     return "\n".join(p for p in parts if p)
 
 

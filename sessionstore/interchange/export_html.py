@@ -564,10 +564,15 @@ def _anchor(b: _Boundary) -> str:
 
 
 def _usage_badge(usage: Any) -> str:
-    """The usage badge: the sum of the top-level integer counters; empty without usage."""
+    """The usage badge: the sum of the top-level integer counters and of the server's compaction iterations
+    (billed, and left out of the top-level counters); empty without usage."""
     if not usage:
         return ""
-    total = sum(v for v in usage.values() if isinstance(v, int) and not isinstance(v, bool))
+    parts = [
+        usage,
+        *(i for i in usage.get("iterations") or () if isinstance(i, dict) and i.get("type") == "compaction"),
+    ]
+    total = sum(v for part in parts for v in part.values() if isinstance(v, int) and not isinstance(v, bool))
     return f'<span class="badge">usage {total:,} tokens</span>'
 
 

@@ -606,7 +606,7 @@ class _Writer:
         self._drop_bad_timestamp(line)
         self._drop_bad_usage(line)
         try:
-            msg = normalize(line.message, sendable=False)
+            msg = normalize(line.message, sendable=False, allow_unknown_blocks=True)
         except InvalidMessage as exc:
             self.warnings.append(f"{self.path}:{line.line_no}: kept as a side entry: {exc}")
             return None

@@ -15,6 +15,10 @@ types, generated from it) and its documented refusals:
 * document: `source` is base64 (application/pdf, valid base64), text
   (text/plain, string `data`), content (a string or text/image blocks), url or file.
 * search_result: string `source` and `title`, a list of text blocks as content.
+* compaction (only in assistant messages): `content` a non-empty string, or null
+  when the server's compaction failed; `signature` and `encrypted_content` strings.
+  Other blocks the API returns (`blocktypes.RESPONSE_BLOCK_TYPES`) and unknown ones
+  are the API's to check: they are sent back exactly as they came.
 
 Each rule costs O(1) per block except the base64 check (linear in the image).
 """
@@ -27,7 +31,9 @@ from typing import Any, Mapping
 from .errors import InvalidContent
 
 IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
-ASSISTANT_ONLY = frozenset({"tool_use", "server_tool_use", "mcp_tool_use", "thinking", "redacted_thinking"})
+ASSISTANT_ONLY = frozenset(
+    {"tool_use", "server_tool_use", "mcp_tool_use", "thinking", "redacted_thinking", "compaction"}
+)
 USER_ONLY = frozenset({"tool_result"})
 TOOL_USE_TYPES = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 TOOL_RESULT_CONTENT_TYPES = frozenset({"text", "image", "document", "search_result", "tool_reference"})
@@ -78,6 +84,19 @@ def _check_block(where: str, block: Mapping[str, Any]) -> None:
         _require_str(where, block, "signature", allow_empty=True)
     elif kind == "redacted_thinking":
         _require_str(where, block, "data")
+    elif kind == "compaction":
+        _check_compaction(where, block)
+
+
+def _check_compaction(where: str, block: Mapping[str, Any]) -> None:
+    """The API's summary: content a non-empty string, or null for a failed compaction; opaque fields strings."""
+    content = block.get("content")
+    if content is not None and (not isinstance(content, str) or not content):
+        raise InvalidContent(f"{where} content must be a non-empty string, or null for a failed compaction")
+    for key in ("signature", "encrypted_content"):
+        value = block.get(key)
+        if value is not None and not isinstance(value, str):
+            raise InvalidContent(f"{where} {key} must be a string")
 
 
 def _check_nested(where: str, content: Any, allowed: frozenset[str]) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from sqlalchemy import inspect
 
+from .blocktypes import compaction_block, compaction_summary
 from .blobs import BlobCorrupt, BlobNotFound, get_blob
 from .fastjson import loads_stored
 from .faults import fault_in
@@ -437,7 +438,11 @@ def api_problems(messages: list[dict[str, Any]]) -> list[str]:
     """Why the Messages API would reject `messages` under invariant 3 (empty list: nothing to send)."""
     if not messages:
         return []
-    problems = [] if messages[0]["role"] == "user" else [f"the first message sent is {messages[0]['role']}"]
+    first = messages[0]
+    opens_with_api_summary = first["role"] == "assistant" and compaction_summary(compaction_block(first["content"]))
+    problems = (
+        [] if first["role"] == "user" or opens_with_api_summary else [f"the first message sent is {first['role']}"]
+    )
     last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
     seen: set[str] = set()
     for i, message in enumerate(messages):

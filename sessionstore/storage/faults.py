@@ -25,7 +25,18 @@ ENV = "SESSIONSTORE_FAULT"
 TARGET: str | None = os.environ.get(ENV) or None
 
 #: Every rewrite kind with its own points (compaction kinds, then the pipeline layers).
-REWRITE_KINDS = ("full", "partial-from", "partial-up_to", "session-memory", "microcompact", "snip", "collapse", "spill")
+REWRITE_KINDS = (
+    "full",
+    "partial-from",
+    "partial-up_to",
+    "session-memory",
+    "microcompact",
+    "snip",
+    "collapse",
+    "spill",
+    "api-boundary",
+    "api-background",
+)
 #: The statement groups of every rewrite transaction, in order.
 REWRITE_GROUPS = (
     "begin",
@@ -42,7 +53,7 @@ LAYER_KINDS = ("microcompact", "snip", "collapse", "spill")
 COMPACTION_GROUPS = ("after_compaction_row",)
 #: The points every `run_write(..., point=...)` has, whatever its statements.
 COMMIT_GROUPS = ("begin", "before_commit", "after_commit")
-COMPACTION_KINDS = ("full", "partial-from", "partial-up_to", "session-memory")
+COMPACTION_KINDS = ("full", "partial-from", "partial-up_to", "session-memory", "api-boundary", "api-background")
 
 
 def _rewrite_points() -> tuple[str, ...]:

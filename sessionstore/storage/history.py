@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
+from .blocktypes import compaction_block, compaction_summary
 from .errors import SessionStoreError
 from .rows import MESSAGE_COLUMNS, stored_from_row
 from .session import entries_for_rows
@@ -226,7 +227,7 @@ def _boundary(row: Any, *, full_summary: bool = True) -> Boundary:
     )
 
 
-_TEXT_FIELD = re.compile(r'"text"\s*:\s*"')
+_TEXT_FIELD = re.compile(r'"(?:text|content)"\s*:\s*"')
 
 
 def _preview_of(prefix: str) -> str:
@@ -254,8 +255,12 @@ def _preview_of(prefix: str) -> str:
 
 
 def _text_of(content: Any) -> str:
+    """A summary message's text: its text blocks, or the summary of the API's compaction block."""
     if isinstance(content, str):
         return content
+    api_summary = compaction_summary(compaction_block(content))
+    if api_summary is not None:
+        return api_summary
     return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
 
 
@@ -295,9 +300,22 @@ def _floor_of(session: "Session", version: int) -> int:
 
 
 def view_before(session: "Session", index: int) -> list[ViewEntry]:
-    """What the model saw just before boundary `index`."""
+    """What the model saw just before boundary `index`.
+
+    For a background API compaction that is the request it compacted: the messages appended
+    while the request was in flight were not part of it (they follow the compaction message).
+    """
     found = boundary_floor(session, index)
-    return _view_at(session, found[0], found[1])
+    entries = _view_at(session, found[0], found[1])
+    row = session.db.one(
+        "SELECT kind, metadata_json FROM compactions WHERE session_id = :id AND ordinal = :k",
+        {"id": session.id, "k": _ordinal(session, index)},
+    )
+    if row is not None and row[0] == "api-background":
+        sent_through = json.loads(row[1] or "{}").get("sent_through")
+        if isinstance(sent_through, int):
+            entries = [e for e in entries if e.seq <= sent_through]
+    return entries
 
 
 def view_tokens(entries: Iterable[ViewEntry]) -> int:

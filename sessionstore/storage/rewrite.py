@@ -54,7 +54,8 @@ class CompactionRecord:
     trigger: str
     boundary_uuid: str
     summary_uuid: str | None
-    summarized_seqs: list[int]
+    #: None: every message of the replaced view up to the snapshot's last seq (an API compaction's request).
+    summarized_seqs: list[int] | None
     head_uuid: str | None = None
     anchor_uuid: str | None = None
     tail_uuid: str | None = None
@@ -142,6 +143,8 @@ def _apply(
         )
     current = _current_rows(db, session_id, state)
     fault_in(db, "after_locked_state")
+    if compaction is not None and compaction.summarized_seqs is None:
+        compaction.summarized_seqs = [i.seq for i in current if i.seq <= snapshot_last_seq]
     by_seq = {item.seq: item for item in current}
     version = state.view_version
     new_version = version + 1
@@ -390,6 +393,7 @@ def _insert_compaction(
     records the oldest valid_from of the replaced view (`view_floor`, which bounds its past-view scan).
     """
     boundary_seq = added.get(rec.boundary_uuid)
+    summarized = rec.summarized_seqs or []
     if boundary_seq is None:
         raise SessionStoreError("a compaction's boundary must be a message added by the rewrite")
     params = {
@@ -401,8 +405,8 @@ def _insert_compaction(
         "trigger": rec.trigger,
         "pre_tokens": pre_tokens,
         "post_tokens": post_tokens,
-        "messages_summarized": len(rec.summarized_seqs),
-        "summarized_seqs_json": dumps(rec.summarized_seqs),
+        "messages_summarized": len(summarized),
+        "summarized_seqs_json": dumps(summarized),
         "head_uuid": rec.head_uuid,
         "anchor_uuid": rec.anchor_uuid,
         "tail_uuid": rec.tail_uuid,

@@ -127,16 +127,18 @@ class Session:
 
     # ----------------------------------------------------------------- writes
 
-    def append(self, message: Any, *, pinned: bool = False) -> StoredMessage:
+    def append(self, message: Any, *, pinned: bool = False, allow_unknown_blocks: bool = False) -> StoredMessage:
         """Record one message (one transaction); returns it with its seq and uuid.
 
         `pinned=True` (or `"metadata": {"pinned": true}` in the message) also pins it in the same
         transaction: it is carried verbatim through every compaction. A pin over the session's pin
-        budget raises `PinBudgetExceeded` and nothing is written.
+        budget raises `PinBudgetExceeded` and nothing is written. Block types the store does not know
+        are kept verbatim on an API response (an SDK message, or a dict with its `id` and `model`);
+        on a hand-written message only with `allow_unknown_blocks=True`.
         """
         if pinned or _asks_pin(message):
-            return self._append_pinned([message], [0])[0]
-        return self.append_many([message])[0]
+            return self._append_pinned([message], [0], allow_unknown_blocks)[0]
+        return self.append_many([message], allow_unknown_blocks=allow_unknown_blocks)[0]
 
     def become(self, other: "Session") -> None:
         """Make this object stand for `other` (an imported session's local continuation takes its writes)."""
@@ -167,7 +169,9 @@ class Session:
 
         return list_pins(self)
 
-    def _append_pinned(self, messages: list[Any], pinned: list[int]) -> list[StoredMessage]:
+    def _append_pinned(
+        self, messages: list[Any], pinned: list[int], allow_unknown_blocks: bool = False
+    ) -> list[StoredMessage]:
         """Append messages and pin those at the `pinned` places, in one transaction under the session lock.
 
         Every pin is checked against the budget with the ones before it in the batch counted: one over
@@ -176,9 +180,14 @@ class Session:
         from .pins import insert_pin, pin_cost, pin_text, pins_budget
 
         self.before_local_write()
-        batch = _normalize_all(messages)
+        batch = _normalize_all(messages, allow_unknown_blocks)
         if len(batch) > 1:
             _check_batch_uuids(batch)
+        if any(m.compaction for m in batch):
+            from .apicompaction import is_api_boundary
+
+            if any(is_api_boundary(m) for m in batch):
+                raise InvalidMessage("a batch holding the API's compaction cannot also pin messages; pin them after")
         prepared = [(m, _encoded_json(m), estimate_content(m.content)) for m in batch]
         costs = []
         for i in pinned:
@@ -200,7 +209,7 @@ class Session:
         state, tails = self.db.run_write(body, session_id=self.id, point=point)
         return self._appended(state, tails, prepared)
 
-    def append_many(self, messages: Iterable[Any]) -> list[StoredMessage]:
+    def append_many(self, messages: Iterable[Any], *, allow_unknown_blocks: bool = False) -> list[StoredMessage]:
         """Record several messages in one transaction: all of them or none.
 
         Optimistic first: the rows are validated against the cached state and written by one
@@ -212,14 +221,19 @@ class Session:
         messages = list(messages) if not isinstance(messages, list) else messages
         pinned = [i for i, m in enumerate(messages) if _asks_pin(m)]
         if pinned:
-            return self._append_pinned(messages, pinned)
+            return self._append_pinned(messages, pinned, allow_unknown_blocks)
         self.before_local_write()
-        batch = _normalize_all(messages)
+        batch = _normalize_all(messages, allow_unknown_blocks)
         if not batch:
             return []
         if len(batch) > 1:
             _check_batch_uuids(batch)
         prepared = [(m, _encoded_json(m), estimate_content(m.content)) for m in batch]
+        if any(m.compaction for m in batch):
+            from .apicompaction import is_api_boundary
+
+            if any(is_api_boundary(m) for m in batch):
+                return self._append_with_api_boundaries(prepared)
         state, rows, tails = self._validated(self.db, prepared, self._state)
         point = "append" if len(prepared) == 1 else "append_many"
         try:
@@ -237,6 +251,35 @@ class Session:
                 lambda db: self._append_locked(db, prepared), session_id=self.id, point=point
             )
         return self._appended(state, tails, prepared)
+
+    def _append_with_api_boundaries(self, prepared: list[tuple[NewMessage, str, int]]) -> list[StoredMessage]:
+        """A batch holding the API's compaction(s): in one transaction, the messages before each one appended,
+        each compaction message committed as a boundary (`apicompaction`), the messages after it appended."""
+        from .apicompaction import APPEND_POINT, apply_api_compaction, is_api_boundary
+
+        def body(db: "Database") -> list[int]:
+            load_state(db, self.id, for_update=True)
+            seqs: list[int] = []
+            run: list[tuple[NewMessage, str, int]] = []
+            for item in [*prepared, None]:
+                if item is not None and not is_api_boundary(item[0]):
+                    run.append(item)
+                    continue
+                if run:
+                    state, _ = self._append_locked(db, run)
+                    seqs.extend(range(state.last_seq + 1, state.last_seq + 1 + len(run)))
+                    run = []
+                if item is not None:
+                    result = apply_api_compaction(db, self.id, *item)
+                    seqs.append(result.added_seqs[item[0].uuid])
+            return seqs
+
+        self._state = None
+        try:
+            seqs = self.db.run_write(body, session_id=self.id, point=APPEND_POINT)
+        finally:
+            self.invalidate()
+        return [stored_from_new(seq, m, t) for seq, (m, _, t) in zip(seqs, prepared, strict=True)]
 
     def _appended(
         self, state: ViewState, tails: list[TailState], prepared: list[tuple[NewMessage, str, int]]
@@ -442,15 +485,15 @@ def _asks_pin(message: Any) -> bool:
     return isinstance(metadata, dict) and metadata.get("pinned") is True
 
 
-def _normalize_all(messages: Iterable[Any]) -> list[NewMessage]:
+def _normalize_all(messages: Iterable[Any], allow_unknown_blocks: bool = False) -> list[NewMessage]:
     """normalize() each message; in a batch the error names the message by its place, counted from 1."""
     batch = list(messages) if not isinstance(messages, list) else messages
     if len(batch) == 1:
-        return [normalize(batch[0])]
+        return [normalize(batch[0], allow_unknown_blocks=allow_unknown_blocks)]
     out = []
     for i, m in enumerate(batch):
         try:
-            out.append(normalize(m))
+            out.append(normalize(m, allow_unknown_blocks=allow_unknown_blocks))
         except InvalidMessage as exc:
             raise type(exc)(f"message {i + 1}: {exc}") from None
     return out

@@ -40,6 +40,8 @@ import math
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
+from .blocktypes import sdk_dump
+
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
 
@@ -416,11 +418,8 @@ def _as_dict(block: Any) -> Mapping[str, Any]:
     """A block as a mapping (SDK pydantic blocks are dumped; dicts pass through)."""
     if isinstance(block, Mapping):
         return block
-    dump = getattr(block, "model_dump", None)
-    if dump is not None:
-        dumped: Mapping[str, Any] = dump(exclude_none=True)
-        return dumped
-    return {"type": "text", "text": str(block)}
+    dumped = sdk_dump(block)
+    return dumped if dumped is not None else {"type": "text", "text": str(block)}
 
 
 def _tool_use_text(block: Mapping[str, Any]) -> str:
@@ -472,7 +471,24 @@ def _block_cost(block: Any) -> float:
     if kind == "document":
         text = _document_text(block)
         return DOCUMENT_TOKENS if text is None else _text_cost(text)
+    if kind == "compaction":
+        return _text_cost(_compaction_text(block)) + _compaction_opaque(block)
     return len(_dumps(block)) / UNKNOWN_CHARS_PER_TOKEN
+
+
+def _compaction_text(block: Mapping[str, Any]) -> str:
+    """The summary of the API's compaction block ('' when compaction failed)."""
+    text = block.get("content")
+    return text if isinstance(text, str) else ""
+
+
+def _compaction_opaque(block: Mapping[str, Any]) -> float:
+    """Tokens of a compaction block's opaque payload (signature, encrypted content, tool changes), length-based."""
+    opaque = len(block.get("signature") or "") + len(block.get("encrypted_content") or "")
+    changes = block.get("tool_changes")
+    if changes:
+        opaque += len(_dumps(changes))
+    return opaque / OPAQUE_CHARS_PER_TOKEN
 
 
 def _nested_cost(content: Any) -> float:
@@ -520,6 +536,8 @@ def _text_pieces(content: Any) -> Iterator[str]:
             text = _document_text(block)
             if text is not None:
                 yield text
+        elif kind == "compaction":
+            yield _compaction_text(block)
         elif kind not in ("image", "redacted_thinking"):
             yield _dumps(block)
 
@@ -547,6 +565,8 @@ def _fixed_block(block: Any) -> float:
         return TOOL_BLOCK_TOKENS + inner
     if kind in ("thinking", "redacted_thinking"):
         return _opaque_cost(block)
+    if kind == "compaction":
+        return _compaction_opaque(block)
     if kind == "image":
         return IMAGE_TOKENS
     if kind == "document" and _document_text(block) is None:

@@ -70,7 +70,25 @@ def token_counts(usage: dict[str, Any]) -> list[int]:
     """[input, output, cache write 5m, cache write 1h, cache read] of one stored usage object.
 
     Cache writes without the 5m/1h breakdown (`cache_creation`) are 5-minute writes, the API's default.
+    The server's compaction runs as iterations of the request (`usage.iterations` entries of type
+    `compaction`) whose tokens the top-level fields leave out: they are billed, so they are added,
+    priced as the model's input and output like the rest.
     """
+    counts = _top_level_counts(usage)
+    iterations = usage.get("iterations")
+    if isinstance(iterations, list):
+        for item in iterations:
+            if isinstance(item, dict) and item.get("type") == COMPACTION_ITERATION:
+                counts = [a + b for a, b in zip(counts, _top_level_counts(item), strict=True)]
+    return counts
+
+
+#: The `usage.iterations` entry type of a server-side compaction (not in the top-level usage).
+COMPACTION_ITERATION = "compaction"
+
+
+def _top_level_counts(usage: dict[str, Any]) -> list[int]:
+    """The five counts of one usage object's own fields (a response's, or one iteration's)."""
     total_write = _int(usage.get("cache_creation_input_tokens"))
     split = usage.get("cache_creation")
     one_hour = _int(split.get("ephemeral_1h_input_tokens")) if isinstance(split, dict) else 0

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Iterable, Mapping
 
 from .apirules import check_sendable
+from .blocktypes import COMPACTION, KNOWN_BLOCK_TYPES, KNOWN_TYPES_LINE, sdk_dump
 from .errors import (
     InvalidContent,
     InvalidMessage,
@@ -32,28 +33,8 @@ TYPES_FOR_ROLE = {
     "assistant": ("assistant",),
     "system": ("system",),
 }
-BLOCK_TYPES = frozenset(
-    {
-        "text",
-        "image",
-        "document",
-        "search_result",
-        "tool_use",
-        "tool_result",
-        "thinking",
-        "redacted_thinking",
-        "server_tool_use",
-        "web_search_tool_result",
-        "web_fetch_tool_result",
-        "code_execution_tool_result",
-        "bash_code_execution_tool_result",
-        "text_editor_code_execution_tool_result",
-        "mcp_tool_use",
-        "mcp_tool_result",
-        "container_upload",
-        "tool_reference",
-    }
-)
+#: Every block type the store knows (kept in `blocktypes`, the one list).
+BLOCK_TYPES = KNOWN_BLOCK_TYPES
 #: Keys an SDK `Message` dump carries that are not part of our envelope.
 _SDK_MESSAGE_KEYS = ("id", "model", "stop_reason", "stop_sequence", "container", "context_management")
 _SDK_MESSAGE_KEY_SET = frozenset(_SDK_MESSAGE_KEYS)  # for one C-level membership test per message
@@ -82,6 +63,8 @@ class NewMessage:
     is_meta: bool = False
     is_compact_summary: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: True when the content holds a `compaction` block (the API's own summary; see `apicompaction`).
+    compaction: bool = False
 
 
 def _now_iso() -> str:
@@ -124,11 +107,10 @@ def _plain(message: Any) -> Mapping[str, Any]:
     """A mapping from a dict or an SDK (pydantic) object."""
     if isinstance(message, Mapping):
         return message
-    dump = getattr(message, "model_dump", None)
-    if callable(dump):
-        plain: Mapping[str, Any] = dump(mode="json", exclude_none=True)
-        return plain
-    raise InvalidMessage(f"a message must be a dict, got {type(message).__name__}")
+    plain = sdk_dump(message)
+    if plain is None:
+        raise InvalidMessage(f"a message must be a dict, got {type(message).__name__}")
+    return plain
 
 
 def _plain_content(content: Any) -> Content:
@@ -146,26 +128,38 @@ def _plain_content(content: Any) -> Content:
             blocks.append(dict(block))
             continue
         if not isinstance(block, Mapping):
-            dump = getattr(block, "model_dump", None)
-            if not callable(dump):
+            dumped = sdk_dump(block)
+            if dumped is None:
                 raise InvalidContent(f"content block {i} must be an object, got {type(block).__name__}")
-            block = dump(mode="json", exclude_none=True)
+            block = dumped
         blocks.append(dict(block))
     return blocks
 
 
-def check_blocks(content: Content) -> None:
-    """Every block has a known `type` and the fields its type needs."""
+def check_blocks(content: Content, *, allow_unknown: bool = False) -> bool:
+    """Every block has a `type` and the fields its known type needs; True when one is a `compaction` block.
+
+    A type the store does not know is refused, naming the known ones, unless `allow_unknown`
+    (a message from an API response, or a caller who opted in): then it is kept as it is.
+    """
     if isinstance(content, str):
-        return
+        return False
     if not content:
         raise InvalidContent("content must not be an empty list")
+    compaction = False
     for i, block in enumerate(content, 1):  # counted from 1, as a person reads
         kind = block.get("type")
         if not isinstance(kind, str) or not kind:
             raise UnknownBlockType(f"content block {i} has no 'type'")
         if kind not in BLOCK_TYPES:
-            raise UnknownBlockType(f"content block {i} has unknown type {kind!r}")
+            if allow_unknown:
+                continue
+            raise UnknownBlockType(
+                f"content block {i} has unknown type {kind!r} (known: {KNOWN_TYPES_LINE}); a block the API "
+                "returned is kept when the whole response is appended, or when unknown blocks are allowed"
+            )
+        if kind == COMPACTION:
+            compaction = True
         if kind == "text" and not isinstance(block.get("text"), str):
             raise InvalidContent(f"content block {i} (text) needs a string 'text'")
         if kind == "tool_use":
@@ -177,6 +171,7 @@ def check_blocks(content: Content) -> None:
             inner = block.get("content")
             if inner is not None and not isinstance(inner, (str, list)):
                 raise InvalidContent(f"content block {i} (tool_result) content must be a string or list")
+    return compaction
 
 
 def _check_id(value: Any, what: str) -> None:
@@ -252,34 +247,49 @@ def _opt_str(value: Any, name: str, limit: int = MAX_ID_LENGTH) -> str | None:
 _ALLOWED_KEYS = frozenset({"role", "content", *ENVELOPE_KEYS})
 
 
-def _message_data(message: Any) -> dict[str, Any]:
-    """The message as a dict of allowed keys; an SDK `Message` (or its dump) is mapped onto the envelope."""
+def _message_data(message: Any) -> tuple[dict[str, Any], bool]:
+    """The message as a dict of allowed keys, and whether it came from an API response.
+
+    An SDK `Message` (or its dump) is mapped onto the envelope; what the server did besides
+    answering (`context_management`) goes into the metadata. A response is an SDK object, or a
+    dict carrying the response's `id` and `model` (or `"type": "message"`).
+    """
+    sdk = type(message) is not dict and not isinstance(message, Mapping)
     data = message if type(message) is dict else dict(_plain(message))
     if data.get("type") != "message" and _SDK_MESSAGE_KEY_SET.isdisjoint(data):
-        return data
+        return data, sdk
+    from_api = sdk or data.get("type") == "message" or ("id" in data and "model" in data)
     data = dict(data)
-    if data.get("type") == "message":
-        data.pop("type")
+    if data.get("type") == "message" or from_api:
+        if data.get("type") == "message":
+            data.pop("type")
         data.setdefault("api_message_id", data.get("id"))
         metadata = dict(data.get("metadata") or {})
-        for key in ("model", "stop_reason"):
+        for key in ("model", "stop_reason", "context_management"):
             if data.get(key) is not None:
                 metadata[key] = data[key]
+        for key in [k for k in data if k not in _ALLOWED_KEYS and k not in _SDK_MESSAGE_KEY_SET]:
+            value = data.pop(key)  # a response field newer than this list (stop_details...): kept, not refused
+            if value is not None:
+                metadata[key] = value
         data["metadata"] = metadata
     for key in _SDK_MESSAGE_KEYS:
         data.pop(key, None)
-    return data
+    return data, from_api
 
 
-def normalize(message: Any, *, sendable: bool = True) -> NewMessage:
+def normalize(message: Any, *, sendable: bool = True, allow_unknown_blocks: bool = False) -> NewMessage:
     """Validate one message's shape and fill in its envelope; raises `InvalidMessage`.
 
     With `sendable` (the append door), user and assistant content must also be
     what the Messages API accepts (`apirules`); importers pass False to keep a
     source's record as it was (their view repair keeps refused pieces out).
+    Block types the store does not know are kept verbatim on a message from an API response,
+    or with `allow_unknown_blocks`; a hand-written message with one is refused.
     This runs on every append, so the common case (a plain dict) avoids copies and ABC checks.
     """
-    data = _message_data(message)
+    data, from_api = _message_data(message)
+    compaction = False
     if not _ALLOWED_KEYS.issuperset(data):
         unknown = set(data) - _ALLOWED_KEYS
         hint = (
@@ -296,7 +306,7 @@ def normalize(message: Any, *, sendable: bool = True) -> NewMessage:
     content = data["content"]
     if type(content) is not str:
         content = _plain_content(content)
-        check_blocks(content)
+        compaction = check_blocks(content, allow_unknown=from_api or allow_unknown_blocks)
         check_depth(content, "content")
     elif not content and role != "system":
         raise InvalidContent("content must not be empty (the API refuses an empty message)")
@@ -335,6 +345,7 @@ def normalize(message: Any, *, sendable: bool = True) -> NewMessage:
         bool(get("is_meta", False)),
         bool(get("is_compact_summary", False)),
         dict(metadata),
+        compaction,
     )
 
 

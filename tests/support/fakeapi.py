@@ -59,6 +59,12 @@ class Reply:
     error_type: str | None = None
     error_message: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    #: `usage.iterations` of the answer (the server's compaction and sampling steps), when it has any.
+    iterations: tuple[dict[str, Any], ...] = ()
+    #: `context_management` of the answer (the edits the server applied), when it applied any.
+    context_management: dict[str, Any] | None = None
+    #: Top-level usage instead of the estimates (an on-demand compaction samples nothing: zeros).
+    usage: dict[str, int] | None = None
 
     @property
     def is_error(self) -> bool:
@@ -72,6 +78,22 @@ class Reply:
             return self.stop_reason
         has_tool_use = any(block.get("type") == "tool_use" for block in self.content)
         return "tool_use" if has_tool_use else "end_turn"
+
+    def with_server_work(
+        self,
+        *,
+        before: Sequence[dict[str, Any]] = (),
+        iterations: Sequence[dict[str, Any]] = (),
+        context_management: dict[str, Any] | None = None,
+        stop_reason: str | None = None,
+    ) -> Reply:
+        """This reply with blocks the server put first (a compaction), its iterations and its edits report."""
+        return Reply(
+            content=(*before, *self.content),
+            stop_reason=stop_reason or self.stop_reason,
+            iterations=tuple(iterations),
+            context_management=context_management,
+        )
 
     @classmethod
     def text(cls, text: str, *, stop_reason: str | None = None) -> Reply:
@@ -170,8 +192,19 @@ class FakeAPI:
         validate: bool = True,
         retry_after_ms: int | None = 1,
         stream_chunk_chars: int = 16,
+        summarize: Callable[[list[dict[str, Any]], str | None], str] | None = None,
     ) -> None:
         self.max_prompt_tokens = max_prompt_tokens
+        #: Writes the summary of a compaction from (the messages compacted, the instructions).
+        self.summarize = summarize or default_summary
+        #: How many of the next compactions fail (a block with null content).
+        self.failing_compactions = 0
+        #: While set, on-demand compaction requests wait for it to be set before answering (background tests).
+        self.compaction_gate: threading.Event | None = None
+        #: Set when an on-demand compaction request has arrived (what a test waits on, never a sleep).
+        self.compaction_arrived = threading.Event()
+        #: Block types this server has returned (it accepts them back even when the checker does not know them).
+        self.returned_types: set[str] = set()
         self.responder = responder
         self.default = default
         self.validate = validate
@@ -259,15 +292,83 @@ class FakeAPI:
         return Reply.error(400, "invalid_request_error", f"fake api: no scripted reply for request #{request.index}")
 
     def answer_messages(self, request: RecordedRequest) -> Reply:
-        """What `POST /v1/messages` answers: validation and window errors first, then the script."""
+        """What `POST /v1/messages` answers: validation and window errors first, then the script.
+
+        The server's own work comes around the script: an on-demand compaction (`compaction`
+        parameter) answers with the compaction block alone; a `compact_20260112` edit whose trigger
+        the prompt reaches puts a compaction block before the scripted reply (or alone, paused);
+        `clear_tool_uses_20250919` / `clear_thinking_20251015` edits report what they cleared.
+        The window counts only what follows the last compaction block, as the API reads it.
+        """
         if self.validate:
-            problems = check_messages(request.messages)
+            # A block type this server returned itself is one it takes back (a future type, round-tripped).
+            own = [f"unknown block type {t!r}" for t in self.returned_types]
+            problems = [p for p in check_messages(request.messages) if not any(p.endswith(o) for o in own)]
             if problems:
                 return Reply.error(400, "invalid_request_error", "; ".join(problems))
         tokens = request.estimated_tokens
         if self.max_prompt_tokens is not None and tokens > self.max_prompt_tokens:
             return Reply.prompt_too_long(tokens, self.max_prompt_tokens)
-        return self._next_reply(request)
+        reply = self._server_answer(request, tokens)
+        with self._lock:
+            self.returned_types.update(str(b.get("type")) for b in reply.content)
+        return reply
+
+    def _server_answer(self, request: RecordedRequest, tokens: int) -> Reply:
+        """The answer once the request is valid: the server's compaction and edits around the script."""
+        config = request.body.get("compaction")
+        if isinstance(config, dict):
+            return self._compact_on_demand(request, config)
+        edits = (request.body.get("context_management") or {}).get("edits") or []
+        report = _applied_edits(request, edits)
+        compact = next((e for e in edits if e.get("type") == "compact_20260112"), None)
+        threshold = _trigger_tokens(compact) if compact is not None else None
+        if compact is not None and threshold is not None and tokens >= threshold:
+            block, iteration = self._compaction(request, compact.get("instructions"))
+            if compact.get("pause_after_compaction"):
+                return Reply(
+                    content=(block,), stop_reason="compaction", iterations=(iteration,), context_management=report
+                )
+            reply = self._next_reply(request)
+            if reply.is_error:
+                return reply
+            sampled = _iteration("message", estimate_tokens(block) + 8, estimate_tokens(list(reply.content)))
+            return reply.with_server_work(before=(block,), iterations=(iteration, sampled), context_management=report)
+        reply = self._next_reply(request)
+        if report is not None and not reply.is_error:
+            return reply.with_server_work(context_management=report)
+        return reply
+
+    def _compact_on_demand(self, request: RecordedRequest, config: dict[str, Any]) -> Reply:
+        """The on-demand answer: the compaction block alone, stop_reason "compaction", its iteration billed."""
+        self.compaction_arrived.set()
+        gate = self.compaction_gate
+        if gate is not None and not gate.wait(timeout=60):
+            return Reply.error(504, "timeout_error", "fake api: the held compaction was never released")
+        instructions = config.get("instructions")
+        block, iteration = self._compaction(request, instructions if isinstance(instructions, str) else None)
+        return Reply(
+            content=(block,),
+            stop_reason="compaction",
+            iterations=(iteration,),
+            usage={"input_tokens": 0, "output_tokens": 0},
+        )
+
+    def _compaction(self, request: RecordedRequest, instructions: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A signed compaction block of what the request sent (null content when set to fail), and its iteration."""
+        with self._lock:
+            failing = self.failing_compactions > 0
+            self.failing_compactions -= 1 if failing else 0
+        messages = effective_messages(request.messages)
+        summary = None if failing else self.summarize(messages, instructions)
+        n = next(_message_ids)
+        block: dict[str, Any] = {
+            "type": "compaction",
+            "content": summary,
+            "encrypted_content": f"ZmFrZS1lbmM{n:06d}",
+            "signature": f"ZmFrZS1zaWc{n:06d}",
+        }
+        return block, _iteration("compaction", request.estimated_tokens, estimate_tokens(summary or ""))
 
     def error_headers(self, reply: Reply) -> dict[str, str]:
         """Headers for an error: the scripted ones plus a short retry-after-ms."""
@@ -283,7 +384,17 @@ def _as_reply(value: Reply | str) -> Reply:
 
 def message_json(reply: Reply, request: RecordedRequest) -> dict[str, Any]:
     """The full Message object of a non-streamed answer."""
-    return {
+    usage: dict[str, Any] = (
+        dict(reply.usage)
+        if reply.usage is not None
+        else {
+            "input_tokens": request.estimated_tokens,
+            "output_tokens": estimate_tokens(list(reply.content)),
+        }
+    )
+    if reply.iterations:
+        usage["iterations"] = [dict(i) for i in reply.iterations]
+    message: dict[str, Any] = {
         "id": f"msg_fake_{next(_message_ids):06d}",
         "type": "message",
         "role": "assistant",
@@ -291,11 +402,100 @@ def message_json(reply: Reply, request: RecordedRequest) -> dict[str, Any]:
         "content": [dict(b) for b in reply.content],
         "stop_reason": reply.final_stop_reason,
         "stop_sequence": None,
-        "usage": {
-            "input_tokens": request.estimated_tokens,
-            "output_tokens": estimate_tokens(list(reply.content)),
-        },
+        "usage": usage,
     }
+    if reply.context_management is not None:
+        message["context_management"] = reply.context_management
+    return message
+
+
+def default_summary(messages: list[dict[str, Any]], instructions: str | None) -> str:
+    """A deterministic summary: how many messages, then the words of every text they hold (the tests
+    search for a summarized word in it)."""
+    words: list[str] = []
+    for message in messages:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        for block in blocks:
+            if block.get("type") == "text":
+                words.append(block.get("text", ""))
+            elif block.get("type") == "compaction" and isinstance(block.get("content"), str):
+                words.append(block["content"])
+    lead = f"Summary of {len(messages)} messages" + (f" ({instructions})" if instructions else "")
+    return f"{lead}: {' | '.join(words)[:2000]}"
+
+
+def effective_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the API reads of a request: from the last message holding a compaction block with a summary on."""
+    for index in range(len(messages) - 1, -1, -1):
+        content = messages[index].get("content")
+        if isinstance(content, list) and any(
+            b.get("type") == "compaction" and isinstance(b.get("content"), str) for b in content
+        ):
+            return messages[index:]
+    return messages
+
+
+def _iteration(kind: str, input_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """One `usage.iterations` entry."""
+    return {
+        "type": kind,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+    }
+
+
+def _trigger_tokens(edit: dict[str, Any]) -> int | None:
+    """The input-token trigger of a compact edit (the API's default 150,000 when absent)."""
+    trigger = edit.get("trigger")
+    if isinstance(trigger, dict) and isinstance(trigger.get("value"), int):
+        return int(trigger["value"])
+    return 150_000
+
+
+def _applied_edits(request: RecordedRequest, edits: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The `context_management` report of the clearing edits: every tool result but the last `keep` (3), and the
+    thinking of every assistant turn but the last, cleared and counted."""
+    applied = []
+    messages = effective_messages(request.messages)
+    for edit in edits:
+        if edit.get("type") == "clear_tool_uses_20250919":
+            keep = (edit.get("keep") or {}).get("value", 3)
+            results = [
+                b
+                for m in messages
+                if isinstance(m.get("content"), list)
+                for b in m["content"]
+                if b.get("type") == "tool_result"
+            ]
+            cleared = results[: max(0, len(results) - keep)]
+            if cleared:
+                applied.append(
+                    {
+                        "type": "clear_tool_uses_20250919",
+                        "cleared_tool_uses": len(cleared),
+                        "cleared_input_tokens": sum(estimate_tokens(b) for b in cleared),
+                    }
+                )
+        elif edit.get("type") == "clear_thinking_20251015":
+            turns = [
+                m
+                for m in messages[:-1]
+                if m.get("role") == "assistant"
+                and isinstance(m.get("content"), list)
+                and any(b.get("type") == "thinking" for b in m["content"])
+            ]
+            if turns:
+                applied.append(
+                    {
+                        "type": "clear_thinking_20251015",
+                        "cleared_thinking_turns": len(turns),
+                        "cleared_input_tokens": sum(estimate_tokens(m["content"]) for m in turns),
+                    }
+                )
+    return {"applied_edits": applied} if applied else None
 
 
 def _chunks(text: str, size: int) -> list[str]:
@@ -312,6 +512,8 @@ def _block_start(block: dict[str, Any]) -> dict[str, Any]:
         return {"type": kind, "id": block["id"], "name": block["name"], "input": {}}
     if kind == "thinking":
         return {"type": "thinking", "thinking": "", "signature": ""}
+    if kind == "compaction":
+        return dict(block, content=None, encrypted_content=None)
     return dict(block)
 
 
@@ -326,6 +528,14 @@ def _block_deltas(block: dict[str, Any], size: int) -> list[dict[str, Any]]:
     if kind == "thinking":
         deltas = [{"type": "thinking_delta", "thinking": c} for c in _chunks(block["thinking"], size)]
         return deltas + [{"type": "signature_delta", "signature": block.get("signature", "sig")}]
+    if kind == "compaction":
+        return [
+            {
+                "type": "compaction_delta",
+                "content": block.get("content"),
+                "encrypted_content": block.get("encrypted_content"),
+            }
+        ]
     return []
 
 
@@ -334,6 +544,7 @@ def stream_events(reply: Reply, request: RecordedRequest, chunk_chars: int) -> I
     message = message_json(reply, request)
     start = dict(message, content=[], stop_reason=None)
     start["usage"] = {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1}
+    start.pop("context_management", None)
     yield "message_start", {"type": "message_start", "message": start}
     yield "ping", {"type": "ping"}
     for index, block in enumerate(reply.content):
@@ -344,14 +555,16 @@ def stream_events(reply: Reply, request: RecordedRequest, chunk_chars: int) -> I
         for delta in _block_deltas(block, chunk_chars):
             yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
         yield "content_block_stop", {"type": "content_block_stop", "index": index}
-    yield (
-        "message_delta",
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-            "usage": {"output_tokens": message["usage"]["output_tokens"]},
-        },
-    )
+    delta: dict[str, Any] = {
+        "type": "message_delta",
+        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+        "usage": {"output_tokens": message["usage"]["output_tokens"]},
+    }
+    if "iterations" in message["usage"]:
+        delta["usage"]["iterations"] = message["usage"]["iterations"]
+    if "context_management" in message:
+        delta["context_management"] = message["context_management"]
+    yield "message_delta", delta
     yield "message_stop", {"type": "message_stop"}
 
 

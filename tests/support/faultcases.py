@@ -21,7 +21,9 @@ from sessionstore.compaction.pipeline import Pipeline
 from sessionstore.interchange.importing import import_paths
 from sessionstore.storage import doctor
 from sessionstore.storage.memory import save_memory
+from sessionstore.storage.apicompaction import commit_api_compaction
 from sessionstore.storage.pins import pin, unpin
+from sessionstore.storage.session import ViewSnapshot
 from tests.support.layers import T0, assistant, at, parallel_round, tool_round, user
 from tests.support.messages import conversation
 
@@ -172,6 +174,33 @@ def _first_prompt(store: SessionStore, sid: str) -> str:
     return next(e.uuid for e in store.get(sid).active_entries() if e.role == "user" and isinstance(e.content, str))
 
 
+#: An on-demand compaction reply as the API returns it (the foreground case appends it).
+API_REPLY = {
+    "id": "msg_fault_compaction",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-opus-4-7",
+    "stop_reason": "compaction",
+    "content": [{"type": "compaction", "content": "Summary for the fault test.", "signature": "c2ln"}],
+    "usage": {"input_tokens": 0, "output_tokens": 0},
+}
+
+
+def _background_setup(store: SessionStore) -> str:
+    """A conversation whose last message arrived while a background compaction request was in flight."""
+    sid = _conversation_setup(store)
+    store.get(sid).append({"role": "user", "content": "appended while the compaction ran"})
+    return sid
+
+
+def _run_background_swap(store: SessionStore, sid: str) -> None:
+    """The swap of a background compaction sent before the last message: that message must follow the reply."""
+    session = store.get(sid)
+    state = session.refresh_state()
+    sent = ViewSnapshot([], state.view_version, state.last_seq - 1, state.view_tokens)
+    commit_api_compaction(session, API_REPLY, sent=sent, background=True)
+
+
 def _pinned_setup(store: SessionStore) -> str:
     sid = _conversation_setup(store)
     pin(store.get(sid), _first_prompt(store, sid))
@@ -197,6 +226,8 @@ CASES: dict[str, Case] = {
         Case("rewrite.snip", _snip_setup, _run_snip),
         Case("rewrite.collapse", _collapse_setup, _run_collapse),
         Case("rewrite.spill", _spill_setup, _run_spill),
+        Case("rewrite.api-boundary", _conversation_setup, lambda st, sid: st.get(sid).append(API_REPLY)),
+        Case("rewrite.api-background", _background_setup, _run_background_swap),
         Case("doctor.repair", _doctor_setup, lambda st, sid: doctor.repair(st, sid)),
         Case("pin", _conversation_setup, lambda st, sid: pin(st.get(sid), _first_prompt(st, sid))),
         Case("unpin", _pinned_setup, lambda st, sid: unpin(st.get(sid), _first_prompt(st, sid))),

@@ -31,11 +31,17 @@ KNOWN_BLOCK_TYPES = frozenset(
         "tool_search_tool_result",
         "mcp_tool_use",
         "mcp_tool_result",
+        "compaction",
+        "fallback",
+        "advisor_tool_result",
+        "mcp_tool_listing",
     }
 )
 
 #: Block types the API accepts only in assistant messages.
-ASSISTANT_ONLY = frozenset({"tool_use", "thinking", "redacted_thinking", "server_tool_use", "mcp_tool_use"})
+ASSISTANT_ONLY = frozenset(
+    {"tool_use", "thinking", "redacted_thinking", "server_tool_use", "mcp_tool_use", "compaction"}
+)
 
 #: Block types the API accepts only in user messages.
 USER_ONLY = frozenset({"tool_result", "image", "document", "search_result", "container_upload"})
@@ -228,11 +234,21 @@ def _order_problems(where: str, role: str, content: list[Any]) -> list[str]:
     return []
 
 
+def _opens_with_compaction(message: Any) -> bool:
+    """An assistant message whose first block is the API's compaction with a summary (the API takes it in
+    place of everything before it, so a request may open with it)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if message.get("role") != "assistant" or not isinstance(content, list) or not content:
+        return False
+    first = content[0]
+    return isinstance(first, dict) and first.get("type") == "compaction" and isinstance(first.get("content"), str)
+
+
 def _role_problems(messages: list[Any]) -> list[str]:
-    """The first message is a user message and roles alternate."""
+    """The first message is a user message (or opens with the API's compaction) and roles alternate."""
     roles = [m.get("role") if isinstance(m, dict) else None for m in messages]
     problems = []
-    if roles[0] != "user":
+    if roles[0] != "user" and not _opens_with_compaction(messages[0]):
         problems.append(f"messages[0]: first message has role {roles[0]!r}, not user")
     for i in range(1, len(roles)):
         if roles[i] == roles[i - 1] and roles[i] in ("user", "assistant"):

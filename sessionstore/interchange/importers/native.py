@@ -259,7 +259,7 @@ def build_message(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     if "content" not in api:
         return None, "message without content"
     try:
-        normalized = normalize(message, sendable=False)
+        normalized = normalize(message, sendable=False, allow_unknown_blocks=True)
     except InvalidMessage as exc:
         return None, f"not importable as a message: {exc}"
     message["type"] = normalized.type

@@ -291,7 +291,8 @@ def repair_view(nodes: list[ChainNode]) -> tuple[list[ChainNode], list[tuple[Cha
 
     Only the view changes (the lines stay in the transcript). Rules, applied
     until nothing changes: a message with blank content goes; a leading
-    assistant turn goes; a tool_result answering no tool_use of the assistant
+    assistant turn goes (unless it opens with the API's compaction message, which the API
+    takes in place of all before it); a tool_result answering no tool_use of the assistant
     turn just before goes; an assistant response (all pieces sharing its
     api_message_id) whose tool_use is not answered by the next user turn goes,
     unless it is the last turn (still pending).
@@ -325,7 +326,7 @@ def _invalid(nodes: list[ChainNode]) -> dict[str, str]:
     if bad:
         return bad
     turns = _turns(nodes)
-    if turns and turns[0][0].role == "assistant":
+    if turns and turns[0][0].role == "assistant" and not turns[0][0].is_compact_summary:
         return {n.uuid: "leading assistant message" for n in turns[0]}
     for i, turn in enumerate(turns):
         if turn[0].role == "user":
