@@ -9,7 +9,7 @@ import typer
 from sessionstore.storage import history as hist
 from sessionstore.storage.output import STDIO, open_output
 
-from .tables import ellipsize
+from .tables import ellipsize, short_time
 from .common import (
     INT64_MAX,
     MAX_LIMIT,
@@ -19,7 +19,6 @@ from .common import (
     bounded,
     console,
     echo,
-    fmt_time,
     note_local_continuation,
     one_line,
     open_store,
@@ -233,7 +232,7 @@ def _list_boundaries(s: Session, json_out: bool, limit: int, offset: int, full: 
     rows = [
         (
             str(b.index),
-            fmt_time(b.created_at),
+            short_time(b.created_at),
             b.kind,
             b.trigger,
             f"{b.pre_tokens:,} → {b.post_tokens:,}",
@@ -263,15 +262,35 @@ def _plain_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], widt
     rows = [tuple(map(one_line, r)) for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     room = max(LAST_COLUMN_MIN, width - sum(widths[:-1]) - 2 * (len(widths) - 1))
-    if widths[-1] > room:
-        widths[-1] = room
-        rows = [(*r[:-1], ellipsize(r[-1], room)) for r in rows]
+    widths[-1] = min(widths[-1], room)
+    widths = _narrowed(widths, width - 2 * (len(widths) - 1))
+    rows = [tuple(ellipsize(c, w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    headers = tuple(ellipsize(h, w) for h, w in zip(headers, widths, strict=True))
     lines = [
         "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
         "  ".join("-" * w for w in widths),
     ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)
+
+
+#: The narrowest any column of a history table is cut to when the columns together are too wide.
+COLUMN_MIN = 4
+
+
+def _narrowed(widths: list[int], room: int) -> list[int]:
+    """`widths` with the widest columns cut, one character at a time, until they sum to `room` or less.
+
+    The last column already gave up all but LAST_COLUMN_MIN; what still overflows (a long token
+    count, a long kind) comes off the widest column, none below COLUMN_MIN.
+    """
+    widths = list(widths)
+    while sum(widths) > room:
+        widest = max(range(len(widths)), key=lambda i: widths[i])
+        if widths[widest] <= COLUMN_MIN:
+            break
+        widths[widest] -= 1
+    return widths
 
 
 def _show_boundary(s: Session, index: int, json_out: bool) -> None:

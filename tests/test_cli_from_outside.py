@@ -1,0 +1,120 @@
+"""What a person sees from the installed console script on a fresh store of the real transcripts (issue 35).
+
+Each test runs `sessionstore` (the console script beside this Python) as a subprocess at
+80 columns on a copy of one store made by importing the shared Claude Code and Codex
+folders, and checks the text, the width, the exit code and that no traceback shows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import TRANSCRIPTS
+
+SCRIPT = Path(sys.executable).parent / "sessionstore"
+#: The Claude Code session of the shared transcripts that has an automatic compaction.
+SPOTTER = "258c7280"
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def lines(self) -> list[str]:
+        return (self.out + self.err).splitlines()
+
+
+def sessionstore(url: str, *args: str, cwd: Path | None = None, columns: int = 80, **env: str) -> Run:
+    """Run the installed console script against the store at `url`, at `columns` columns."""
+    environ = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "SESSIONSTORE_DB_URL"}}
+    environ.update({"COLUMNS": str(columns), "SESSIONSTORE_DB_URL": url, **env})
+    proc = subprocess.run(
+        [str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        cwd=cwd,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def ok(run: Run) -> Run:
+    """`run`, after checking it exited 0 and printed no traceback."""
+    assert run.code == 0, run.err
+    assert "Traceback" not in run.out + run.err
+    return run
+
+
+def fails(run: Run, code: int) -> str:
+    """The one error line of `run`, after checking its exit code and that no traceback shows."""
+    assert run.code == code, (run.code, run.out, run.err)
+    assert "Traceback" not in run.out + run.err, run.err
+    lines = run.err.strip().splitlines()
+    assert len(lines) == 1, run.err
+    return lines[0]
+
+
+def too_wide(run: Run, width: int = 80) -> list[str]:
+    """The lines of `run`'s output longer than `width` characters."""
+    return [line for line in run.lines if len(line) > width]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store holding every shared transcript, imported once per module through the console script."""
+    if not TRANSCRIPTS.is_dir():
+        pytest.skip(f"shared transcripts not found at {TRANSCRIPTS}")
+    path = tmp_path_factory.mktemp("outside") / "template.db"
+    url = f"sqlite:///{path}"
+    for tool in ("claude-code", "codex"):
+        ok(sessionstore(url, "import", tool, str(TRANSCRIPTS / tool)))
+    return path
+
+
+@pytest.fixture
+def url(template: Path, tmp_path: Path) -> str:
+    """A fresh copy of the imported store, for one test."""
+    target = tmp_path / "store.db"
+    shutil.copyfile(template, target)
+    return f"sqlite:///{target}"
+
+
+def as_json(run: Run) -> Any:
+    """`run`'s stdout as JSON, after checking it succeeded."""
+    return json.loads(ok(run).out)
+
+
+def forked(url: str, session: str) -> str:
+    """The id of a new native fork of `session`'s active view (compacting it writes to it, not to a continuation)."""
+    return str(as_json(sessionstore(url, "fork", session, "--json"))["id"])
+
+
+def view_uuids(url: str, session: str) -> list[str]:
+    """The uuids of `session`'s active view, in order."""
+    return [e["uuid"] for e in as_json(sessionstore(url, "view", session, "--json"))["entries"]]
+
+
+def test_history_with_a_partial_boundary_fits_80_columns(url: str) -> None:
+    sid = forked(url, SPOTTER)
+    middle = view_uuids(url, sid)[80]
+    ok(sessionstore(url, "compact", sid, "--up-to", middle))
+    listing = ok(sessionstore(url, "history", sid))
+    assert "partial-up_to" in listing.out and "full" in listing.out, listing.out
+    assert not too_wide(listing), too_wide(listing)
+    for k in ("1", "2"):
+        before = ok(sessionstore(url, "history", sid, "-b", k))
+        assert not too_wide(before), too_wide(before)[:3]
