@@ -118,3 +118,12 @@ def test_history_with_a_partial_boundary_fits_80_columns(url: str) -> None:
     for k in ("1", "2"):
         before = ok(sessionstore(url, "history", sid, "-b", k))
         assert not too_wide(before), too_wide(before)[:3]
+
+
+def test_eval_table_is_whole_at_80_columns(url: str) -> None:
+    run = ok(sessionstore(url, "eval", "--all"))
+    assert not too_wide(run), too_wide(run)[:3]
+    table = [line for line in run.out.splitlines() if any(name in line for name in ("extractive", "strategy"))]
+    assert len(table) >= 2, run.out
+    assert not [line for line in table if "…" in line], "no header or figure of the table is cut: " + "\n".join(table)
+    assert "0." in run.out and "%" in run.out, "the ratios and shares are printed"
