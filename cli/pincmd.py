@@ -8,7 +8,11 @@ import typer
 
 from sessionstore.sanitize import one_line
 
-from .common import DbOption, JsonOption, open_store, print_json
+from .common import DbOption, JsonOption, console, open_store, print_json, short_ids
+from .tables import ellipsize
+
+#: The fewest characters of a pin's text `pins` shows, however narrow the terminal.
+PIN_TEXT_MIN = 10
 
 
 def register(app: typer.Typer) -> None:
@@ -81,6 +85,8 @@ def pins_cmd(
     if json_out:
         print_json({"session": target.id, "budget": budget, "used": used, "pins": [p.to_dict() for p in pinned]})
         return
+    shown = short_ids([p.uuid for p in pinned])
     for p in pinned:
-        typer.echo(f"{one_line(p.uuid)}  {p.role:<9} {p.tokens:>6,}  {one_line(p.text)[:100]}")
+        head = f"{one_line(shown[p.uuid])}  {p.role:<9} {p.tokens:>6,}  "
+        typer.echo(head + ellipsize(p.text, max(PIN_TEXT_MIN, console.width - len(head))))
     typer.echo(f"{len(pinned)} pinned, {used:,} of {budget:,} tokens")

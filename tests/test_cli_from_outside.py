@@ -127,3 +127,22 @@ def test_eval_table_is_whole_at_80_columns(url: str) -> None:
     assert len(table) >= 2, run.out
     assert not [line for line in table if "…" in line], "no header or figure of the table is cut: " + "\n".join(table)
     assert "0." in run.out and "%" in run.out, "the ratios and shares are printed"
+
+
+def first_prompt(url: str, session: str) -> str:
+    """The uuid of the first user message with several lines of text in `session`'s active view."""
+    entries = as_json(sessionstore(url, "view", session, "--json"))["entries"]
+    return next(e["uuid"] for e in entries if isinstance(e["content"], str) and "\n" in e["content"].strip())
+
+
+def test_pins_prints_one_short_line_per_pin(url: str) -> None:
+    sid = forked(url, SPOTTER)
+    pinned = first_prompt(url, sid)
+    ok(sessionstore(url, "pin", sid, pinned))
+    run = ok(sessionstore(url, "pins", sid))
+    assert not too_wide(run), too_wide(run)
+    [row] = [line for line in run.out.splitlines() if "user" in line]
+    assert "\\n" not in row, "the text's line breaks are spaces, not a literal \\n"
+    shown = row.split()[0]
+    assert pinned.startswith(shown) and len(shown) >= 8, row
+    assert row.endswith("…"), "the text is cut to the width with an ellipsis"
