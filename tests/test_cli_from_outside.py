@@ -146,3 +146,32 @@ def test_pins_prints_one_short_line_per_pin(url: str) -> None:
     shown = row.split()[0]
     assert pinned.startswith(shown) and len(shown) >= 8, row
     assert row.endswith("…"), "the text is cut to the width with an ellipsis"
+
+
+def test_secrets_shows_uuid_prefixes_that_tell_the_messages_apart(url: str, tmp_path: Path) -> None:
+    sid = ok(sessionstore(url, "new", "--title", "keys")).out.strip()
+    lines = []
+    for i in range(4):
+        command = f"export GITHUB_TOKEN=ghp_{'abcdefghijklmnopqrstuvwxyz012345678'}{i} && deploy --with-a-long-flag"
+        use = {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": command}}
+        lines += [
+            {"role": "user", "content": f"deploy number {i}"},
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": "done"}]},
+            {"role": "assistant", "content": "deployed"},
+        ]
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("".join(json.dumps(m) + "\n" for m in lines))
+    ok(sessionstore(url, "append", sid, str(batch)))
+    found = as_json(sessionstore(url, "secrets", sid, "--json"))
+    assert len({f["uuid"] for f in found}) == 4, found
+    run = ok(sessionstore(url, "secrets", sid))
+    assert not too_wide(run), too_wide(run)
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in run.out.splitlines() if sid[:8] in line]
+    shown = {row[1]: row[2] for row in rows}  # seq -> the uuid cell
+    assert len(shown) == 4 and len(set(shown.values())) == 4, f"each message its own prefix: {run.out}"
+    for f in found:
+        prefix = shown[str(f["seq"])]
+        assert "…" not in prefix and f["uuid"].startswith(prefix), (prefix, f["uuid"])
+        assert not any(g["uuid"].startswith(prefix) for g in found if g["uuid"] != f["uuid"])
+        assert as_json(sessionstore(url, "show", sid, prefix, "--json"))["message"]["uuid"] == f["uuid"]
