@@ -175,3 +175,14 @@ def test_secrets_shows_uuid_prefixes_that_tell_the_messages_apart(url: str, tmp_
         assert "…" not in prefix and f["uuid"].startswith(prefix), (prefix, f["uuid"])
         assert not any(g["uuid"].startswith(prefix) for g in found if g["uuid"] != f["uuid"])
         assert as_json(sessionstore(url, "show", sid, prefix, "--json"))["message"]["uuid"] == f["uuid"]
+
+
+def test_recall_refuses_a_negative_cursor(url: str) -> None:
+    line = fails(sessionstore(url, "recall", SPOTTER, "--cursor", "-1"), 2)
+    assert line.startswith("error: -1 is not a cursor"), line
+    first = as_json(sessionstore(url, "recall", SPOTTER, "--max-tokens", "200", "--json"))
+    assert first["next_cursor"] is not None, "a page that leaves earlier messages names its cursor"
+    after = as_json(
+        sessionstore(url, "recall", SPOTTER, "--max-tokens", "200", "--cursor", str(first["next_cursor"]), "--json")
+    )
+    assert after["messages"] and after["messages"] != first["messages"], "the cursor a page gave pages on"
