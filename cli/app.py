@@ -164,12 +164,16 @@ def sessions_cmd(
     with open_store(db, read_only=True) as store:
         rows = store.list(limit=limit, offset=offset, host=host)
         some = bool(rows) or (limit == 0 and bool(store.list(limit=1, offset=offset, host=host)))
+        hosts = store.hosts() if not rows and host is not None else {}
         usage = session_usage(store, [r["id"] for r in rows]) if json_out or console.width >= COST_COLUMN_FROM else {}
     if json_out:
         print_json([{**r, "cost_usd": usage[r["id"]].cost_usd} for r in rows])
         return
     if not rows and some:
         err_console.print("--limit 0 lists no session; there are some here: give --limit N (default 50)")
+        return
+    if not rows and host is not None and not offset:
+        err_console.print(_no_host_line(host, hosts))
         return
     if not rows:
         err_console.print(
@@ -181,6 +185,20 @@ def sessions_cmd(
         return
     costs = {sid: cost_text(u) for sid, u in usage.items()} if usage else None
     console.print(sessions_table(rows, console.width, _short_source, costs))
+
+
+def _no_host_line(host: str, hosts: dict[str, int]) -> str:
+    """What `sessions --host H` says when no session was captured on H: the hosts there are, with their counts."""
+    if not hosts:
+        return f"no sessions captured on host {one_line(host)!r}: there are no sessions here yet"
+    named = sorted(hosts.items(), key=lambda item: -item[1])[:HOSTS_NAMED]
+    there = ", ".join(f"{one_line(name)} ({count:,})" for name, count in named)
+    more = f" and {len(hosts) - len(named):,} more" if len(hosts) > len(named) else ""
+    return f"no sessions captured on host {one_line(host)!r}; hosts here: {there}{more}"
+
+
+#: How many hosts `sessions --host H` names when H has no session (the ones with the most sessions).
+HOSTS_NAMED = 10
 
 
 def _short_source(row: dict[str, Any]) -> str:

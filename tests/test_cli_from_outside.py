@@ -186,3 +186,12 @@ def test_recall_refuses_a_negative_cursor(url: str) -> None:
         sessionstore(url, "recall", SPOTTER, "--max-tokens", "200", "--cursor", str(first["next_cursor"]), "--json")
     )
     assert after["messages"] and after["messages"] != first["messages"], "the cursor a page gave pages on"
+
+
+def test_sessions_on_an_unknown_host_names_the_hosts_there_are(url: str) -> None:
+    hosts = sorted({row["host"] for row in as_json(sessionstore(url, "sessions", "--json"))})
+    run = sessionstore(url, "sessions", "--host", "nohost")
+    assert run.code == 0 and "Traceback" not in run.err, run.err
+    said = run.err.strip()
+    assert "no sessions here yet" not in said, said
+    assert "nohost" in said and all(host in said for host in hosts), said
