@@ -385,7 +385,7 @@ def stats_cmd(
 
     Example: sessionstore stats SESSION --json
     """
-    from sessionstore.storage.stats import STAT_LABELS, session_stats
+    from sessionstore.storage.stats import session_stats, stat_rows
 
     with open_store(db, read_only=True) as store:
         found = store.get(session)
@@ -398,10 +398,8 @@ def stats_cmd(
     table = Table(title=Text(title), min_width=len(title))
     table.add_column("what")
     table.add_column("value", justify="right")
-    for key, value in stats.items():
-        if key != "session" and value is not None:
-            label = STAT_LABELS.get(key, key.replace("_", " "))
-            table.add_row(cell(label), cell(f"{value:,}" if isinstance(value, int) else value))
+    for label, value in stat_rows(stats):
+        table.add_row(cell(label), cell(value))
     for label, value in (
         ("API responses", f"{usage.responses:,}"),
         ("input tokens", f"{usage.input_tokens:,}"),

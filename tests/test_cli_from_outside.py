@@ -195,3 +195,19 @@ def test_sessions_on_an_unknown_host_names_the_hosts_there_are(url: str) -> None
     said = run.err.strip()
     assert "no sessions here yet" not in said, said
     assert "nohost" in said and all(host in said for host in hosts), said
+
+
+def test_chat_stats_of_a_session_that_is_no_fork(url: str, tmp_path: Path) -> None:
+    sid = ok(sessionstore(url, "new", "--title", "plain")).out.strip()
+    environ = {"ANTHROPIC_API_KEY": "sk-ant-test-stats", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    proc = subprocess.run(
+        [str(SCRIPT), "chat", sid, "--workdir", str(tmp_path), "--db", url],
+        input="/stats\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "80", **environ},
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "view tokens" in proc.stdout, proc.stdout
+    assert "None" not in proc.stdout, proc.stdout
