@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -219,7 +220,10 @@ def new_cmd(
         Optional[int],
         typer.Option(help="The model's context window in tokens.", callback=bounded("--context-window", 1, MAX_WINDOW)),
     ] = None,
-    cwd: Annotated[Optional[str], typer.Option(help="The agent's working directory.")] = None,
+    cwd: Annotated[
+        Optional[str],
+        typer.Option(help="The agent's working directory; a relative path is stored absolute, from the current one."),
+    ] = None,
     json_out: JsonOption = False,
 ) -> None:
     """Create a session and print its id.
@@ -227,7 +231,9 @@ def new_cmd(
     Example: sessionstore new --title 'refactor parser' --context-window 200000
     """
     with open_store(db, create=True) as store:
-        s = store.create_session(title=title, model=model, context_window=context_window, cwd=cwd)
+        s = store.create_session(
+            title=title, model=model, context_window=context_window, cwd=os.path.abspath(cwd) if cwd else cwd
+        )
     if json_out:
         print_json({"id": s.id, "title": s.title, "model": s.model, "context_window": s.context_window})
     else:

@@ -211,3 +211,10 @@ def test_chat_stats_of_a_session_that_is_no_fork(url: str, tmp_path: Path) -> No
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "view tokens" in proc.stdout, proc.stdout
     assert "None" not in proc.stdout, proc.stdout
+
+
+def test_new_stores_a_relative_cwd_as_an_absolute_path(url: str, tmp_path: Path) -> None:
+    (tmp_path / "work" / "repo").mkdir(parents=True)
+    made = as_json(sessionstore(url, "new", "--cwd", "work/repo", "--json", cwd=tmp_path))
+    [row] = [r for r in as_json(sessionstore(url, "sessions", "--json")) if r["id"] == made["id"]]
+    assert row["cwd"] == str((tmp_path / "work" / "repo").resolve()), row["cwd"]
