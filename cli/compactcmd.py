@@ -77,23 +77,18 @@ def compact_cmd(
             raise UsageError(f"{flag} needs a message uuid (see `sessionstore view SESSION`), got an empty value")
     if summarizer not in ("extractive", "anthropic"):
         raise UsageError(f"unknown summarizer {summarizer!r}: use extractive or anthropic")
-    from sessionstore.compaction.summarizers.base import SummarizerError
-
     with open_store(db) as store:
         s = store.get(session)
         given = s.id
         from_uuid, up_to = _full_uuid(s, "--from", from_uuid), _full_uuid(s, "--up-to", up_to)
-        try:
-            outcome = compact(
-                s,
-                summarizer=make_summarizer(summarizer),
-                custom_instructions=instructions,
-                from_uuid=from_uuid,
-                up_to_uuid=up_to,
-                use_memory=memory,
-            )
-        except SummarizerError as exc:
-            raise UsageError(str(exc)) from exc
+        outcome = compact(
+            s,
+            summarizer=make_summarizer(summarizer),
+            custom_instructions=instructions,
+            from_uuid=from_uuid,
+            up_to_uuid=up_to,
+            use_memory=memory,
+        )
     note_local_continuation(given, s.id)
     if json_out:
         print_json(outcome.to_dict())

@@ -218,3 +218,16 @@ def test_new_stores_a_relative_cwd_as_an_absolute_path(url: str, tmp_path: Path)
     made = as_json(sessionstore(url, "new", "--cwd", "work/repo", "--json", cwd=tmp_path))
     [row] = [r for r in as_json(sessionstore(url, "sessions", "--json")) if r["id"] == made["id"]]
     assert row["cwd"] == str((tmp_path / "work" / "repo").resolve()), row["cwd"]
+
+
+def test_compact_with_an_unreachable_api_is_a_runtime_failure(url: str) -> None:
+    from tests.test_secrets import closed_port_url
+
+    sid = forked(url, SPOTTER)
+    before = as_json(sessionstore(url, "stats", sid, "--json"))["view_version"]
+    down = {"ANTHROPIC_API_KEY": "sk-ant-test-unreachable", "ANTHROPIC_BASE_URL": closed_port_url()}
+    line = fails(sessionstore(url, "compact", sid, "--summarizer", "anthropic", **down), 1)
+    assert line.startswith("error: ") and "sk-ant-test-unreachable" not in line, line
+    assert as_json(sessionstore(url, "stats", sid, "--json"))["view_version"] == before, "nothing written"
+    no_key = {"ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": "", "ANTHROPIC_BASE_URL": closed_port_url()}
+    assert "credentials" in fails(sessionstore(url, "compact", sid, "--summarizer", "anthropic", **no_key), 2)
