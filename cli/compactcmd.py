@@ -50,10 +50,12 @@ def compact_cmd(
         Optional[str], typer.Option("--instructions", help="Extra instructions for the summary.")
     ] = None,
     from_uuid: Annotated[
-        Optional[str], typer.Option("--from", help="Keep up to this message, summarize after it.")
+        Optional[str],
+        typer.Option("--from", help="Keep up to this message (seq, uuid or a unique start), summarize after it."),
     ] = None,
     up_to: Annotated[
-        Optional[str], typer.Option("--up-to", help="Summarize before this message, keep from it.")
+        Optional[str],
+        typer.Option("--up-to", help="Summarize before this message (seq, uuid or a unique start), keep from it."),
     ] = None,
     summarizer: Annotated[str, typer.Option(help="extractive (offline) or anthropic (real API).")] = "extractive",
     memory: Annotated[bool, typer.Option("--memory", help="Try session-memory compaction first.")] = False,
@@ -74,13 +76,16 @@ def compact_cmd(
         raise UsageError("give --from or --up-to, not both")
     for flag, value in (("--from", from_uuid), ("--up-to", up_to)):
         if value is not None and not value.strip():
-            raise UsageError(f"{flag} needs a message uuid (see `sessionstore view SESSION`), got an empty value")
+            raise UsageError(
+                f"{flag} needs a message: its seq, uuid or a unique start of it (see `sessionstore view SESSION`), "
+                "got an empty value"
+            )
     if summarizer not in ("extractive", "anthropic"):
         raise UsageError(f"unknown summarizer {summarizer!r}: use extractive or anthropic")
     with open_store(db) as store:
         s = store.get(session)
         given = s.id
-        from_uuid, up_to = _full_uuid(s, "--from", from_uuid), _full_uuid(s, "--up-to", up_to)
+        from_uuid, up_to = _message_uuid(s, "--from", from_uuid), _message_uuid(s, "--up-to", up_to)
         outcome = compact(
             s,
             summarizer=make_summarizer(summarizer),
@@ -105,20 +110,17 @@ def compact_cmd(
 HISTORY_PAGE = 50
 
 
-def _full_uuid(s: Session, option: str, given: Optional[str]) -> Optional[str]:
-    """The uuid of the active-view message `given` names: itself, or the one message it is a unique prefix of."""
-    if not given:
-        return given
-    uuids = [e.uuid for e in s.active_entries()]
-    if given in uuids:
-        return given
-    matches = [u for u in uuids if u.startswith(given)]
-    if len(matches) > 1:
-        raise UsageError(
-            f"{option} {given!r} is the start of {len(matches)} messages of the view "
-            f"({', '.join(matches[:3])}{', ...' if len(matches) > 3 else ''}); give more characters"
-        )
-    return matches[0] if matches else given
+def _message_uuid(s: Session, option: str, given: Optional[str]) -> Optional[str]:
+    """The uuid of the message `given` names (a seq, a uuid or a unique start of one, as `show` takes it)."""
+    from sessionstore.storage.errors import MessageNotFound
+    from sessionstore.storage.resolve import resolve_message
+
+    if given is None:
+        return None
+    try:
+        return resolve_message(s, given)[1]
+    except MessageNotFound as exc:
+        raise type(exc)(f"{option}: {exc}") from exc
 
 
 def history_cmd(

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
 
 def pin_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    uuid: Annotated[str, typer.Argument(help="Uuid of the message to pin.")],
+    uuid: Annotated[str, typer.Argument(help="The message: its seq, its uuid or a unique start of it.")],
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -35,7 +35,7 @@ def pin_cmd(
 
     Example:
 
-      sessionstore pin SESSION 0b5c2f9e-6a53-4c1e-9d7e-2f8a1c3b4d5e
+      sessionstore pin SESSION 0b5c2f9e
     """
     with open_store(db) as store:
         pinned = store.get(session).pin(uuid)
@@ -47,7 +47,7 @@ def pin_cmd(
 
 def unpin_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    uuid: Annotated[str, typer.Argument(help="Uuid of the pinned message.")],
+    uuid: Annotated[str, typer.Argument(help="The pinned message: its seq, its uuid or a unique start of it.")],
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:

@@ -231,3 +231,43 @@ def test_compact_with_an_unreachable_api_is_a_runtime_failure(url: str) -> None:
     assert as_json(sessionstore(url, "stats", sid, "--json"))["view_version"] == before, "nothing written"
     no_key = {"ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": "", "ANTHROPIC_BASE_URL": closed_port_url()}
     assert "credentials" in fails(sessionstore(url, "compact", sid, "--summarizer", "anthropic", **no_key), 2)
+
+
+def seq_and_uuid(url: str, session: str, position: int) -> tuple[str, str]:
+    """(seq, uuid) of the active view's entry at `position`, as `view --json` gives them."""
+    entry = as_json(sessionstore(url, "view", session, "--json"))["entries"][position]
+    return str(entry["seq"]), entry["uuid"]
+
+
+@pytest.mark.parametrize("option,kind", [("--up-to", "partial-up_to"), ("--from", "partial-from")])
+@pytest.mark.parametrize("form", ["seq", "prefix"])
+def test_compact_takes_a_message_as_show_and_fork_take_it(url: str, option: str, kind: str, form: str) -> None:
+    sid = forked(url, SPOTTER)
+    seq, uuid = seq_and_uuid(url, sid, 100)
+    named = seq if form == "seq" else uuid[:8]
+    assert as_json(sessionstore(url, "show", sid, named, "--json"))["message"]["uuid"] == uuid
+    done = as_json(sessionstore(url, "compact", sid, option, named, "--json"))
+    assert done["kind"] == kind, done
+    assert uuid in view_uuids(url, sid), "the message named stays in the view"
+
+
+def test_pin_and_unpin_take_a_seq_or_a_prefix(url: str) -> None:
+    sid = forked(url, SPOTTER)
+    uuid = first_prompt(url, sid)
+    seq = str(as_json(sessionstore(url, "show", sid, uuid, "--json"))["message"]["seq"])
+    pinned = as_json(sessionstore(url, "pin", sid, seq, "--json"))
+    assert pinned["uuid"] == uuid, pinned
+    assert "unpinned" in ok(sessionstore(url, "unpin", sid, uuid[:8])).out
+    assert as_json(sessionstore(url, "pin", sid, uuid[:10], "--json"))["uuid"] == uuid
+    line = fails(sessionstore(url, "pin", sid, "999999"), 2)
+    assert "999999" in line, line
+
+
+def test_one_resolver_names_the_same_message_everywhere(url: str) -> None:
+    sid = forked(url, SPOTTER)
+    uuids = view_uuids(url, sid)
+    # Two uuids of the view sharing a first letter (digits name a seq first): the letter alone names neither.
+    shared = next(u[0] for u in uuids if u[0].isalpha() and sum(v.startswith(u[0]) for v in uuids) > 1)
+    for args in (("show", sid), ("pin", sid), ("compact", sid, "--up-to"), ("fork", sid, "--at"), ("unpin", sid)):
+        line = fails(sessionstore(url, *args, shared), 2)
+        assert f"{shared!r} is ambiguous: it starts " in line and "give more characters" in line, (args, line)
