@@ -219,7 +219,12 @@ def new_cmd(
     model: Annotated[Optional[str], typer.Option(help="The model the agent talks to.")] = None,
     context_window: Annotated[
         Optional[int],
-        typer.Option(help="The model's context window in tokens.", callback=bounded("--context-window", 1, MAX_WINDOW)),
+        typer.Option(
+            help="The model's context window in tokens. Auto-compact fires at window - min(max output, 20,000) "
+            "- 13,000; below 40,000 tokens the reserve is at most half the window and the buffer 65% of the "
+            "rest, so a 30,000 window compacts at 5,250 (not at -3,000).",
+            callback=bounded("--context-window", 1, MAX_WINDOW),
+        ),
     ] = None,
     cwd: Annotated[
         Optional[str],

@@ -271,3 +271,18 @@ def test_one_resolver_names_the_same_message_everywhere(url: str) -> None:
     for args in (("show", sid), ("pin", sid), ("compact", sid, "--up-to"), ("fork", sid, "--at"), ("unpin", sid)):
         line = fails(sessionstore(url, *args, shared), 2)
         assert f"{shared!r} is ambiguous: it starts " in line and "give more characters" in line, (args, line)
+
+
+def test_a_small_window_has_a_positive_threshold_and_prepare_leaves_a_small_view(url: str, tmp_path: Path) -> None:
+    sid = ok(sessionstore(url, "new", "--context-window", "30000")).out.strip()
+    talk = [{"role": "user", "content": "what is in the readme?"}, {"role": "assistant", "content": "A short intro."}]
+    batch = tmp_path / "talk.jsonl"
+    batch.write_text("".join(json.dumps(m) + "\n" for m in talk))
+    ok(sessionstore(url, "append", sid, str(batch)))
+    planned = as_json(sessionstore(url, "prepare", sid, "--dry-run", "--json"))
+    threshold = planned["thresholds"]["autocompact_threshold"]
+    assert 30000 // 10 <= threshold < 30000, planned["thresholds"]
+    assert planned["thresholds"]["warning_at"] >= 0, planned["thresholds"]
+    assert planned["above_threshold"] is False
+    ok(sessionstore(url, "prepare", sid))
+    assert as_json(sessionstore(url, "history", sid, "--json")) == [], "a two-message view is not compacted"
