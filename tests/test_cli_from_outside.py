@@ -286,3 +286,36 @@ def test_a_small_window_has_a_positive_threshold_and_prepare_leaves_a_small_view
     assert planned["above_threshold"] is False
     ok(sessionstore(url, "prepare", sid))
     assert as_json(sessionstore(url, "history", sid, "--json")) == [], "a two-message view is not compacted"
+
+
+def test_the_usage_chart_draws_the_days_its_header_counts(url: str) -> None:
+    import asyncio
+    from datetime import date
+
+    from sessionstore.cli.browse.app import make_app
+    from sessionstore.cli.browse.usage import DayChart
+
+    rows = as_json(sessionstore(url, "usage", "--by", "day", "--json"))["rows"]
+    first, last = rows[0]["day"], rows[-1]["day"]
+    days = (date.fromisoformat(last) - date.fromisoformat(first)).days + 1
+    assert days > 80, "the shared transcripts span more days than 80 columns"
+    app = make_app(url)
+    seen: list[str] = []
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.app.workers.wait_for_complete()
+            await pilot.press("u")
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+            chart = pilot.app.screen.query_one(DayChart)
+            seen.extend(chart.render().plain.splitlines())
+
+    try:
+        asyncio.run(main())
+    finally:
+        app.store.close()
+    title, axis = seen[0], seen[-1]
+    assert f"{days} days" in title, title
+    assert axis.startswith(first) and axis.rstrip().endswith(last), f"the bars span {first}..{last}: {axis!r}"
+    assert all(len(line) <= 80 for line in seen), seen
