@@ -319,3 +319,24 @@ def test_the_usage_chart_draws_the_days_its_header_counts(url: str) -> None:
     assert f"{days} days" in title, title
     assert axis.startswith(first) and axis.rstrip().endswith(last), f"the bars span {first}..{last}: {axis!r}"
     assert all(len(line) <= 80 for line in seen), seen
+
+
+def test_every_table_of_the_read_commands_fits_80_columns(url: str) -> None:
+    sid = forked(url, SPOTTER)
+    ok(sessionstore(url, "compact", sid, "--up-to", "80"))
+    ok(sessionstore(url, "pin", sid, first_prompt(url, sid)))
+    for args in (
+        ("sessions",),
+        ("view", sid),
+        ("stats", sid),
+        ("history", sid),
+        ("history", sid, "-b", "2"),
+        ("pins", sid),
+        ("eval", sid),
+        ("doctor",),
+        ("spill", "list", sid),
+        ("prepare", sid, "--dry-run"),
+        *(("usage", "--by", by) for by in ("day", "week", "month", "session", "project", "model", "host")),
+    ):
+        run = ok(sessionstore(url, *args))
+        assert run.lines and not too_wide(run), (args, too_wide(run)[:3])
