@@ -93,6 +93,18 @@ def url(template: Path, tmp_path: Path) -> str:
     return f"sqlite:///{target}"
 
 
+@pytest.fixture
+def any_url(store_url: str, template: Path, tmp_path: Path) -> str:
+    """A fresh store of the shared transcripts on each engine (PostgreSQL: imported through the console script)."""
+    if store_url.startswith("sqlite"):
+        target = tmp_path / "store.db"
+        shutil.copyfile(template, target)
+        return f"sqlite:///{target}"
+    for tool in ("claude-code", "codex"):
+        ok(sessionstore(store_url, "import", tool, str(TRANSCRIPTS / tool)))
+    return store_url
+
+
 def as_json(run: Run) -> Any:
     """`run`'s stdout as JSON, after checking it succeeded."""
     return json.loads(ok(run).out)
@@ -177,20 +189,20 @@ def test_secrets_shows_uuid_prefixes_that_tell_the_messages_apart(url: str, tmp_
         assert as_json(sessionstore(url, "show", sid, prefix, "--json"))["message"]["uuid"] == f["uuid"]
 
 
-def test_recall_refuses_a_negative_cursor(url: str) -> None:
-    line = fails(sessionstore(url, "recall", SPOTTER, "--cursor", "-1"), 2)
+def test_recall_refuses_a_negative_cursor(any_url: str) -> None:
+    line = fails(sessionstore(any_url, "recall", SPOTTER, "--cursor", "-1"), 2)
     assert line.startswith("error: -1 is not a cursor"), line
-    first = as_json(sessionstore(url, "recall", SPOTTER, "--max-tokens", "200", "--json"))
+    first = as_json(sessionstore(any_url, "recall", SPOTTER, "--max-tokens", "200", "--json"))
     assert first["next_cursor"] is not None, "a page that leaves earlier messages names its cursor"
     after = as_json(
-        sessionstore(url, "recall", SPOTTER, "--max-tokens", "200", "--cursor", str(first["next_cursor"]), "--json")
+        sessionstore(any_url, "recall", SPOTTER, "--max-tokens", "200", "--cursor", str(first["next_cursor"]), "--json")
     )
     assert after["messages"] and after["messages"] != first["messages"], "the cursor a page gave pages on"
 
 
-def test_sessions_on_an_unknown_host_names_the_hosts_there_are(url: str) -> None:
-    hosts = sorted({row["host"] for row in as_json(sessionstore(url, "sessions", "--json"))})
-    run = sessionstore(url, "sessions", "--host", "nohost")
+def test_sessions_on_an_unknown_host_names_the_hosts_there_are(any_url: str) -> None:
+    hosts = sorted({row["host"] for row in as_json(sessionstore(any_url, "sessions", "--json"))})
+    run = sessionstore(any_url, "sessions", "--host", "nohost")
     assert run.code == 0 and "Traceback" not in run.err, run.err
     said = run.err.strip()
     assert "no sessions here yet" not in said, said
@@ -251,25 +263,25 @@ def test_compact_takes_a_message_as_show_and_fork_take_it(url: str, option: str,
     assert uuid in view_uuids(url, sid), "the message named stays in the view"
 
 
-def test_pin_and_unpin_take_a_seq_or_a_prefix(url: str) -> None:
-    sid = forked(url, SPOTTER)
-    uuid = first_prompt(url, sid)
-    seq = str(as_json(sessionstore(url, "show", sid, uuid, "--json"))["message"]["seq"])
-    pinned = as_json(sessionstore(url, "pin", sid, seq, "--json"))
+def test_pin_and_unpin_take_a_seq_or_a_prefix(any_url: str) -> None:
+    sid = forked(any_url, SPOTTER)
+    uuid = first_prompt(any_url, sid)
+    seq = str(as_json(sessionstore(any_url, "show", sid, uuid, "--json"))["message"]["seq"])
+    pinned = as_json(sessionstore(any_url, "pin", sid, seq, "--json"))
     assert pinned["uuid"] == uuid, pinned
-    assert "unpinned" in ok(sessionstore(url, "unpin", sid, uuid[:8])).out
-    assert as_json(sessionstore(url, "pin", sid, uuid[:10], "--json"))["uuid"] == uuid
-    line = fails(sessionstore(url, "pin", sid, "999999"), 2)
+    assert "unpinned" in ok(sessionstore(any_url, "unpin", sid, uuid[:8])).out
+    assert as_json(sessionstore(any_url, "pin", sid, uuid[:10], "--json"))["uuid"] == uuid
+    line = fails(sessionstore(any_url, "pin", sid, "999999"), 2)
     assert "999999" in line, line
 
 
-def test_one_resolver_names_the_same_message_everywhere(url: str) -> None:
-    sid = forked(url, SPOTTER)
-    uuids = view_uuids(url, sid)
+def test_one_resolver_names_the_same_message_everywhere(any_url: str) -> None:
+    sid = forked(any_url, SPOTTER)
+    uuids = view_uuids(any_url, sid)
     # Two uuids of the view sharing a first letter (digits name a seq first): the letter alone names neither.
     shared = next(u[0] for u in uuids if u[0].isalpha() and sum(v.startswith(u[0]) for v in uuids) > 1)
     for args in (("show", sid), ("pin", sid), ("compact", sid, "--up-to"), ("fork", sid, "--at"), ("unpin", sid)):
-        line = fails(sessionstore(url, *args, shared), 2)
+        line = fails(sessionstore(any_url, *args, shared), 2)
         assert f"{shared!r} is ambiguous: it starts " in line and "give more characters" in line, (args, line)
 
 
