@@ -57,8 +57,12 @@ def unpin_cmd(
 
       sessionstore unpin SESSION 0b5c2f9e-6a53-4c1e-9d7e-2f8a1c3b4d5e
     """
+    from sessionstore.storage.resolve import resolve_message
+
     with open_store(db) as store:
-        removed = store.get(session).unpin(uuid)
+        target = store.get(session)
+        uuid = resolve_message(target, uuid)[1]
+        removed = target.unpin(uuid)
     if json_out:
         print_json({"uuid": uuid, "unpinned": removed})
     else:

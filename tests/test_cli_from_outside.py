@@ -269,7 +269,7 @@ def test_pin_and_unpin_take_a_seq_or_a_prefix(any_url: str) -> None:
     seq = str(as_json(sessionstore(any_url, "show", sid, uuid, "--json"))["message"]["seq"])
     pinned = as_json(sessionstore(any_url, "pin", sid, seq, "--json"))
     assert pinned["uuid"] == uuid, pinned
-    assert "unpinned" in ok(sessionstore(any_url, "unpin", sid, uuid[:8])).out
+    assert as_json(sessionstore(any_url, "unpin", sid, uuid[:8], "--json")) == {"uuid": uuid, "unpinned": True}
     assert as_json(sessionstore(any_url, "pin", sid, uuid[:10], "--json"))["uuid"] == uuid
     line = fails(sessionstore(any_url, "pin", sid, "999999"), 2)
     assert "999999" in line, line
