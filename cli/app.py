@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -109,13 +110,23 @@ def main(argv: list[str] | None = None) -> None:
 
 def exit_code(exc: Exception) -> int:
     """1 when the store failed (busy, unreachable, corrupt or foreign, a schema it cannot upgrade, a rewrite that
-    lost a race, a search index it could not build or read): trying again later may work; 2 for a usage error or
-    bad input (click's own usage errors exit 2)."""
+    lost a race, a search index it could not build or read) or the summarizer's API did (unreachable, an error
+    status, no summary): trying again later may work; 2 for a usage error or bad input (click's own usage errors
+    exit 2)."""
+    from sessionstore.compaction.summarizers.base import SummarizerUnavailable
     from sessionstore.storage.blobs import BlobCorrupt
     from sessionstore.storage.errors import DatabaseUnavailable, MigrationError, RewriteConflict, StoreBusy
     from sessionstore.storage.search import SearchIndexError
 
-    runtime = (StoreBusy, DatabaseUnavailable, MigrationError, BlobCorrupt, RewriteConflict, SearchIndexError)
+    runtime = (
+        StoreBusy,
+        DatabaseUnavailable,
+        MigrationError,
+        BlobCorrupt,
+        RewriteConflict,
+        SearchIndexError,
+        SummarizerUnavailable,
+    )
     return EXIT_RUNTIME if isinstance(exc, runtime) else EXIT_USAGE
 
 
@@ -166,12 +177,16 @@ def sessions_cmd(
     with open_store(db, read_only=True) as store:
         rows = store.list(limit=limit, offset=offset, host=host)
         some = bool(rows) or (limit == 0 and bool(store.list(limit=1, offset=offset, host=host)))
+        hosts = store.hosts() if not rows and host is not None else {}
         usage = session_usage(store, [r["id"] for r in rows]) if json_out or console.width >= COST_COLUMN_FROM else {}
     if json_out:
         print_json([{**r, "cost_usd": usage[r["id"]].cost_usd} for r in rows])
         return
     if not rows and some:
         err_console.print("--limit 0 lists no session; there are some here: give --limit N (default 50)")
+        return
+    if not rows and host is not None and not offset:
+        err_console.print(_no_host_line(host, hosts))
         return
     if not rows:
         err_console.print(
@@ -183,6 +198,20 @@ def sessions_cmd(
         return
     costs = {sid: cost_text(u) for sid, u in usage.items()} if usage else None
     console.print(sessions_table(rows, console.width, _short_source, costs))
+
+
+def _no_host_line(host: str, hosts: dict[str, int]) -> str:
+    """What `sessions --host H` says when no session was captured on H: the hosts there are, with their counts."""
+    if not hosts:
+        return f"no sessions captured on host {one_line(host)!r}: there are no sessions here yet"
+    named = sorted(hosts.items(), key=lambda item: -item[1])[:HOSTS_NAMED]
+    there = ", ".join(f"{one_line(name)} ({count:,})" for name, count in named)
+    more = f" and {len(hosts) - len(named):,} more" if len(hosts) > len(named) else ""
+    return f"no sessions captured on host {one_line(host)!r}; hosts here: {there}{more}"
+
+
+#: How many hosts `sessions --host H` names when H has no session (the ones with the most sessions).
+HOSTS_NAMED = 10
 
 
 def _short_source(row: dict[str, Any]) -> str:
@@ -201,9 +230,17 @@ def new_cmd(
     model: Annotated[Optional[str], typer.Option(help="The model the agent talks to.")] = None,
     context_window: Annotated[
         Optional[int],
-        typer.Option(help="The model's context window in tokens.", callback=bounded("--context-window", 1, MAX_WINDOW)),
+        typer.Option(
+            help="The model's context window in tokens. Auto-compact fires at window - min(max output, 20,000) "
+            "- 13,000; below 40,000 tokens the reserve is at most half the window and the buffer 65% of the "
+            "rest, so a 30,000 window compacts at 5,250 (not at -3,000).",
+            callback=bounded("--context-window", 1, MAX_WINDOW),
+        ),
     ] = None,
-    cwd: Annotated[Optional[str], typer.Option(help="The agent's working directory.")] = None,
+    cwd: Annotated[
+        Optional[str],
+        typer.Option(help="The agent's working directory; a relative path is stored absolute, from the current one."),
+    ] = None,
     json_out: JsonOption = False,
 ) -> None:
     """Create a session and print its id.
@@ -211,7 +248,9 @@ def new_cmd(
     Example: sessionstore new --title 'refactor parser' --context-window 200000
     """
     with open_store(db, create=True) as store:
-        s = store.create_session(title=title, model=model, context_window=context_window, cwd=cwd)
+        s = store.create_session(
+            title=title, model=model, context_window=context_window, cwd=os.path.abspath(cwd) if cwd else cwd
+        )
     if json_out:
         print_json({"id": s.id, "title": s.title, "model": s.model, "context_window": s.context_window})
     else:
@@ -379,7 +418,7 @@ def stats_cmd(
 
     Example: sessionstore stats SESSION --json
     """
-    from sessionstore.storage.stats import STAT_LABELS, session_stats
+    from sessionstore.storage.stats import session_stats, stat_rows
 
     with open_store(db, read_only=True) as store:
         found = store.get(session)
@@ -392,10 +431,8 @@ def stats_cmd(
     table = Table(title=Text(title), min_width=len(title))
     table.add_column("what")
     table.add_column("value", justify="right")
-    for key, value in stats.items():
-        if key != "session" and value is not None:
-            label = STAT_LABELS.get(key, key.replace("_", " "))
-            table.add_row(cell(label), cell(f"{value:,}" if isinstance(value, int) else value))
+    for label, value in stat_rows(stats):
+        table.add_row(cell(label), cell(value))
     for label, value in (
         ("API responses", f"{usage.responses:,}"),
         ("input tokens", f"{usage.input_tokens:,}"),

@@ -138,14 +138,10 @@ def _export(ctx: SlashContext, arg: str) -> None:
 
 
 def _stats(ctx: SlashContext, arg: str) -> None:
-    from sessionstore.storage.stats import session_stats
+    from sessionstore.storage.stats import session_stats, stat_rows
 
-    for key, value in session_stats(ctx.session).items():
-        echo(
-            f"  {key.replace('_', ' '):<16} {value:,}"
-            if isinstance(value, int)
-            else f"  {key.replace('_', ' '):<16} {value}"
-        )
+    for label, value in stat_rows(session_stats(ctx.session)):
+        echo(f"  {label:<16} {one_line(value)}")
 
 
 HANDLERS: dict[str, Callable[[SlashContext, str], None]] = {

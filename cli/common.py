@@ -177,6 +177,24 @@ def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:
     return out
 
 
+def message_short_ids(store: SessionStore, pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """For (session id, message uuid) pairs, each uuid's shortest prefix that `show SESSION PREFIX` resolves.
+
+    A prefix unique among the pairs alone can start another message of the session (uuid7 ids
+    of one batch share their first 13 characters): the session's uuids that share the first
+    eight characters are read too, and each prefix is long enough to tell them all apart.
+    """
+    out: dict[str, str] = {}
+    for session_id, first in sorted({(sid, uuid[:8]) for sid, uuid in pairs}):
+        rows = store.db.all(
+            "SELECT uuid FROM messages WHERE session_id = :id AND substr(uuid, 1, 8) = :p",
+            {"id": session_id, "p": first},
+        )
+        out.update(short_ids([str(r[0]) for r in rows]))
+    listing = short_ids([uuid for _, uuid in pairs])
+    return {uuid: max(out.get(uuid, ""), listing[uuid], key=len) for _, uuid in pairs}
+
+
 def _common(a: str, b: str) -> int:
     """Length of the common prefix of `a` and `b`."""
     n = 0

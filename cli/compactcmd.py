@@ -12,7 +12,7 @@ from sessionstore.sanitize import visible
 from sessionstore.storage import history as hist
 from sessionstore.storage.output import STDIO, open_output
 
-from .tables import ellipsize
+from .tables import ellipsize, short_time
 from .common import (
     INT64_MAX,
     MAX_LIMIT,
@@ -22,7 +22,6 @@ from .common import (
     bounded,
     console,
     echo,
-    fmt_time,
     note_local_continuation,
     one_line,
     open_store,
@@ -54,10 +53,12 @@ def compact_cmd(
         Optional[str], typer.Option("--instructions", help="Extra instructions for the summary.")
     ] = None,
     from_uuid: Annotated[
-        Optional[str], typer.Option("--from", help="Keep up to this message, summarize after it.")
+        Optional[str],
+        typer.Option("--from", help="Keep up to this message (seq, uuid or a unique start), summarize after it."),
     ] = None,
     up_to: Annotated[
-        Optional[str], typer.Option("--up-to", help="Summarize before this message, keep from it.")
+        Optional[str],
+        typer.Option("--up-to", help="Summarize before this message (seq, uuid or a unique start), keep from it."),
     ] = None,
     summarizer: Annotated[str, typer.Option(help="extractive (offline) or anthropic (real API).")] = "extractive",
     memory: Annotated[bool, typer.Option("--memory", help="Try session-memory compaction first.")] = False,
@@ -78,26 +79,24 @@ def compact_cmd(
         raise UsageError("give --from or --up-to, not both")
     for flag, value in (("--from", from_uuid), ("--up-to", up_to)):
         if value is not None and not value.strip():
-            raise UsageError(f"{flag} needs a message uuid (see `sessionstore view SESSION`), got an empty value")
+            raise UsageError(
+                f"{flag} needs a message: its seq, uuid or a unique start of it (see `sessionstore view SESSION`), "
+                "got an empty value"
+            )
     if summarizer not in ("extractive", "anthropic"):
         raise UsageError(f"unknown summarizer {summarizer!r}: use extractive or anthropic")
-    from sessionstore.compaction.summarizers.base import SummarizerError
-
     with open_store(db) as store:
         s = store.get(session)
         given = s.id
-        from_uuid, up_to = _full_uuid(s, "--from", from_uuid), _full_uuid(s, "--up-to", up_to)
-        try:
-            outcome = compact(
-                s,
-                summarizer=make_summarizer(summarizer),
-                custom_instructions=instructions,
-                from_uuid=from_uuid,
-                up_to_uuid=up_to,
-                use_memory=memory,
-            )
-        except SummarizerError as exc:
-            raise UsageError(str(exc)) from exc
+        from_uuid, up_to = _message_uuid(s, "--from", from_uuid), _message_uuid(s, "--up-to", up_to)
+        outcome = compact(
+            s,
+            summarizer=make_summarizer(summarizer),
+            custom_instructions=instructions,
+            from_uuid=from_uuid,
+            up_to_uuid=up_to,
+            use_memory=memory,
+        )
     note_local_continuation(given, s.id)
     if json_out:
         print_json(outcome.to_dict())
@@ -114,20 +113,17 @@ def compact_cmd(
 HISTORY_PAGE = 50
 
 
-def _full_uuid(s: Session, option: str, given: Optional[str]) -> Optional[str]:
-    """The uuid of the active-view message `given` names: itself, or the one message it is a unique prefix of."""
-    if not given:
-        return given
-    uuids = [e.uuid for e in s.active_entries()]
-    if given in uuids:
-        return given
-    matches = [u for u in uuids if u.startswith(given)]
-    if len(matches) > 1:
-        raise UsageError(
-            f"{option} {given!r} is the start of {len(matches)} messages of the view "
-            f"({', '.join(matches[:3])}{', ...' if len(matches) > 3 else ''}); give more characters"
-        )
-    return matches[0] if matches else given
+def _message_uuid(s: Session, option: str, given: Optional[str]) -> Optional[str]:
+    """The uuid of the message `given` names (a seq, a uuid or a unique start of one, as `show` takes it)."""
+    from sessionstore.storage.errors import MessageNotFound
+    from sessionstore.storage.resolve import resolve_message
+
+    if given is None:
+        return None
+    try:
+        return resolve_message(s, given)[1]
+    except MessageNotFound as exc:
+        raise type(exc)(f"{option}: {exc}") from exc
 
 
 def history_cmd(
@@ -236,7 +232,7 @@ def _list_boundaries(s: Session, json_out: bool, limit: int, offset: int, full: 
     rows = [
         (
             str(b.index),
-            fmt_time(b.created_at),
+            short_time(b.created_at),
             b.kind,
             b.trigger,
             f"{b.pre_tokens:,} → {b.post_tokens:,}",
@@ -266,15 +262,35 @@ def _plain_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], widt
     rows = [tuple(map(one_line, r)) for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     room = max(LAST_COLUMN_MIN, width - sum(widths[:-1]) - 2 * (len(widths) - 1))
-    if widths[-1] > room:
-        widths[-1] = room
-        rows = [(*r[:-1], ellipsize(r[-1], room)) for r in rows]
+    widths[-1] = min(widths[-1], room)
+    widths = _narrowed(widths, width - 2 * (len(widths) - 1))
+    rows = [tuple(ellipsize(c, w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    headers = tuple(ellipsize(h, w) for h, w in zip(headers, widths, strict=True))
     lines = [
         "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
         "  ".join("-" * w for w in widths),
     ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)
+
+
+#: The narrowest any column of a history table is cut to when the columns together are too wide.
+COLUMN_MIN = 4
+
+
+def _narrowed(widths: list[int], room: int) -> list[int]:
+    """`widths` with the widest columns cut, one character at a time, until they sum to `room` or less.
+
+    The last column already gave up all but LAST_COLUMN_MIN; what still overflows (a long token
+    count, a long kind) comes off the widest column, none below COLUMN_MIN.
+    """
+    widths = list(widths)
+    while sum(widths) > room:
+        widest = max(range(len(widths)), key=lambda i: widths[i])
+        if widths[widest] <= COLUMN_MIN:
+            break
+        widths[widest] -= 1
+    return widths
 
 
 def _show_boundary(s: Session, index: int, json_out: bool) -> None:

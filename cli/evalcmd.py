@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+from rich import box
 from rich.table import Table
 
 from .common import DbOption, JsonOption, UsageError, console, err_console, open_store, print_json
@@ -103,10 +104,14 @@ def _print_table(summary: dict[str, Any]) -> None:
 
     table = Table(
         title="compaction strategies, medians over all spans: ratio = tokens after/before; "
-        "per fact kind, the share kept verbatim (gated: or by a recall reference)"
+        "per fact kind, the share kept verbatim (gated: or by a recall reference)",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
     )
-    heads = {"user_messages": "users", "paths": "paths", "failures": "failures", "open_items": "open items"}
-    for col in ("strategy", "spans", "ratio", "tokens", *(heads.get(kind, kind) for kind in FACT_KINDS), "users lost"):
+    # Two-line headers, no vertical rules and no edges: the nine columns fit 80 columns whole.
+    heads = {"user_messages": "users", "paths": "paths", "failures": "failures", "open_items": "open\nitems"}
+    for col in ("strategy", "spans", "ratio", "tokens", *(heads.get(kind, kind) for kind in FACT_KINDS), "users\nlost"):
         table.add_column(col, justify="right", no_wrap=True)
     for name, row in summary.items():
         shares = ["–" if v is None else f"{v:.0%}" for v in row["retention"].values()]

@@ -8,7 +8,11 @@ import typer
 
 from sessionstore.sanitize import one_line
 
-from .common import DbOption, JsonOption, open_store, print_json
+from .common import DbOption, JsonOption, console, open_store, print_json, short_ids
+from .tables import ellipsize
+
+#: The fewest characters of a pin's text `pins` shows, however narrow the terminal.
+PIN_TEXT_MIN = 10
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +24,7 @@ def register(app: typer.Typer) -> None:
 
 def pin_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    uuid: Annotated[str, typer.Argument(help="Uuid of the message to pin.")],
+    uuid: Annotated[str, typer.Argument(help="The message: its seq, its uuid or a unique start of it.")],
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -31,7 +35,7 @@ def pin_cmd(
 
     Example:
 
-      sessionstore pin SESSION 0b5c2f9e-6a53-4c1e-9d7e-2f8a1c3b4d5e
+      sessionstore pin SESSION 0b5c2f9e
     """
     with open_store(db) as store:
         pinned = store.get(session).pin(uuid)
@@ -43,7 +47,7 @@ def pin_cmd(
 
 def unpin_cmd(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
-    uuid: Annotated[str, typer.Argument(help="Uuid of the pinned message.")],
+    uuid: Annotated[str, typer.Argument(help="The pinned message: its seq, its uuid or a unique start of it.")],
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -53,8 +57,12 @@ def unpin_cmd(
 
       sessionstore unpin SESSION 0b5c2f9e-6a53-4c1e-9d7e-2f8a1c3b4d5e
     """
+    from sessionstore.storage.resolve import resolve_message
+
     with open_store(db) as store:
-        removed = store.get(session).unpin(uuid)
+        target = store.get(session)
+        uuid = resolve_message(target, uuid)[1]
+        removed = target.unpin(uuid)
     if json_out:
         print_json({"uuid": uuid, "unpinned": removed})
     else:
@@ -81,6 +89,8 @@ def pins_cmd(
     if json_out:
         print_json({"session": target.id, "budget": budget, "used": used, "pins": [p.to_dict() for p in pinned]})
         return
+    shown = short_ids([p.uuid for p in pinned])
     for p in pinned:
-        typer.echo(f"{one_line(p.uuid)}  {p.role:<9} {p.tokens:>6,}  {one_line(p.text)[:100]}")
+        head = f"{one_line(shown[p.uuid])}  {p.role:<9} {p.tokens:>6,}  "
+        typer.echo(head + ellipsize(p.text, max(PIN_TEXT_MIN, console.width - len(head))))
     typer.echo(f"{len(pinned)} pinned, {used:,} of {budget:,} tokens")

@@ -11,22 +11,18 @@ def show_recompaction(db: Optional[str], session: str, boundary: int, strategy: 
     """Print the new summary, its facts-gate report and a unified diff against the recorded summary."""
     from sessionstore.agent.evaluation import RECOMPACT_STRATEGIES, recompact
     from sessionstore.compaction.engine import make_summarizer
-    from sessionstore.compaction.summarizers.base import SummarizerError
 
     if strategy not in RECOMPACT_STRATEGIES:
         raise UsageError(f"cannot recompact with {strategy!r}: use {', '.join(RECOMPACT_STRATEGIES)}")
     summarizer = make_summarizer(strategy) if strategy in ("extractive", "anthropic") else None
     with open_store(db, read_only=True) as store:
-        try:
-            result = recompact(
-                store.get(session),
-                boundary,
-                strategy,
-                summarizer=summarizer,
-                budget=store.config.user_messages_budget_tokens,
-            )
-        except SummarizerError as exc:
-            raise UsageError(str(exc)) from exc
+        result = recompact(
+            store.get(session),
+            boundary,
+            strategy,
+            summarizer=summarizer,
+            budget=store.config.user_messages_budget_tokens,
+        )
     if json_out:
         print_json(result.to_dict())
         return

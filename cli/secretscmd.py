@@ -10,7 +10,7 @@ from rich.text import Text
 
 from sessionstore.sanitize import one_line
 
-from .common import DbOption, JsonOption, console, err_console, open_store, print_json, short_ids
+from .common import DbOption, JsonOption, console, err_console, message_short_ids, open_store, print_json, short_ids
 
 if TYPE_CHECKING:
     from sessionstore.secrets import SecretFinding
@@ -42,20 +42,31 @@ def secrets_cmd(
 
     with open_store(db, read_only=True) as store:
         findings = scan_store(store, session)
+        uuids = {} if json_out else message_short_ids(store, [(f.session, f.uuid) for f in findings])
     if json_out:
         print_json([f.to_dict() for f in findings])
         return
     if not findings:
         err_console.print("no secrets found")
         return
-    console.print(_table(findings))
+    console.print(_table(findings, uuids))
     err_console.print(f"{len(findings)} secret(s) found; `sessionstore export SESSION --redact` leaves them out")
 
 
-def _table(findings: list[SecretFinding]) -> Table:
-    """One row per finding; every cell plain text (nothing stored is read as markup)."""
-    table = Table("session", "seq", "uuid", "where", "kind", "preview")
-    sessions, uuids = short_ids([f.session for f in findings]), short_ids([f.uuid for f in findings])
+def _table(findings: list[SecretFinding], uuids: dict[str, str]) -> Table:
+    """One row per finding; every cell plain text (nothing stored is read as markup).
+
+    The ids are the shortest prefixes that tell the listing's apart and that `show` resolves
+    (`uuids`): their columns are never cut, the others fold instead.
+    """
+    sessions = short_ids([f.session for f in findings])
+    table = Table()
+    table.add_column("session", no_wrap=True, min_width=max(map(len, sessions.values())))
+    table.add_column("seq", no_wrap=True, justify="right")
+    table.add_column("uuid", no_wrap=True, min_width=max(map(len, uuids.values())))
+    table.add_column("where", overflow="fold")
+    table.add_column("kind", no_wrap=True, min_width=max(len(f.kind) for f in findings))
+    table.add_column("preview", overflow="fold")
     for f in findings:
         table.add_row(
             *(

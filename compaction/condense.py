@@ -296,30 +296,66 @@ def fit_body(text: str, max_tokens: int) -> str:
     """`text` within `max_tokens`: the largest sections lose their last lines first, each marked as cut.
 
     Sections are the numbered summary headings (text without them is one section); a section
-    keeps at least its heading line. Whatever is still over is cut at the end.
+    keeps at least its heading line. A line whose removal would free far more than is over is cut
+    inside instead (ending in `…`), so a summary a little over keeps nearly all of itself. Whatever
+    is still over is cut at the end.
     """
     if estimate_text(text) <= max_tokens:
         return text
-    sections = _sections(text)
+    sections = [list(lines) for lines in _sections(text)]
     costs = [[estimate_text(line) + 1 for line in lines] for lines in sections]
     cut = [0] * len(sections)
-    total = sum(map(sum, costs))
-    target = max_tokens - 12 * len(sections)
+    total, marks = sum(map(sum, costs)), 0
     order = sorted(range(len(sections)), key=lambda i: -sum(costs[i]))
     for i in order:
-        while total > target and len(sections[i]) - cut[i] > 1:
+        while len(sections[i]) - cut[i] > 1 and (over := total + MARK_TOKENS * marks - max_tokens) > 0:
+            last = len(sections[i]) - cut[i] - 1
+            if costs[i][last] - over > LINE_CUT_MIN_TOKENS:
+                sections[i][last] = longest_prefix(sections[i][last], costs[i][last] - 1 - over, "…")
+                total -= over
+                break
+            marks += cut[i] == 0
             cut[i] += 1
-            total -= costs[i][len(sections[i]) - cut[i]]
-        if total <= target:
+            total -= costs[i][last]
+        if total + MARK_TOKENS * marks <= max_tokens:
             break
     pieces = []
     for lines, n in zip(sections, cut, strict=True):
         kept = lines[: len(lines) - n]
         pieces.append("\n".join(kept + ([CUT_MARK.format(n=n)] if n else [])))
-    out = "\n".join(pieces)
-    while estimate_text(out) > max_tokens and out:
-        out = out[: int(len(out) * 0.9)]
+    return longest_prefix("\n".join(pieces), max_tokens)
+
+
+#: What a section's cut mark line is counted as while cutting.
+MARK_TOKENS = 12
+
+#: A line is cut inside, not dropped, when the part of it that fits is more than this many tokens.
+LINE_CUT_MIN_TOKENS = 8
+
+
+def longest_prefix(text: str, max_tokens: int, tail: str = "") -> str:
+    """`text` whole if it fits `max_tokens`, else its longest start (then `tail`) that does, ending at a word."""
+    if estimate_text(text) <= max_tokens:
+        return text
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if estimate_text(text[:middle] + tail) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    start = text[:low]
+    space = start.rfind(" ")
+    if space > len(start) - WORD_BACKOFF_CHARS:
+        start = start[:space]
+    out = start.rstrip() + tail if start.strip() else ""
+    while out and estimate_text(out) > max_tokens:
+        out = out[:-1]
     return out
+
+
+#: How far back `longest_prefix` looks for a space to end on a whole word.
+WORD_BACKOFF_CHARS = 20
 
 
 def _sections(text: str) -> list[list[str]]:

@@ -76,6 +76,12 @@ def usage_credit(entries: Sequence[ViewEntry], usage_index: int | None, freed_by
     return sum(freed for index, freed in freed_by_index.items() if index <= usage_index)
 
 
+#: The output reserve takes at most half the window, the auto-compact buffer at most 65% of what is left and
+#: the warning buffer at most all of it: the design's 20,000 / 13,000 / 20,000 hold from a 40,000-token window
+#: up (threshold 7,000, warning 0); a smaller window keeps that window's proportions (threshold 17.5%).
+RESERVE_SHARE, BUFFER_SHARE = 0.5, 0.65
+
+
 @dataclass(frozen=True, slots=True)
 class Thresholds:
     """The design's numbers for one context window."""
@@ -89,12 +95,18 @@ class Thresholds:
 
     @classmethod
     def for_window(cls, context_window: int, config: Config) -> "Thresholds":
-        effective = context_window - min(config.max_output_tokens, config.output_reserve_cap)
+        """The design's numbers (reserve min(max output, 20,000), buffer 13,000, warning 20,000) from 40,000 tokens.
+
+        Below, each part is at most a share of what it is taken from (RESERVE_SHARE, BUFFER_SHARE), so a small
+        window keeps a positive threshold: a 30,000 window compacts at 5,250, not at -3,000.
+        """
+        reserve = min(config.max_output_tokens, config.output_reserve_cap, int(context_window * RESERVE_SHARE))
+        effective = context_window - reserve
         return cls(
             context_window=context_window,
             effective_window=effective,
-            autocompact_threshold=effective - config.autocompact_buffer,
-            warning_at=effective - config.warning_buffer,
+            autocompact_threshold=effective - min(config.autocompact_buffer, int(effective * BUFFER_SHARE)),
+            warning_at=effective - min(config.warning_buffer, effective),
             collapse_start=int(effective * config.collapse_start_ratio),
             collapse_block=int(effective * config.collapse_block_ratio),
         )

@@ -31,7 +31,7 @@ def test_usage_screen_of_one_session(
     check(snap_compare, snapshot_url, size, ["u"], session=SESSION)
 
 
-def test_the_day_chart_draws_the_latest_days_that_fit_one_column_each() -> None:
+def test_the_day_chart_draws_every_day_adding_up_days_when_they_outnumber_the_columns() -> None:
     from datetime import date, timedelta
 
     from sessionstore.cli.browse.usage import chart_rows
@@ -43,9 +43,9 @@ def test_the_day_chart_draws_the_latest_days_that_fit_one_column_each() -> None:
         usage.add([0, 0, 0, 0, 0], 1, float(i % 10), "m")
         days.append(UsageRow((date(2026, 1, 1) + timedelta(days=i)).isoformat(), usage))
     lines = chart_rows(days, 80, 5)
-    assert [len(line.plain) for line in lines] == [80] * 5
+    assert [len(line.plain) for line in lines[:-1]] == [50] * 4, "100 days in 80 columns: two days a bar"
     bars, axis = lines[:-1], lines[-1].plain
-    assert axis.startswith("2026-01-21") and axis.endswith("2026-04-10"), "the latest 80 of 100 days"
-    tallest = [x for x in range(80) if bars[0].plain[x] == "█"]
-    assert tallest == [x for x in range(80) if (x + 20) % 10 == 9], "the days costing the most fill the column"
-    assert all(line.plain[x] == " " for line in bars for x in range(80) if (x + 20) % 10 == 0)
+    assert axis.startswith("2026-01-01") and axis.endswith("2026-04-10"), "every one of the 100 days"
+    tallest = [x for x in range(50) if bars[0].plain[x] == "█"]
+    assert tallest == [x for x in range(50) if x % 5 == 4], "the days 8 and 9 of each ten cost the most"
+    assert all(bars[-1].plain[x] != " " for x in range(50)), "every pair of days cost something"

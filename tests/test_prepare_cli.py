@@ -86,14 +86,14 @@ def test_no_warning_on_a_big_window_says_so(capsys: pytest.CaptureFixture[str], 
     assert data["context_left_percent"] > 90
 
 
-def test_a_window_too_small_for_any_threshold_says_so_not_none_percent(
+def test_a_tiny_window_keeps_a_positive_threshold_and_no_none_percent(
     capsys: pytest.CaptureFixture[str], sqlite_url: str
 ) -> None:
-    """`new --context-window 5`: the auto-compact threshold is below zero, so no percentage can be left."""
+    """`new --context-window 5`: the reserve and buffer shrink with the window, so the threshold stays positive."""
     sid = _session(sqlite_url, window=5, words=10)
     data = json.loads(run_cli(capsys, "prepare", sid, "--dry-run", "--json", "--db", sqlite_url).out)
-    assert data["thresholds"]["autocompact_threshold"] < 0 and data["context_left_percent"] is None
+    assert 0 < data["thresholds"]["autocompact_threshold"] < 5 and data["context_left_percent"] == 0
     out = run_cli(capsys, "prepare", sid, "--dry-run", "--db", sqlite_url)
     line = " ".join(out.out.split())
     assert out.code == 0 and "None" not in line
-    assert "no context is left before auto-compact" in line and "always on" in line
+    assert "0% of the context" in line and "always on" in line

@@ -68,7 +68,7 @@ def test_an_ambiguous_prefix_is_one_line_and_exit_2(capsys: pytest.CaptureFixtur
         )
         version = s.refresh_state().view_version
     result = run_cli(capsys, "compact", s.id, "--from", "ab", "--db", sqlite_url)
-    assert result.code == 2 and result.err.startswith("error: --from 'ab' is the start of 4 messages")
+    assert result.code == 2 and result.err.startswith("error: --from: 'ab' is ambiguous: it starts at least 4 messages")
     assert result.err.count("\n") == 1
     with SessionStore.open(sqlite_url) as st:
         assert st.get(s.id).refresh_state().view_version == version, "nothing compacted"

@@ -8,6 +8,7 @@ report answers from the usage rollup after counting what was appended since the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -34,38 +35,74 @@ if TYPE_CHECKING:
     from .app import BrowseApp
 
 
-def chart_rows(days: list[UsageRow], width: int, height: int, mark: Style | str = "") -> list[Text]:
-    """`height - 1` rows of bars, the latest days that fit in `width`, then an axis with their dates.
+@dataclass(frozen=True)
+class Column:
+    """One bar of the chart: `days` consecutive days (from `key` to `last`), their cost added up."""
 
-    A day is one column when many days are shown and up to 8 (a bar and a gap) when few are.
+    key: str
+    last: str
+    days: int
+    cost: float
+    unpriced: bool
+
+
+def day_columns(days: list[UsageRow], width: int) -> list[Column]:
+    """Every day of `days` in at most `width` bars: one day a bar when they fit, else the same number of
+    consecutive days in each (the latest day ends the last bar; the first bar may hold fewer)."""
+    per = days_per_column(days, width)
+    columns = []
+    for end in range(len(days), 0, -per):
+        group = days[max(0, end - per) : end]
+        columns.append(
+            Column(
+                group[0].key,
+                group[-1].key,
+                len(group),
+                sum(row.usage.cost_usd_known for row in group),
+                any(row.usage.unpriced_models for row in group),
+            )
+        )
+    return columns[::-1]
+
+
+def days_per_column(days: list[UsageRow], width: int) -> int:
+    """How many days each bar of a chart `width` columns wide holds (1 when every day has its own)."""
+    return max(1, -(-len(days) // max(1, width)))
+
+
+def chart_rows(days: list[UsageRow], width: int, height: int, mark: Style | str = "") -> list[Text]:
+    """`height - 1` rows of bars covering every day of `days` in `width` columns, then an axis with their dates.
+
+    A day is one column when many days are shown and up to 8 (a bar and a gap) when few are; when
+    there are more days than columns, each bar adds up as many consecutive days (`day_columns`).
     """
-    cols = max(1, min(8, width // max(1, len(days)))) if width > 0 else 1
-    shown = days[-(width // cols) :] if width >= cols else []
+    shown = day_columns(days, width) if width > 0 else []
+    cols = max(1, min(8, width // max(1, len(shown)))) if width > 0 else 1
     bar = cols - 1 if cols >= 3 else cols
-    values = [row.usage.cost_usd_known for row in shown]
+    values = [column.cost for column in shown]
     top = max(values + [0.0]) or 1.0
     rows = max(1, height - 1)
     lines = []
     for r in range(rows):
         floor = (rows - 1 - r) / rows
         line = Text(no_wrap=True, end="")
-        for row, value in zip(shown, values, strict=True):
+        for column, value in zip(shown, values, strict=True):
             fill = (value / top - floor) * rows
             char = BLOCKS[max(0, min(8, int(round(fill * 8))))] if fill < 1 else BLOCKS[8]
-            line.append(char * bar, mark if row.usage.unpriced_models else None)
+            line.append(char * bar, mark if column.unpriced else None)
             line.append(" " * (cols - bar))
         lines.append(line)
     lines.append(Text(_axis(shown, cols), no_wrap=True, end=""))
     return lines
 
 
-def _axis(shown: list[UsageRow], cols: int) -> str:
+def _axis(shown: list[Column], cols: int) -> str:
     """Each day's MM-DD under its bar when bars are wide enough, else the first and last dates at the ends."""
     if not shown:
         return ""
     if cols >= 6:
-        return "".join(row.key[5:].ljust(cols) for row in shown)
-    first, last = shown[0].key, shown[-1].key
+        return "".join(column.key[5:].ljust(cols) for column in shown)
+    first, last = shown[0].key, shown[-1].last
     gap = len(shown) * cols - len(first) - len(last)
     return first + " " * gap + last if gap >= 1 else last[5:]
 
@@ -103,11 +140,12 @@ class DayChart(Widget):
 
     def render(self) -> Text:
         width, height = self.size.width, self.size.height
-        shown = self.days[-width:] if width > 0 else []
-        peak = max((row.usage.cost_usd_known for row in shown), default=0.0)
+        shown = day_columns(self.days, width) if width > 0 and self.days else []
+        peak = max((column.cost for column in shown), default=0.0)
+        per = days_per_column(self.days, width)
         days = f"{len(self.days)} day{'s' if len(self.days) != 1 else ''}"
         title = Text(
-            f" cost per day (UTC) · {days} · peak ${peak:,.2f}",
+            f" cost per {'day' if per == 1 else f'{per} days'} (UTC) · {days} · peak ${peak:,.2f}",
             no_wrap=True,
             overflow="ellipsis",
             end="",

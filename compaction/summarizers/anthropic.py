@@ -18,7 +18,12 @@ from typing import Any, Sequence
 import anthropic
 
 from sessionstore.compaction.prompt import compact_prompt, strip_analysis
-from sessionstore.compaction.summarizers.base import PromptTooLong, SummarizerError, SummaryResult
+from sessionstore.compaction.summarizers.base import (
+    PromptTooLong,
+    SummarizerError,
+    SummarizerUnavailable,
+    SummaryResult,
+)
 from sessionstore.credentials import hide_credentials
 from sessionstore.storage.types import Content, ViewEntry
 from sessionstore.storage.view import as_blocks, to_api_messages
@@ -120,20 +125,20 @@ class AnthropicSummarizer:
         except anthropic.APIStatusError as err:
             raise self._status_error(err) from None
         except anthropic.APIConnectionError as err:
-            raise SummarizerError(self._redact(f"summary request failed: {err.message}")) from None
+            raise SummarizerUnavailable(self._redact(f"summary request failed: {err.message}")) from None
         except anthropic.AnthropicError as err:
-            raise SummarizerError(self._redact(f"summary request failed: {err}")) from None
+            raise SummarizerUnavailable(self._redact(f"summary request failed: {err}")) from None
         return self._result(final)
 
     def _result(self, final: Any) -> SummaryResult:
         """The SummaryResult of a finished message; an empty or refused answer is an error."""
         raw = "".join(block.text for block in final.content if block.type == "text")
         if final.stop_reason == "refusal":
-            raise SummarizerError("the model refused to write the summary")
+            raise SummarizerUnavailable("the model refused to write the summary")
         text = strip_analysis(raw)
         if not text:
             reason = f" (stop reason: {final.stop_reason})" if final.stop_reason else ""
-            raise SummarizerError(f"the model returned an empty summary{reason}")
+            raise SummarizerUnavailable(f"the model returned an empty summary{reason}")
         usage = final.usage
         return SummaryResult(text=text, raw=raw, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
 
@@ -145,7 +150,7 @@ class AnthropicSummarizer:
             return PromptTooLong(f"summary request too long: {detail}", actual, maximum)
         kind = f" {err.type}" if err.type else ""
         request_id = f" (request id {err.request_id})" if err.request_id else ""
-        return SummarizerError(f"summary request failed: HTTP {err.status_code}{kind}: {detail}{request_id}")
+        return SummarizerUnavailable(f"summary request failed: HTTP {err.status_code}{kind}: {detail}{request_id}")
 
     def _redact(self, text: str) -> str:
         """`text` with every credential this summarizer knows (and anything key-shaped) removed."""

@@ -13,6 +13,11 @@ class SummarizerError(SessionStoreError):
     """A summarizer could not produce a summary (network, API, bad answer): a typed error callers can report."""
 
 
+class SummarizerUnavailable(SummarizerError):
+    """The summarizer was reached for and failed at run time (API unreachable, an error status, an empty or
+    refused answer): trying again later may work, so the CLI exits 1, not 2 (a missing key stays a SummarizerError)."""
+
+
 class PromptTooLong(SummarizerError):
     """The summary request itself exceeds the model's window.
 

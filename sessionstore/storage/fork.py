@@ -31,8 +31,9 @@ import uuid as uuid_mod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from .errors import MessageNotFound, SessionStoreError
+from .errors import SessionStoreError
 from .faults import fault_in
+from .resolve import resolve_message
 from .rows import dumps
 from .types import BOUNDARY_SUBTYPE, ViewEntry
 from .validate import tool_result_ids, tool_use_ids
@@ -223,38 +224,6 @@ def _refuse_copied(parent: "Session", index: int) -> None:
         f"boundary {index} of session {parent.id} came with its view from session {source} ({where}); "
         f"the view before it is that session's: fork {source} --before-boundary {number if number else 'K'}"
     )
-
-
-def resolve_message(session: "Session", given: str | int) -> tuple[int, str]:
-    """(seq, uuid) of the message `given` names: a seq (an int or a string of digits), a uuid, or a unique uuid prefix."""
-    text = str(given).strip()
-    if not text:
-        raise MessageNotFound("a message is named by its seq, its uuid or a unique prefix of the uuid; got nothing")
-    if isinstance(given, int) or text.isdigit():
-        row = session.db.one(
-            "SELECT seq, uuid FROM messages WHERE session_id = :id AND seq = :seq",
-            {"id": session.id, "seq": min(int(text), 2**63 - 1)},
-        )
-        if row is None:
-            raise MessageNotFound(f"session {session.id} has no message with seq {text}")
-        return int(row[0]), row[1]
-    row = session.db.one(
-        "SELECT seq, uuid FROM messages WHERE session_id = :id AND uuid = :uuid", {"id": session.id, "uuid": text}
-    )
-    if row is not None:
-        return int(row[0]), row[1]
-    rows = session.db.all(
-        "SELECT seq, uuid FROM messages WHERE session_id = :id AND substr(uuid, 1, :n) = :p ORDER BY seq LIMIT 3",
-        {"id": session.id, "n": len(text), "p": text},
-    )
-    if not rows:
-        raise MessageNotFound(f"no message {text!r} in session {session.id} (by seq, uuid, or a prefix of a uuid)")
-    if len(rows) > 1:
-        raise MessageNotFound(
-            f"message uuid prefix {text!r} is ambiguous in session {session.id} "
-            f"({', '.join(r[1] for r in rows[:2])}, ...); give more characters"
-        )
-    return int(rows[0][0]), rows[0][1]
 
 
 def _first_version(parent: "Session", seq: int) -> int | None:

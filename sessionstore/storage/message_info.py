@@ -12,16 +12,15 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import MessageNotFound, SessionStoreError
+from .errors import MessageNotFound
+from .resolve import AmbiguousMessage, resolve_message
 from .rows import MESSAGE_COLUMNS, stored_from_row
 from .types import StoredMessage
 
 if TYPE_CHECKING:
     from .session import Session
 
-
-class AmbiguousMessage(SessionStoreError, LookupError):
-    """A uuid prefix that starts several messages of the session."""
+__all__ = ["AmbiguousMessage", "MessageInfo", "find_message", "message_info"]
 
 
 @dataclass
@@ -48,36 +47,14 @@ class MessageInfo:
 
 
 def find_message(session: "Session", ref: str) -> StoredMessage:
-    """The message `ref` names: a seq (digits), a uuid, or a unique start of a uuid."""
-    ref = ref.strip()
-    if not ref:
-        raise MessageNotFound(f"no message named: give a uuid, its start, or a seq of session {session.id}")
-    rows = []
-    if ref.isdigit() and len(ref) < 19:
-        rows = session.db.all(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq = :seq",
-            {"id": session.id, "seq": int(ref)},
-        )
-    if not rows:
-        rows = session.db.all(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND uuid = :u", {"id": session.id, "u": ref}
-        )
-    if not rows:
-        pattern = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        rows = session.db.all(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND uuid LIKE :p "
-            "ESCAPE '\\' ORDER BY seq LIMIT 4",
-            {"id": session.id, "p": pattern},
-        )
-    if not rows:
-        raise MessageNotFound(f"no message {ref!r} in session {session.id} (give a uuid, its start, or a seq)")
-    if len(rows) > 1:
-        found = [stored_from_row(r).uuid for r in rows]
-        raise AmbiguousMessage(
-            f"{ref!r} starts {'more than 3' if len(found) > 3 else len(found)} messages of "
-            f"session {session.id} ({', '.join(found[:3])}); give more characters"
-        )
-    return stored_from_row(rows[0])
+    """The message `ref` names: a seq, a uuid, or a unique start of a uuid (see `resolve_message`)."""
+    seq, _ = resolve_message(session, ref)
+    row = session.db.one(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq = :seq", {"id": session.id, "seq": seq}
+    )
+    if row is None:
+        raise MessageNotFound(f"message {ref!r} of session {session.id} is gone (deleted while it was read)")
+    return stored_from_row(row)
 
 
 def message_info(session: "Session", ref: str) -> MessageInfo:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from .errors import MessageNotFound, SessionStoreError
 from .fastjson import loads_stored
 from .recall import content_as_text
+from .resolve import resolve_message
 from .tokens import estimate_text
 
 if TYPE_CHECKING:
@@ -121,11 +122,12 @@ def insert_pin(
 
 
 def pin(session: "Session", uuid: str) -> Pin:
-    """Pin the message `uuid` (idempotent); PinBudgetExceeded when the budget cannot take it."""
-    message = session.message(uuid)
+    """Pin the message `uuid` names (a seq, uuid or unique uuid start; idempotent); PinBudgetExceeded when the
+    budget cannot take it."""
+    message = session.message(resolve_message(session, uuid)[1])
     text = pin_text(message.content)
     if not text:
-        raise SessionStoreError(f"message {uuid} has no text to carry; only a message with text can be pinned")
+        raise SessionStoreError(f"message {message.uuid} has no text to carry; only a message with text can be pinned")
     tokens = pin_cost(text)
     budget = pins_budget(session)
     session.db.run_write(
@@ -137,8 +139,8 @@ def pin(session: "Session", uuid: str) -> Pin:
 
 
 def unpin(session: "Session", uuid: str) -> bool:
-    """Unpin the message `uuid`; False when it was not pinned. MessageNotFound for an unknown uuid."""
-    message = session.message(uuid)
+    """Unpin the message `uuid` names (as `pin` takes it); False when it was not pinned. MessageNotFound for none."""
+    message = session.message(resolve_message(session, uuid)[1])
 
     def body(db: "Database") -> bool:
         cur = db.execute(

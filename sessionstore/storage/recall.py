@@ -203,6 +203,11 @@ def recall(
     mode = "query" if query is not None else "around" if around_uuid is not None else "last"
     with session.db.read() as db:
         scope = _Scope(db, session.id, version)
+        if cursor is not None and not scope.count("AND v.key = :k", cursor):
+            raise RecallError(
+                f"{cursor} is not a cursor of the view before boundary {index}: "
+                "pass the next_cursor of the previous call"
+            )
         page = _Page(max(MIN_PAGE_TOKENS, max_tokens - _note_reserve(index, mode, query)))
         if around_uuid is not None:
             _fill_around(scope, page, around_uuid)

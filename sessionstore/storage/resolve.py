@@ -1,4 +1,9 @@
-"""Session-id resolution: what a person types (an id, a source tool's id, or a prefix) -> one session id.
+"""Id resolution: what a person types -> one session id, or one message of a session.
+
+Messages (`resolve_message`, the one resolver `show`, `fork --at`, `compact --from/--up-to`,
+`pin`, `unpin` and `recall --around` share): a seq, a uuid, or a unique start of a uuid.
+
+Sessions:
 
 Accepted, in this order: a session id; the id the source tool knows for an
 imported session (the Claude Code session id `claude --resume` takes, the
@@ -15,10 +20,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import AmbiguousSession, SessionNotFound
+from .errors import AmbiguousSession, MessageNotFound, SessionNotFound
 
 if TYPE_CHECKING:
     from .db import Database
+    from .session import Session
 
 #: Longer than any id a session or a source can have (imports.source_key holds up to 500 characters).
 MAX_REFERENCE_LENGTH = 500
@@ -110,3 +116,51 @@ def _prefix_matches(db: "Database", prefix: str) -> set[str]:
         )
     }
     return found
+
+
+class AmbiguousMessage(MessageNotFound):
+    """A uuid prefix that starts several messages of the session: it names no one message."""
+
+
+#: The largest seq a message can have (a signed 64-bit integer).
+MAX_SEQ = 2**63 - 1
+
+
+def resolve_message(session: "Session", given: str | int) -> tuple[int, str]:
+    """(seq, uuid) of the one message of `session` that `given` names: a seq, a uuid, or a unique start of a uuid.
+
+    Digits name a seq first; digits that are no seq of the session are tried as the start of a
+    uuid. MessageNotFound when nothing matches, AmbiguousMessage when a prefix starts several.
+    """
+    text = str(given).strip()
+    if not text:
+        raise MessageNotFound(
+            f"no message named: give a seq, a uuid or a unique start of one (see `sessionstore view {session.id}`)"
+        )
+    if isinstance(given, int) or (text.isascii() and text.isdigit()):
+        row = session.db.one(
+            "SELECT seq, uuid FROM messages WHERE session_id = :id AND seq = :seq",
+            {"id": session.id, "seq": min(int(text), MAX_SEQ)},
+        )
+        if row is not None:
+            return int(row[0]), str(row[1])
+    if not isinstance(given, int):
+        exact = session.db.one(
+            "SELECT seq, uuid FROM messages WHERE session_id = :id AND uuid = :u", {"id": session.id, "u": text}
+        )
+        if exact is not None:
+            return int(exact[0]), str(exact[1])
+        rows = session.db.all(
+            "SELECT seq, uuid FROM messages WHERE session_id = :id AND uuid LIKE :p ESCAPE '\\' "
+            "AND substr(uuid, 1, :n) = :raw ORDER BY seq LIMIT 4",
+            {"id": session.id, "p": escape_like(text) + "%", "n": len(text), "raw": text},
+        )
+        if len(rows) == 1:
+            return int(rows[0][0]), str(rows[0][1])
+        if rows:
+            found = [str(r[1]) for r in rows]
+            raise AmbiguousMessage(
+                f"{text!r} is ambiguous: it starts {'at least 4' if len(found) > 3 else len(found)} messages of "
+                f"session {session.id} ({', '.join(found[:3])}); give more characters"
+            )
+    raise MessageNotFound(f"no message {text!r} in session {session.id} (give a seq, a uuid, or a unique start of one)")

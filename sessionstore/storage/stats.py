@@ -20,6 +20,18 @@ STAT_LABELS = {
 }
 
 
+def stat_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) for each figure of `session_stats` a person reads: the session id and unset ones left out.
+
+    A session that is no fork has no `forked from`: the row is left out, never printed as None.
+    """
+    return [
+        (STAT_LABELS.get(key, key.replace("_", " ")), f"{value:,}" if isinstance(value, int) else str(value))
+        for key, value in stats.items()
+        if key != "session" and value is not None
+    ]
+
+
 def session_stats(session: "Session") -> dict[str, Any]:
     """Messages, view entries and tokens, stored bytes, boundaries and spills of one session.
 

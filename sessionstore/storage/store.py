@@ -197,6 +197,11 @@ class SessionStore:
             out.append(info)
         return _with_lineage(self.db, out)
 
+    def hosts(self) -> dict[str, int]:
+        """Each host sessions were captured on, with how many of them this role may see (by host name)."""
+        rows = self.db.all("SELECT host, COUNT(*) FROM sessions WHERE host IS NOT NULL GROUP BY host ORDER BY host")
+        return {str(r[0]): int(r[1]) for r in rows}
+
     def search(self, query: str, **filters: Any) -> builtins.list[Hit]:
         """Messages of every session matching `query`, best first; filters: session, role, since, cwd, in_, limit."""
         from .search import Filters, search
