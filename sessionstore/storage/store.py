@@ -13,6 +13,7 @@ from .errors import ReadOnlySession, SessionNotFound, SessionStoreError
 from .migrate import SCHEMA_HEAD, ensure_current, require_current, stored_revision
 from .resolve import resolve_session_id
 from .session import Session
+from .usage_counts import release as release_usage
 
 if TYPE_CHECKING:
     from .search import Hit
@@ -206,6 +207,7 @@ class SessionStore:
         session = self.get(session_id)
 
         def remove(db: Database) -> None:
+            release_usage(db, session.id)
             for table in (
                 "view_entries",
                 "compactions",
