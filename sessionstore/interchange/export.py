@@ -321,7 +321,11 @@ def claude_code_line(
         entry["type"] = "user"
     message: dict[str, Any] = {"role": m.role, "content": m.content}
     if m.role == "assistant":
-        message = {"id": m.api_message_id, "type": "message", "role": "assistant", "content": m.content}
+        message = {"id": m.api_message_id, "type": "message", "role": "assistant"}
+        model = m.metadata.get("model") or session.model
+        if isinstance(model, str) and model:  # what a re-import reads the session's model (and cost) from
+            message["model"] = model
+        message["content"] = m.content
         if m.usage is not None:
             message["usage"] = m.usage
     entry["message"] = message
