@@ -112,8 +112,9 @@ def exit_code(exc: Exception) -> int:
     lost a race): trying again later may work; 2 for a usage error or bad input (click's own usage errors exit 2)."""
     from sessionstore.storage.blobs import BlobCorrupt
     from sessionstore.storage.errors import DatabaseUnavailable, MigrationError, RewriteConflict, StoreBusy
+    from sessionstore.storage.textpack import TextCorrupt
 
-    runtime = (StoreBusy, DatabaseUnavailable, MigrationError, BlobCorrupt, RewriteConflict)
+    runtime = (StoreBusy, DatabaseUnavailable, MigrationError, BlobCorrupt, RewriteConflict, TextCorrupt)
     return EXIT_RUNTIME if isinstance(exc, runtime) else EXIT_USAGE
 
 
