@@ -84,7 +84,7 @@ def loads_stored(text: str | bytes) -> Any:
     return value
 
 
-def _slow_loads(text: str) -> Any:
+def _slow_loads(text: str | bytes) -> Any:
     """json.loads, its JSONDecodeError as StoredJsonCorrupt."""
     try:
         return json.loads(text)
