@@ -117,6 +117,7 @@ def exit_code(exc: Exception) -> int:
     from sessionstore.storage.blobs import BlobCorrupt
     from sessionstore.storage.errors import DatabaseUnavailable, MigrationError, RewriteConflict, StoreBusy
     from sessionstore.storage.search import SearchIndexError
+    from sessionstore.storage.textpack import TextCorrupt
 
     runtime = (
         StoreBusy,
@@ -126,6 +127,7 @@ def exit_code(exc: Exception) -> int:
         RewriteConflict,
         SearchIndexError,
         SummarizerUnavailable,
+        TextCorrupt,
     )
     return EXIT_RUNTIME if isinstance(exc, runtime) else EXIT_USAGE
 

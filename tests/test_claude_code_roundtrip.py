@@ -336,3 +336,59 @@ def test_a_jsonl_export_keeps_the_messages_no_view_showed_and_says_so(
         with open(again, "w", encoding="utf-8") as text:
             export_jsonl(copy, text)
     assert again.read_bytes() == path.read_bytes()
+
+
+def _rounds(start: int, count: int) -> str:
+    """JSONL of `count` user/assistant rounds, each long enough for a compaction to shrink the view."""
+    lines = []
+    for i in range(start, start + count):
+        lines.append(json.dumps({"role": "user", "content": f"question {i}: " + "why does it fail " * 30}))
+        lines.append(json.dumps({"role": "assistant", "content": [{"type": "text", "text": f"answer {i} " * 300}]}))
+    return "\n".join(lines) + "\n"
+
+
+def _history(url: str, env: dict[str, str], sid: str) -> tuple[list[Any], list[Any]]:
+    """What `history` shows of each boundary, and per boundary the view before it with the ✂ it marks."""
+    from tests.support.outside import sessionstore
+
+    listed = sessionstore(url, env, "history", sid, "--json")
+    assert listed.code == 0, listed.err
+    rows = [
+        (b["kind"], b["trigger"], b["pre_tokens"], b["messages_summarized"], b["preserved_segment"])
+        for b in json.loads(listed.out)
+    ]
+    views = []
+    for k in range(1, len(rows) + 1):
+        before = sessionstore(url, env, "history", sid, "-b", str(k), "--json")
+        assert before.code == 0, before.err
+        shown = json.loads(before.out)
+        views.append(([e["uuid"] for e in shown["entries"]], sorted(m["uuid"] for m in shown["summarized"])))
+    return rows, views
+
+
+def test_cli_up_to_then_from_survives_a_claude_code_round_trip(store_url: str, other_url: str, tmp_path: Path) -> None:
+    """`compact --up-to` then `compact --from`, exported as claude-code and imported: both boundaries,
+    their kinds, kept runs and summarized messages come back (the second's run crosses the first's)."""
+    from tests.support.outside import private_env, sessionstore
+
+    env = private_env(tmp_path / "home")
+    made = sessionstore(store_url, env, "new", "--title", "two partials", "--json")
+    sid = json.loads(made.out)["id"]
+    assert sessionstore(store_url, env, "append", sid, "-", stdin=_rounds(1, 15)).code == 0
+    entries = json.loads(sessionstore(store_url, env, "view", sid, "--json").out)["entries"]
+    ran = sessionstore(store_url, env, "compact", sid, "--up-to", entries[16]["uuid"])
+    assert ran.code == 0 and "partial-up_to" in ran.out, ran.err
+    entries = json.loads(sessionstore(store_url, env, "view", sid, "--json").out)["entries"]
+    prompts = [e["uuid"] for e in entries if e["type"] == "user" and not e["is_compact_summary"]]
+    ran = sessionstore(store_url, env, "compact", sid, "--from", prompts[-4])
+    assert ran.code == 0 and "partial-from" in ran.out, ran.err
+    original = _history(store_url, env, sid)
+    assert [row[0] for row in original[0]] == ["partial-up_to", "partial-from"]
+
+    exported = tmp_path / "two-partials.jsonl"
+    ran = sessionstore(store_url, env, "export", sid, "-f", "claude-code", "-o", str(exported))
+    assert ran.code == 0, ran.err
+    ran = sessionstore(other_url, env, "import", "claude-code", str(exported), "--json")
+    assert ran.code == 0, ran.err
+    [row] = json.loads(ran.out)["files"]
+    assert _history(other_url, env, row["session"]) == original

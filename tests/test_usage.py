@@ -51,7 +51,8 @@ def _reply(
         "content": [{"type": "text", "text": text}],
         "usage": usage,
         "timestamp": timestamp,
-        "api_message_id": api_id,
+        # API ids are unique across sessions (the same id in two sessions is one response, copied).
+        "api_message_id": f"{api_id}_{session.id}" if api_id else None,
     }
     if model:
         message["metadata"] = {"model": model}

@@ -10,6 +10,7 @@ text and raw HTML is escaped (see markdown_text.py).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -26,7 +27,8 @@ from sessionstore.sanitize import visible
 from sessionstore.storage.history import Boundary, boundaries
 from sessionstore.storage.linepack import session_lines
 from sessionstore.storage.search import document_text
-from sessionstore.storage.textpack import text_of
+from sessionstore.storage.fastjson import is_stored_json
+from sessionstore.storage.textpack import TextCorrupt, text_of
 from sessionstore.storage.rows import dumps, iter_message_rows
 
 if TYPE_CHECKING:
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from sessionstore.storage.types import StoredMessage
 
 FORMATS = ("jsonl", "markdown", "html", "claude-code")
+log = logging.getLogger("sessionstore.export")
+
 #: What a jsonl line of a message no view ever showed carries (read by `import jsonl`).
 OFF_VIEW = '"in_view":false,'
 
@@ -110,9 +114,21 @@ def _jsonl_line(row: Any, header: str | None = None, *, in_view: bool = True) ->
     `header` (JSON text) goes first on the line as its `session` field.
     """
     seq, uuid, parent, role, mtype, subtype, ts, api_id, usage, is_meta, is_summary, meta, content, tokens = row
-    usage, meta, content = text_of(usage), text_of(meta), text_of(content)
+    damaged: list[str] = []
+    usage = _spliced(usage, "usage", damaged)
+    meta = _spliced(meta, "metadata", damaged)
+    content = _spliced(content, "content", damaged)
     first = "" if header is None else f'"session":{header},'
     off = "" if in_view else OFF_VIEW
+    if damaged:
+        log.warning(
+            "message seq %s (%s) is damaged in the database: its %s written as the raw stored text (a JSON string)",
+            seq,
+            uuid,
+            " and ".join(damaged),
+        )
+        off += f'"damaged":{dumps(damaged)},'
+
     return (
         f'{{{first}"seq":{int(seq)},"uuid":{dumps(uuid)},"parent_uuid":{dumps(parent)},"type":{dumps(mtype)},'
         f'"subtype":{dumps(subtype)},"timestamp":{dumps(ts)},"api_message_id":{dumps(api_id)},'
@@ -121,6 +137,22 @@ def _jsonl_line(row: Any, header: str | None = None, *, in_view: bool = True) ->
         f'"tokens":{int(tokens)},{off}'
         f'"message":{{"role":{dumps(role)},"content":{content}}}}}\n'
     )
+
+
+def _spliced(value: Any, name: str, damaged: list[str]) -> Any:
+    """A stored JSON value as the text to splice into a line; one that does not parse (a row damaged outside
+    sessionstore) becomes its raw text as a JSON string, and `name` is added to `damaged`."""
+    if value is None:
+        return None
+    try:
+        text = text_of(value)
+    except TextCorrupt:
+        damaged.append(name)
+        return "null"
+    if is_stored_json(text):
+        return text
+    damaged.append(name)
+    return dumps(text)
 
 
 def export_markdown(session: "Session", out: TextSink, redactor: "Redactor | None" = None) -> int:
@@ -354,7 +386,11 @@ def claude_code_line(
         entry["type"] = "user"
     message: dict[str, Any] = {"role": m.role, "content": m.content}
     if m.role == "assistant":
-        message = {"id": m.api_message_id, "type": "message", "role": "assistant", "content": m.content}
+        message = {"id": m.api_message_id, "type": "message", "role": "assistant"}
+        model = m.metadata.get("model") or session.model
+        if isinstance(model, str) and model:  # what a re-import reads the session's model (and cost) from
+            message["model"] = model
+        message["content"] = m.content
         if m.usage is not None:
             message["usage"] = m.usage
     entry["message"] = message

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Sequence
 from sessionstore.interchange.sinks import TextSink
 from sessionstore.sanitize import one_line
 from sessionstore.storage.fastjson import loads_stored
+from sessionstore.storage.rows import message_content
 from sessionstore.storage.textpack import text_of
 from sessionstore.storage.types import StoredMessage
 
@@ -462,7 +463,7 @@ class _TranscriptWriter:
                 is_meta == 1,
                 is_summary == 1,
                 badge,
-                loads_stored(raw) if clean is None else clean(loads_stored(raw)),
+                message_content(raw, seq, uuid) if clean is None else clean(message_content(raw, seq, uuid)),
                 escape,
             )
             count += 1

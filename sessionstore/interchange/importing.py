@@ -56,7 +56,14 @@ from sessionstore.storage.session import load_state
 from sessionstore.storage.rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
 from sessionstore.storage.tokens import estimate_content
 from sessionstore.storage.replacements import save_cleared
-from sessionstore.storage.validate import check_depth, check_timestamp, check_usage, normalize, tool_result_ids
+from sessionstore.storage.validate import (
+    check_depth,
+    check_timestamp,
+    check_usage,
+    normalize,
+    storable_text,
+    tool_result_ids,
+)
 
 if TYPE_CHECKING:
     from sessionstore.interchange.importers import SourceImport
@@ -861,9 +868,10 @@ class _Writer:
                 "tail": tail.dumps(),
                 "updated": self.last_time,
                 "created": None if self.existing else self.first_time,
-                "title": plan.title,
-                "cwd": plan.cwd,
-                "model": plan.model,
+                # Header fields derived from the file's lines (whose bytes are kept exactly): storable on both engines.
+                "title": _storable(plan.title),
+                "cwd": _storable(plan.cwd),
+                "model": _storable(plan.model),
                 "window": plan.context_window,
                 "meta": dumps(meta),
                 "id": self.session_id,
@@ -977,3 +985,8 @@ def check_format(path: str | os.PathLike[str], source: str) -> None:
         raise WrongFormat(
             f"{path} is a {found} transcript, not {source}; import it with `{IMPORT_COMMANDS[found]} {path}`"
         )
+
+
+def _storable(text: str | None) -> str | None:
+    """A session header field taken from a file, as a TEXT column of either engine holds it (NUL shown as U+FFFD)."""
+    return None if text is None else storable_text(text)

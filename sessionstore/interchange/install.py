@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from sessionstore.storage.errors import SessionStoreError
+from sessionstore.storage.history import boundaries
 from sessionstore.storage.types import BOUNDARY_SUBTYPE
 
 from .export import claude_code_line
@@ -155,10 +156,14 @@ def _claude_lines(session: "Session", entries: list["ViewEntry"], new_id: str, c
     """One Claude Code entry per view entry, each hanging from the one before (the chain the loader follows)."""
     previous: str | None = None
     now = _iso_now()
+    compactions = {b.boundary_seq: b for b in boundaries(session)}
     for entry in entries:
         message = replace(entry.message, content=entry.content, timestamp=entry.message.timestamp or now)
         line = claude_code_line(session, message, link=Link(previous, logical_parent=previous), session_id=new_id)
         line["cwd"] = cwd
+        b = compactions.get(message.seq) if message.subtype == BOUNDARY_SUBTYPE else None
+        if b is not None:  # the compaction's row holds them (a fork's copied boundary message does not)
+            line["compactMetadata"].update(trigger=b.trigger, preTokens=b.pre_tokens)
         yield json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         previous = entry.uuid
 

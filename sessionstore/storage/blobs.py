@@ -56,7 +56,10 @@ def get_blob(db: "Database", sha: str) -> bytes:
     if row is None:
         raise BlobNotFound(f"no blob {sha}")
     compression, packed, size = row[0], bytes(row[1]), int(row[2])
-    data = zlib.decompress(packed) if compression == ZLIB else packed
+    try:
+        data = zlib.decompress(packed) if compression == ZLIB else packed
+    except zlib.error as exc:
+        raise BlobCorrupt(f"blob {sha} is damaged: its stored bytes do not decompress ({exc})") from exc
     if len(data) != size or blob_sha(data) != sha:
-        raise BlobCorrupt(f"blob {sha} does not match its content")
+        raise BlobCorrupt(f"blob {sha} is damaged: it does not match its content")
     return data

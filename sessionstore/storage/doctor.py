@@ -30,12 +30,13 @@ from sqlalchemy import inspect
 
 from .blocktypes import compaction_block, compaction_summary
 from .blobs import BlobCorrupt, BlobNotFound, get_blob
-from .fastjson import loads_stored
+from .fastjson import is_stored_json, loads_stored
 from .faults import fault_in
 from .migrate import head_revision
 from .search import UNREADABLE, index_problems, rebuild, reindex_session
 from .session import STATE_SQL
 from .models import Base
+from .rows import iter_message_rows
 from .types import StoredMessage, ViewEntry
 from .validate import TailState
 from .view import as_blocks, to_api_messages
@@ -284,7 +285,27 @@ def _session_problems(db: "Database", sid: str, verified_blobs: set[str]) -> lis
         problems += _validity_problems(db, sid, view.entries, row[4])
     problems += _compaction_problems(db, sid)
     problems += _blob_problems(db, sid, verified_blobs)
+    problems += _damaged_rows(db, sid)
     return problems
+
+
+def _damaged_rows(db: "Database", sid: str) -> list[Problem]:
+    """Transcript rows whose stored JSON (content, usage, metadata) does not decode: damaged outside sessionstore."""
+    damaged = [
+        str(row[0])
+        for row in iter_message_rows(db, sid, columns="seq, usage_json, metadata_json, content_json")
+        if not all(is_stored_json(value) for value in row[1:])
+    ]
+    if not damaged:
+        return []
+    return [
+        Problem(
+            "damaged_row",
+            f"message seq {', '.join(_shown(damaged))}: stored JSON damaged outside sessionstore; --repair cannot "
+            "restore it (the original text is gone): `export -f jsonl` keeps each as its raw text, and "
+            "deleting the session drops it",
+        )
+    ]
 
 
 def _seq_problems(db: "Database", sid: str, last_seq: int, base_seq: int) -> list[Problem]:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from jiter import from_json
 
-from .textpack import TextCorrupt, unpack_bytes
+from .textpack import StoredJsonCorrupt, TextCorrupt, unpack_bytes
 
 
 def loads_line(data: bytes) -> Any:
@@ -66,7 +66,8 @@ def loads_stored(text: str | bytes) -> Any:
     A packed message text (a BLOB on SQLite: sessionstore.storage.textpack) is unpacked to its UTF-8 bytes and
     parsed from them by jiter, which is faster than making a str first and costs a resume little over a text
     column; what jiter refuses takes the str path below. Anything the scanner does not consume whole goes
-    through json.loads, which decodes it or raises the usual JSONDecodeError.
+    through json.loads, which decodes it or raises StoredJsonCorrupt (a ValueError: a row damaged outside
+    sessionstore).
     """
     if text.__class__ is bytes:
         raw = unpack_bytes(text)
@@ -76,11 +77,30 @@ def loads_stored(text: str | bytes) -> Any:
             text = _text(raw)
     try:
         value, end = _scan_once(text, 0)
-    except StopIteration:
-        return json.loads(text)
+    except (StopIteration, ValueError):
+        return _slow_loads(text)
     if end != len(text):
-        return json.loads(text)
+        return _slow_loads(text)
     return value
+
+
+def _slow_loads(text: str | bytes) -> Any:
+    """json.loads, its JSONDecodeError as StoredJsonCorrupt."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StoredJsonCorrupt(f"its stored JSON does not parse (at character {exc.pos})") from exc
+
+
+def is_stored_json(text: str | bytes | None) -> bool:
+    """True when a stored value (packed or not) decodes as JSON: what an export may splice into a line as is."""
+    if text is None:
+        return True
+    try:
+        loads_stored(text)
+    except (TextCorrupt, RecursionError):
+        return False
+    return True
 
 
 def _text(raw: bytes) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import MessageNotFound
+from .paging import active_position
 from .resolve import AmbiguousMessage, resolve_message
 from .rows import MESSAGE_COLUMNS, stored_from_row
 from .types import StoredMessage
@@ -60,14 +61,8 @@ def find_message(session: "Session", ref: str) -> StoredMessage:
 def message_info(session: "Session", ref: str) -> MessageInfo:
     """Everything `show` prints about the message `ref` names."""
     msg = find_message(session, ref)
-    db = session.db
-    in_view = (
-        db.one(
-            "SELECT 1 FROM view_entries WHERE session_id = :id AND seq = :seq AND valid_to IS NULL",
-            {"id": session.id, "seq": msg.seq},
-        )
-        is not None
-    )
+    # The view is its open rows plus every message appended since the last rewrite (no row of its own).
+    in_view = active_position(session, msg.seq) is not None
     return MessageInfo(session.id, msg, in_view, _spills(session, msg), _boundaries(session, msg))
 
 

@@ -433,6 +433,13 @@ class UsageResponseRow(TokenCounts, Base):
     model: Mapped[str] = mapped_column(String(200), nullable=False)
     #: How many of the prompt-size thresholds (sessionstore.storage.usage.PROMPT_BANDS) the prompt exceeded.
     band: Mapped[int] = mapped_column(Integer, nullable=False)
+    #: The response across sessions (revision 0018, usage_counts.identity_of): its API id, or a per-line
+    #: id or `uuid:<message uuid>` with its first piece's timestamp; the copies a fork or a resume made share it.
+    identity: Mapped[str] = mapped_column(String(250), nullable=False, server_default="")
+    #: True for the one row of an identity summed in usage_rollup; the other copies wait uncounted.
+    counted: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("true"))
+
+    __table_args__ = (Index("ix_usage_responses_identity", "identity"),)
 
 
 class UsageRollupRow(TokenCounts, Base):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from .fastjson import compact_dumps, loads_stored
+from .textpack import MessageCorrupt, TextCorrupt
 from .types import StoredMessage
 from .validate import NewMessage
 
@@ -95,25 +96,39 @@ def stored_from_new(seq: int, msg: NewMessage, tokens: int) -> StoredMessage:
 
 
 def stored_from_row(row: Sequence[Any], offset: int = 0) -> StoredMessage:
-    """A StoredMessage from the MESSAGE_COLUMNS of a result row, starting at `offset` (the resume hot path)."""
+    """A StoredMessage from the MESSAGE_COLUMNS of a result row, starting at `offset` (the resume hot path).
+
+    A row whose stored texts do not decode raises MessageCorrupt, naming the message.
+    """
     o = offset
     usage, meta = row[o + 8], row[o + 11]
-    return StoredMessage(
-        row[o],
-        row[o + 1],
-        row[o + 3],
-        row[o + 4],
-        loads_stored(row[o + 12]),
-        row[o + 5],
-        row[o + 2],
-        row[o + 6],
-        row[o + 7],
-        loads_stored(usage) if usage else None,
-        row[o + 9] is True or row[o + 9] == 1,
-        row[o + 10] is True or row[o + 10] == 1,
-        loads_stored(meta) if meta else {},
-        row[o + 13],
-    )
+    try:
+        return StoredMessage(
+            row[o],
+            row[o + 1],
+            row[o + 3],
+            row[o + 4],
+            loads_stored(row[o + 12]),
+            row[o + 5],
+            row[o + 2],
+            row[o + 6],
+            row[o + 7],
+            loads_stored(usage) if usage else None,
+            row[o + 9] is True or row[o + 9] == 1,
+            row[o + 10] is True or row[o + 10] == 1,
+            loads_stored(meta) if meta else {},
+            row[o + 13],
+        )
+    except (TextCorrupt, RecursionError) as exc:
+        raise MessageCorrupt(int(row[o]), str(row[o + 1]), exc) from exc
+
+
+def message_content(value: str | bytes, seq: int, uuid: str) -> Any:
+    """A message's stored content decoded, or MessageCorrupt naming the message (for readers of raw rows)."""
+    try:
+        return loads_stored(value)
+    except (TextCorrupt, RecursionError) as exc:
+        raise MessageCorrupt(int(seq), str(uuid), exc) from exc
 
 
 def iter_message_rows(

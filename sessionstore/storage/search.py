@@ -46,6 +46,7 @@ import zstandard
 
 from .errors import SessionStoreError
 from .fastjson import loads_stored
+from .textpack import TextCorrupt
 from .faults import fault_in
 from .ownership import writable_clause
 from .searchpack import SearchPacker, text_hash
@@ -204,8 +205,16 @@ def search_role(role: str, is_compact_summary: bool, content: Any) -> str:
 
 def indexed_body(content_json: str, max_chars: int) -> str:
     """The text stored in the index for one message: extracted, NUL-free, capped."""
-    text = message_text(loads_stored(content_json))
+    text = message_text(_readable(content_json))
     return text[:max_chars].replace("\x00", " ")
+
+
+def _readable(content_json: str | bytes) -> Any:
+    """A message's content, or "" for a row damaged outside sessionstore (indexed empty; `doctor` reports it)."""
+    try:
+        return loads_stored(content_json)
+    except (TextCorrupt, RecursionError):
+        return ""
 
 
 # ---------------------------------------------------------------------- query
@@ -393,7 +402,7 @@ def _insert_docs(db: "Database", sid: str, rows: list[Any], max_chars: int, pack
     docs = []
     chars = 0
     for seq, role, is_summary, timestamp, content_json in rows:
-        content = loads_stored(content_json)
+        content = _readable(content_json)
         body = message_text(content)[:max_chars].replace("\x00", " ")
         chars += len(body)
         docs.append((sid, int(seq), search_role(role, bool(is_summary), content), timestamp, body))
@@ -594,7 +603,7 @@ def _session_index_problems(
         if kind is None:
             missing.append(seq)
             continue
-        content = loads_stored(content_json)
+        content = _readable(content_json)
         if kind != search_role(role, bool(is_summary), content) or body != indexed_body(content_json, max_chars):
             wrong.append(seq)
         elif probe and not _indexed_as_kept(db, rowid, body):

@@ -13,6 +13,7 @@ from .errors import ReadOnlySession, SessionNotFound, SessionStoreError
 from .migrate import SCHEMA_HEAD, ensure_current, require_current, stored_revision
 from .resolve import resolve_session_id
 from .session import Session
+from .usage_counts import release as release_usage
 
 if TYPE_CHECKING:
     from .search import Hit
@@ -216,7 +217,9 @@ class SessionStore:
 
 
 def delete_session_rows(db: Database, session_id: str) -> None:
-    """Delete one session's rows inside the caller's write transaction (`SessionStore.delete`, the SDK adapter)."""
+    """Delete one session's rows inside the caller's write transaction (`SessionStore.delete`, the SDK adapter);
+    the responses its usage counted pass to the oldest remaining copy of them."""
+    release_usage(db, session_id)
     for table in (
         "view_entries",
         "compactions",

@@ -57,6 +57,19 @@ class TextCorrupt(SessionStoreError):
     """A packed message text cannot be decoded (unknown codec, missing dictionary, damaged frame)."""
 
 
+class StoredJsonCorrupt(TextCorrupt, ValueError):
+    """A stored JSON text (packed or not) does not parse: the row was damaged outside sessionstore."""
+
+
+class MessageCorrupt(TextCorrupt):
+    """A transcript message whose stored texts cannot be read; names the message (`seq`, `uuid`)."""
+
+    def __init__(self, seq: int, uuid: str, cause: Exception) -> None:
+        super().__init__(f"message seq {seq} ({uuid}) is damaged in the database: {cause}")
+        self.seq = seq
+        self.uuid = uuid
+
+
 _lock = threading.Lock()
 #: Every dictionary this process has seen, by zstd id (a decompressor each per thread: they are not thread-safe).
 _dicts: dict[int, zstandard.ZstdCompressionDict] = {}

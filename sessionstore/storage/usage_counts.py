@@ -9,6 +9,14 @@ Streamed pieces of one response share an `api_message_id` and each repeats the r
 usage, the output count growing as the stream goes on; a response is counted once, with the
 largest count of each kind among its pieces, at the hour of its first piece. A message with
 usage but no id is a response of its own.
+
+A response is counted once across sessions too (revision 0018). A fork, a local continuation
+(a fork) and a Claude Code resume copy messages with their response ids and usage: each copy is
+recorded under the response's `identity` (its API id; an id minted per line or a message uuid
+with its first piece's timestamp) and only one row per identity is `counted` into the rollup, the first counted
+(sessions are counted oldest first, so the original keeps it). Deleting that session hands each of
+its counted responses to the oldest remaining copy (`release`). One indexed lookup per batch of
+new responses: the counting stays incremental.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ KINDS = ("input_tokens", "output_tokens", "cache_write_5m", "cache_write_1h", "c
 #: Messages with usage read per batch, and per write transaction.
 _FETCH_ROWS = 2_000
 _ROWS_PER_TRANSACTION = 20_000
+#: Prefixes of response ids an importer mints per line, the same in unrelated sessions (the Codex importer's).
+SYNTHETIC_IDS = ("codex-response-",)
 #: PostgreSQL advisory lock class: one counter per session at a time.
 _PG_LOCK = 735527
 
@@ -153,7 +163,7 @@ def _lagging(db: "Database", where: str, params: dict[str, Any]) -> list[Any]:
     return db.all(
         f"SELECT s.id, {mine} FROM sessions s LEFT JOIN usage_marks m ON m.session_id = s.id "
         "WHERE (SELECT MAX(x.seq) FROM messages x WHERE x.session_id = s.id) > COALESCE(m.counted_seq, 0) "
-        f"AND {writable_clause(db, 's')}" + where,
+        f"AND {writable_clause(db, 's')}" + where + " ORDER BY s.created_at, s.id",
         params,
     )
 
@@ -236,24 +246,27 @@ def _count_batch(db: "Database", sid: str) -> tuple[int, bool]:
     top = int(top or 0)
     limit = min(top, mark + _ROWS_PER_TRANSACTION)
     folded: dict[str, Response] = {}
+    identities: dict[str, str] = {}
     after = mark
     while True:
         rows = db.all(
-            "SELECT seq, api_message_id, timestamp, written_at, usage_json, metadata_json FROM messages "
+            "SELECT seq, api_message_id, timestamp, written_at, usage_json, metadata_json, uuid FROM messages "
             "WHERE session_id = :id AND seq > :after AND seq <= :limit AND usage_json IS NOT NULL "
             "ORDER BY seq LIMIT :n",
             {"id": sid, "after": after, "limit": limit, "n": _FETCH_ROWS},
         )
-        for seq, api_id, timestamp, written_at, usage_json, metadata_json in rows:
+        for seq, api_id, timestamp, written_at, usage_json, metadata_json, uuid in rows:
+            key = api_id or f"seq:{seq}"
+            identities.setdefault(key, identity_of(api_id, uuid, timestamp))
             _fold(
                 folded,
-                api_id or f"seq:{seq}",
+                key,
                 _response(timestamp, written_at, usage_json, metadata_json, session[0] or "", float(session[1])),
             )
         if len(rows) < _FETCH_ROWS:
             break
         after = int(rows[-1][0])
-    _apply(db, sid, folded)
+    _apply(db, sid, folded, identities)
     if limit > mark:
         if row is None:
             db.execute(
@@ -284,32 +297,55 @@ def _response(
     )
 
 
+def identity_of(api_id: str | None, uuid: str, timestamp: str | None) -> str:
+    """A response across sessions: its API id; a per-line id or a uuid with its first piece's timestamp.
+
+    Copies (a fork's, a resume's) keep the id, though not always every piece: a piece left out of
+    the view (blank text) is not forked. Ids minted per line (`SYNTHETIC_IDS`: Codex rollouts number
+    their lines alike) and responses without an id are told apart by their first piece's timestamp.
+    """
+    if api_id and not api_id.startswith(SYNTHETIC_IDS):
+        return api_id
+    return f"{api_id or 'uuid:' + uuid}|{timestamp or ''}"
+
+
 def _fold(folded: dict[str, Response], key: str, response: Response) -> None:
     earlier = folded.get(key)
     folded[key] = response if earlier is None else earlier.merged(response)
 
 
-def _apply(db: "Database", sid: str, folded: dict[str, Response]) -> None:
-    """Merge `folded` into usage_responses and move each change into usage_rollup."""
+def _apply(db: "Database", sid: str, folded: dict[str, Response], identities: dict[str, str]) -> None:
+    """Merge `folded` into usage_responses and move each change of a counted response into usage_rollup.
+
+    A new response whose identity another session already counts is recorded uncounted.
+    """
     if not folded:
         return
     stored = _stored_responses(db, sid, list(folded))
+    elsewhere = _counted_elsewhere(db, sid, [identities[k] for k in folded if k not in stored])
     deltas: dict[tuple[int, str, int], list[int]] = {}
     inserts, updates = [], []
     for key, fresh in folded.items():
-        old = stored.get(key)
+        old, counted = stored.get(key, (None, True))
         new = fresh if old is None else old.merged(fresh)
         if old is not None:
             if old.key() == new.key() and old.counts == new.counts:
                 continue
-            _add(deltas, old.key(), [-1, *(-c for c in old.counts)])
+            if counted:
+                _add(deltas, old.key(), [-1, *(-c for c in old.counts)])
             updates.append((new.hour, new.model, new.band, *new.counts, sid, key))
         else:
-            inserts.append((sid, key, new.hour, new.model, new.band, *new.counts))
-        _add(deltas, new.key(), [1, *new.counts])
+            counted = identities[key] not in elsewhere
+            inserts.append((sid, key, new.hour, new.model, new.band, *new.counts, identities[key], counted))
+        if counted:
+            _add(deltas, new.key(), [1, *new.counts])
     columns = ", ".join(KINDS)
     if inserts:
-        db.insert_rows("usage_responses", ("session_id", "response_id", "hour", "model", "band", *KINDS), inserts)
+        db.insert_rows(
+            "usage_responses",
+            ("session_id", "response_id", "hour", "model", "band", *KINDS, "identity", "counted"),
+            inserts,
+        )
     if updates:
         mark = "?" if db.is_sqlite else "%s"
         sets = ", ".join(f"{c} = {mark}" for c in ("hour", "model", "band", *KINDS))
@@ -321,20 +357,68 @@ def _apply(db: "Database", sid: str, folded: dict[str, Response]) -> None:
     _add_to_rollup(db, sid, deltas, columns)
 
 
-def _stored_responses(db: "Database", sid: str, keys: list[str]) -> dict[str, Response]:
-    """The usage_responses rows of these response ids, read in chunks."""
-    out: dict[str, Response] = {}
+def _stored_responses(db: "Database", sid: str, keys: list[str]) -> dict[str, tuple[Response, bool]]:
+    """The usage_responses rows of these response ids and whether each is counted, read in chunks."""
+    out: dict[str, tuple[Response, bool]] = {}
     for start in range(0, len(keys), 500):
         chunk = keys[start : start + 500]
         names = {f"k{i}": k for i, k in enumerate(chunk)}
         rows = db.all(
-            f"SELECT response_id, hour, model, {', '.join(KINDS)} FROM usage_responses "
+            f"SELECT response_id, counted, hour, model, {', '.join(KINDS)} FROM usage_responses "
             f"WHERE session_id = :sid AND response_id IN ({', '.join(':' + n for n in names)})",
             {"sid": sid, **names},
         )
         for r in rows:
-            out[r[0]] = Response(int(r[1]), r[2], [int(v) for v in r[3:]])
+            out[r[0]] = (Response(int(r[2]), r[3], [int(v) for v in r[4:]]), bool(r[1]))
     return out
+
+
+def _counted_elsewhere(db: "Database", sid: str, identities: list[str]) -> set[str]:
+    """Which of these identities another session (one this role sees) already counts, by the index."""
+    out: set[str] = set()
+    for start in range(0, len(identities), 500):
+        names = {f"i{i}": k for i, k in enumerate(identities[start : start + 500])}
+        rows = db.all(
+            "SELECT identity FROM usage_responses WHERE counted = :yes AND session_id <> :sid "
+            f"AND identity IN ({', '.join(':' + n for n in names)})",
+            {"sid": sid, "yes": True, **names},
+        )
+        out.update(r[0] for r in rows)
+    return out
+
+
+def release(db: "Database", sid: str) -> None:
+    """Before `sid` is deleted: each response it counts passes to the oldest other copy of its owner's.
+
+    Runs in the deleting transaction; the copies' rollups gain what the deleted session's lose with it.
+    """
+    held = [
+        r[0]
+        for r in db.all(
+            "SELECT identity FROM usage_responses WHERE session_id = :sid AND counted = :yes", {"sid": sid, "yes": True}
+        )
+    ]
+    for start in range(0, len(held), 500):
+        names = {f"i{i}": k for i, k in enumerate(held[start : start + 500])}
+        rows = db.all(
+            f"SELECT r.session_id, r.response_id, r.identity, r.hour, r.model, {', '.join('r.' + k for k in KINDS)} "
+            "FROM usage_responses r JOIN sessions s ON s.id = r.session_id "
+            "WHERE r.counted = :no AND r.session_id <> :sid "
+            "AND s.owner = (SELECT owner FROM sessions WHERE id = :sid) "
+            f"AND r.identity IN ({', '.join(':' + n for n in names)}) ORDER BY s.created_at, s.id",
+            {"sid": sid, "no": False, **names},
+        )
+        taken: set[str] = set()
+        for heir, response_id, identity, hour, model, *counts in rows:
+            if identity in taken:
+                continue
+            taken.add(identity)
+            response = Response(int(hour), model, [int(c) for c in counts])
+            db.execute(
+                "UPDATE usage_responses SET counted = :yes WHERE session_id = :s AND response_id = :r",
+                {"yes": True, "s": heir, "r": response_id},
+            ).close()
+            _add_to_rollup(db, heir, {response.key(): [1, *response.counts]}, ", ".join(KINDS))
 
 
 def _add(deltas: dict[tuple[int, str, int], list[int]], key: tuple[int, str, int], values: Iterable[int]) -> None:

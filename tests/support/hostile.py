@@ -34,6 +34,8 @@ PAYLOADS = {
     "del_bs_cr": "\x7f\x08\r\x0b\x0c\x07",
     "sgr": "\x1b[31mred\x1b[0m",
 }
+#: What a tool printing a binary file gives: every byte value as a character (NUL among them).
+BINARY = bytes(range(256)).decode("latin-1")
 #: Everything at once (NUL too, where the field takes it).
 HOSTILE = "".join(PAYLOADS.values())
 WITH_NUL = HOSTILE + "\x00nul"
@@ -65,19 +67,19 @@ def append_hostile(store: SessionStore) -> str:
     """A native session whose every field is hostile, appended through the API; returns its id."""
     s = store.create_session(title=HOSTILE, model=MEDIUM, cwd="/tmp/" + HOSTILE)
     uid = iter(f"{MEDIUM}-{i}" for i in range(1000))
-    s.append({"role": "user", "content": hostile_text("user"), "uuid": next(uid)})
+    s.append({"role": "user", "content": hostile_text("user", nul=True), "uuid": next(uid)})
     s.append(
         {
             "role": "assistant",
             "uuid": next(uid),
             "content": [
-                {"type": "thinking", "thinking": hostile_text("thinking"), "signature": "sig"},
-                {"type": "text", "text": hostile_text("assistant")},
+                {"type": "thinking", "thinking": hostile_text("thinking", nul=True), "signature": "sig"},
+                {"type": "text", "text": hostile_text("assistant", nul=True)},
                 {
                     "type": "tool_use",
                     "id": "toolu_" + MEDIUM,
                     "name": "Bash",
-                    "input": {"command": hostile_text("input")},
+                    "input": {"command": hostile_text("input", nul=True)},
                 },
             ],
         }
@@ -87,7 +89,11 @@ def append_hostile(store: SessionStore) -> str:
             "role": "user",
             "uuid": next(uid),
             "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_" + MEDIUM, "content": hostile_text("result") * 40},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_" + MEDIUM,
+                    "content": (hostile_text("result", nul=True) + BINARY) * 40,
+                },
             ],
         }
     )
@@ -95,15 +101,15 @@ def append_hostile(store: SessionStore) -> str:
         {"role": "system", "type": "system", "subtype": SHORT, "uuid": next(uid), "content": hostile_text("system")}
     )
     for i in range(4):
-        s.append({"role": "user", "content": hostile_text(f"more {i}") * 20, "uuid": next(uid)})
-        s.append({"role": "assistant", "content": hostile_text(f"reply {i}") * 20, "uuid": next(uid)})
+        s.append({"role": "user", "content": hostile_text(f"more {i}", nul=True) * 20, "uuid": next(uid)})
+        s.append({"role": "assistant", "content": hostile_text(f"reply {i}", nul=True) * 20, "uuid": next(uid)})
     config = dataclasses.replace(
         store.config, tool_result_max_chars=500, microcompact_enabled=False, snip_enabled=False
     )
     Pipeline(store, config=config).prepare(s)
     compact(s, summarizer=make_summarizer("extractive"), custom_instructions=HOSTILE)
-    # NUL last, after the pipeline: on PostgreSQL the text it derives (spill previews, notes, summaries)
-    # cannot hold NUL yet, a limit of its own outside what is tested here.
+    # NUL and binary output before the pipeline: the text it derives from them (spill previews, notes,
+    # summaries) must be storable on PostgreSQL too (issue #35); and after it, in what is appended later.
     s.append({"role": "user", "content": hostile_text("after", nul=True), "uuid": next(uid)})
     s.append(
         {
@@ -143,7 +149,7 @@ def claude_code_lines(session_id: str = "hostile-session") -> list[dict[str, Any
         lines.append(entry)
         parent = uuid
 
-    add({"type": "user", "message": {"role": "user", "content": hostile_text("imported user")}})
+    add({"type": "user", "message": {"role": "user", "content": hostile_text("imported user", nul=True)}})
     tool_id = "toolu_" + SHORT
     add(
         {
@@ -177,7 +183,7 @@ def claude_code_lines(session_id: str = "hostile-session") -> list[dict[str, Any
                     {
                         "type": "tool_result",
                         "tool_use_id": tool_id,
-                        "content": hostile_text("imported result", nul=True),
+                        "content": (hostile_text("imported result", nul=True) + BINARY) * 40,
                     }
                 ],
             },
@@ -198,7 +204,8 @@ def claude_code_lines(session_id: str = "hostile-session") -> list[dict[str, Any
             },
         }
     )
-    return [{"type": "summary", "summary": HOSTILE, "leafUuid": parent}, *lines]
+    # The title comes from the summary line: NUL in it too (a session header field derived from the file).
+    return [{"type": "summary", "summary": "nul\x00title " + HOSTILE, "leafUuid": parent}, *lines]
 
 
 def write_claude_code(folder: Path, name: str = "hostile\x1b]0;FILE\x07[bold]\x9b\u202e.jsonl") -> Path:

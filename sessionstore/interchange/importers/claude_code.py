@@ -597,8 +597,12 @@ class _Graph:
         run = [n for n in run if n.uuid not in present]
         return chain[: anchor_at + 1] + run + chain[anchor_at + 1 :]
 
-    def _run(self, tail: str, head: str) -> list[ChainNode]:
-        """Conversation nodes from `head` to `tail` along parent links ([] if unlinked)."""
+    def _run(self, tail: str, head: str, before_line: int = sys.maxsize) -> list[ChainNode]:
+        """Conversation nodes from `head` to `tail` along parent links ([] if unlinked).
+
+        A run may cross an earlier compaction's kept run (a `--from` after an `--up-to`): its head
+        hangs from that compaction's anchor (relinked), as in the view the later boundary replaced.
+        """
         out: list[ChainNode] = []
         seen: set[str] = set()
         current: str | None = tail
@@ -612,7 +616,11 @@ class _Graph:
             if current == head:
                 out.reverse()
                 return out
-            current = node.parent
+            relink = self.relinks.get(current)
+            if relink is not None and relink[1] < before_line and relink[0] in self.index:
+                current = relink[0]
+            else:
+                current = node.parent
         return []
 
     def _complete_responses(self, chain: list[ChainNode], before_line: int = sys.maxsize) -> list[ChainNode]:
@@ -662,7 +670,9 @@ class _Graph:
         else:
             before = self._view_before_unlinked(node)
         segment = facts.preserved_segment
-        kept = {n.uuid for n in self._run(segment["tail_uuid"], segment["head_uuid"])} if segment else set()
+        kept = (
+            {n.uuid for n in self._run(segment["tail_uuid"], segment["head_uuid"], node.line_no)} if segment else set()
+        )
         summary = self._summary_of(node)
         return ImportedBoundary(
             boundary_uuid=node.uuid,
