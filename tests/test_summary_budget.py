@@ -11,11 +11,12 @@ from typing import Iterator
 import pytest
 
 from sessionstore import SessionStore
+from sessionstore.compaction.commit import recall_line, summary_budget
 from sessionstore.compaction.condense import fit_body, hold_to_budget, references_in
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.facts import GATE_HEADING, Condensed, Facts, missing_facts
 from sessionstore.compaction.pinning import split_pins
-from sessionstore.compaction.prompt import SUMMARY_SECTIONS
+from sessionstore.compaction.prompt import SUMMARY_SECTIONS, summary_message_text
 from sessionstore.compaction.summarizers.anthropic import AnthropicSummarizer
 from sessionstore.interchange.importing import import_paths
 from sessionstore.storage.config import Config
@@ -259,19 +260,23 @@ def test_eval_gated_keeps_every_fact_on_the_shared_sessions(
     assert shrunk >= 3, "some spans needed condensing to fit"
 
 
-@pytest.mark.parametrize("budget", [300, 500])
+@pytest.mark.parametrize("budget", [300, 500, 2_000])
 @pytest.mark.parametrize("recall_note", [False, True])
 def test_the_whole_summary_message_lead_and_recall_line_included_fits_the_budget(
-    store: SessionStore, budget: int, recall_note: bool
+    store: SessionStore, api: FakeAPI, budget: int, recall_note: bool
 ) -> None:
     """The message the model gets (its lead, the body, the recall line) is held to `summary_max_tokens`, not
-    just the body: a body cut to the whole budget would leave the message over it."""
+    just the body: the gated text gets the budget less the lead and the recall line, so a body cut to its whole
+    limit still leaves the message within the budget; and a model's long summary ends within it."""
     session = store.create_session(cwd=CWD, context_window=50_000)
-    for part in range(4):
-        session.append({"role": "user", "content": f"Part {part}: read these files and keep a list of them."})
-        _rounds(session, 40, f"p{part}")
     config = store.config.replace(summary_max_tokens=budget, recall_note=recall_note)
-    outcome = compact(session, config=config)
-    message = str(session.message(outcome.summary_uuid).content)
-    assert estimate_text(message) <= budget
-    assert estimate_text(message) >= budget // 2, "the budget is used, not left mostly empty"
+    limit = summary_budget(session, config).max_tokens
+    lead = estimate_text(summary_message_text("", truncated=True))
+    recall = estimate_text(recall_line(10**9)) if recall_note else 0
+    assert limit + lead + recall <= budget
+    session.append({"role": "user", "content": "Read the files, then tell me what they do."})
+    _rounds(session, 12, "w")
+    api.script("<summary>1. Primary Request and Intent:\n" + "- detail " * 3_000 + "</summary>")
+    summarizer = AnthropicSummarizer(api_key="sk-ant-test-budget", base_url=api.base_url, max_retries=0)
+    outcome = compact(session, summarizer=summarizer, config=config)
+    assert estimate_text(split_pins(str(session.message(outcome.summary_uuid).content))[0]) <= budget
