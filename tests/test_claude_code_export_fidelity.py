@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from sessionstore.interchange.importers import parse_file
 from sessionstore.interchange.importing import import_file
 from sessionstore.storage.continuation import continuation_of
 from sessionstore.storage.history import boundaries
-from tests.support.cli import run_cli, run_cli_process
+from tests.support.cli import claude_code_round_trip, run_cli
 from tests.test_claude_code_roundtrip import other_url, round_trip, snapshot  # noqa: F401  (other_url is a fixture)
 from tests.test_roundtrip import build_session
 
@@ -156,12 +155,4 @@ def test_the_file_s_own_bytes_come_back_bom_crlf_and_missing_final_newline_inclu
         data = data.rstrip(b"\r\n")
     path = tmp_path / f"{shape}.jsonl"
     path.write_bytes(data)
-    env = {**os.environ, "SESSIONSTORE_DB_URL": empty_store_url}
-    imported = run_cli_process("import", "claude-code", str(path), env=env)
-    assert imported.code == 0 and "Traceback" not in imported.err, imported.err
-    listed = json.loads(run_cli_process("sessions", "--json", env=env).out)
-    sid = (listed.get("sessions", listed) if isinstance(listed, dict) else listed)[0]["id"]
-    out = tmp_path / "back.jsonl"
-    exported = run_cli_process("export", sid, "-f", "claude-code", "-o", str(out), env=env)
-    assert exported.code == 0, exported.err
-    assert out.read_bytes() == data
+    assert claude_code_round_trip(empty_store_url, str(path), str(tmp_path / "back.jsonl")) == data

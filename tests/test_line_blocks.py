@@ -32,7 +32,7 @@ from sessionstore.storage.linepack import (
 )
 from sessionstore.storage.migrate import downgrade, upgrade
 from sessionstore.storage.vacuum import vacuum
-from tests.support.cli import run_cli_process
+from tests.support.cli import claude_code_round_trip, run_cli_process
 from tests.support.wholestate import session_rows
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
@@ -330,11 +330,4 @@ def test_a_non_ascii_entry_type_survives_growth_imports_through_the_cli(empty_st
     assert run_cli_process("import", "claude-code", str(path), env=env).code == 0
     grown = b"".join(lines[:3]) + odd + b"".join(lines[3:])
     path.write_bytes(grown)
-    again = run_cli_process("import", "claude-code", str(path), env=env)
-    assert again.code == 0 and "Traceback" not in again.err, again.err
-    listed = json.loads(run_cli_process("sessions", "--json", env=env).out)
-    sid = (listed.get("sessions", listed) if isinstance(listed, dict) else listed)[0]["id"]
-    out = tmp_path / "back.jsonl"
-    exported = run_cli_process("export", sid, "-f", "claude-code", "-o", str(out), env=env)
-    assert exported.code == 0, exported.err
-    assert out.read_bytes() == grown
+    assert claude_code_round_trip(empty_store_url, str(path), str(tmp_path / "back.jsonl")) == grown

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -36,3 +38,17 @@ def run_cli_process(*args: str, input: bytes | None = None, env: dict[str, str] 
         [sys.executable, "-m", "sessionstore", *args], input=input, capture_output=True, env=env, timeout=120
     )
     return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+def claude_code_round_trip(url: str, path: str, out: str) -> bytes:
+    """Through the console script (`python -m sessionstore`): import the Claude Code file at `path` into the
+    empty store at `url`, export its one session as claude-code to `out`, and return the bytes written."""
+    env = {**os.environ, "SESSIONSTORE_DB_URL": url}
+    imported = run_cli_process("import", "claude-code", path, env=env)
+    assert imported.code == 0 and "Traceback" not in imported.err, imported.err
+    listed = json.loads(run_cli_process("sessions", "--json", env=env).out)
+    sid = (listed.get("sessions", listed) if isinstance(listed, dict) else listed)[0]["id"]
+    exported = run_cli_process("export", sid, "-f", "claude-code", "-o", out, env=env)
+    assert exported.code == 0, exported.err
+    with open(out, "rb") as written:
+        return written.read()
