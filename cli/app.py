@@ -111,9 +111,15 @@ def exit_code(exc: Exception) -> int:
     """1 when the store failed (busy, unreachable, corrupt or foreign, a schema it cannot upgrade, a rewrite that
     lost a race): trying again later may work; 2 for a usage error or bad input (click's own usage errors exit 2)."""
     from sessionstore.storage.blobs import BlobCorrupt
-    from sessionstore.storage.errors import DatabaseUnavailable, MigrationError, RewriteConflict, StoreBusy
+    from sessionstore.storage.errors import (
+        DatabaseUnavailable,
+        MigrationError,
+        NotPermitted,
+        RewriteConflict,
+        StoreBusy,
+    )
 
-    runtime = (StoreBusy, DatabaseUnavailable, MigrationError, BlobCorrupt, RewriteConflict)
+    runtime = (StoreBusy, DatabaseUnavailable, MigrationError, BlobCorrupt, RewriteConflict, NotPermitted)
     return EXIT_RUNTIME if isinstance(exc, runtime) else EXIT_USAGE
 
 
