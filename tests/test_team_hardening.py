@@ -177,6 +177,38 @@ def test_the_owner_and_a_read_share_still_read_spills(team: Team) -> None:
         assert get_blob(store.db, team.blob) == SPILLED
 
 
+def test_a_share_writer_s_own_spill_is_readable_by_it_the_owner_and_a_reader(team: Team) -> None:
+    """What a write share spills into the shared session (its bytes checked against their key) stays readable."""
+    from sessionstore.storage.blobs import get_blob, put_blob
+
+    data = b"bob's tool output " * 500
+    with SessionStore.open(team.url(team.bob)) as store:
+
+        def spill(db: Any) -> str:
+            sha = put_blob(db, data)
+            db.execute(
+                "INSERT INTO replacements (session_id, tool_use_id, kind, replacement, blob_sha256, original_size, "
+                "created_at) VALUES (:s, :t, 'spilled', 'preview', :sha, :n, 0)",
+                {"s": team.write_shared, "t": f"toolu_bob_{team.superuser_owned}", "sha": sha, "n": len(data)},
+            ).close()
+            return sha
+
+        sha = store.db.run_write(spill, session_id=team.write_shared)
+        assert get_blob(store.db, sha) == data
+    with SessionStore.open(team.url(team.alice)) as store:
+        assert get_blob(store.db, sha) == data
+
+
+def test_db_upgrade_as_a_superuser_says_what_that_means(team: Team, capsys: pytest.CaptureFixture[str]) -> None:
+    shown = run_cli(capsys, "db", "upgrade", "--db", team.url(None))
+    assert shown.code == 0 and "database at" in shown.out
+    if team.superuser_owned:
+        assert len(shown.err.splitlines()) == 1 and "row-level security does not bind" in shown.err
+        assert "sessionstore db upgrade" in shown.err
+    else:
+        assert "superuser" not in shown.err
+
+
 # ------------------------------------------------------------------ finding 3
 
 
