@@ -318,3 +318,37 @@ def test_bob_sees_nothing_of_alice_s_secret(team: Team) -> None:
         assert SECRET not in json.dumps(
             [m.content for s in store.list(limit=100) for m in store.get(s["id"]).transcript()]
         )
+
+
+#: Rows of search_docs (table and TOAST: what costs, a text read and matched) this backend has read and not yet
+#: reported (PostgreSQL keeps a backend's counts pending across transactions, so a call is measured as a difference).
+_READ = (
+    "SELECT sum(pg_stat_get_xact_tuples_fetched(r.oid) + pg_stat_get_xact_tuples_returned(r.oid)) FROM pg_class r "
+    "WHERE r.oid IN (SELECT 'search_docs'::regclass UNION SELECT reltoastrelid FROM pg_class "
+    "WHERE oid = 'search_docs'::regclass)"
+)
+
+
+def _rows_read(conn: Any, word: str) -> int:
+    """Rows of search_docs bob's backend reads for one call of the search function."""
+    with conn.transaction():
+        (before,) = conn.execute(_READ).fetchone()
+        conn.execute("SELECT count(*) FROM sessionstore_search_window(array[%s], 500, 20, null, null, null)", (word,))
+        (after,) = conn.execute(_READ).fetchone()
+    return int(after or 0) - int(before or 0)
+
+
+def test_search_costs_what_the_caller_may_read_not_what_others_hold(team: Team) -> None:
+    """With a word in 1,500 of alice's messages, bob's search reads about the rows he may read, whatever the
+    word (it read every row of the index, and timing told him whether others' sessions hold a word)."""
+    with SessionStore.open(team.url(team.alice)) as store:
+        session = store.create_session(title="bulk")
+        for i in range(1500):
+            session.append({"role": "user", "content": f"message {i}: quokkafish " + "lorem ipsum dolor " * 30})
+        assert store.search("quokkafish")
+    with team.raw(None) as conn:
+        conn.execute("ANALYZE")
+    with team.raw(team.bob) as conn:
+        (readable,) = conn.execute("SELECT count(*) FROM search_docs").fetchone()
+        for word in ("quokkafish", "nothingxyzq", "quokka"):
+            assert _rows_read(conn, word) <= 4 * readable + 50, word

@@ -63,10 +63,17 @@ CREATE OR REPLACE FUNCTION {schema}.sessionstore_search_window(
 RETURNS TABLE (session_id varchar, seq bigint) LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 500
 SET search_path = pg_catalog, {schema}, pg_temp SET enable_seqscan = off SET enable_indexscan = on AS $fn$
 DECLARE
-    visible text := 'SELECT d.id, d.session_id, d.seq, d.timestamp, d.tsv FROM {schema}.search_docs d '
-        'WHERE (d.owner OPERATOR(pg_catalog.=) session_user OR EXISTS (SELECT 1 FROM {schema}.session_shares h '
-        'WHERE h.session_id OPERATOR(pg_catalog.=) d.session_id AND h.owner OPERATOR(pg_catalog.=) d.owner '
-        'AND h.grantee OPERATOR(pg_catalog.=) session_user))';
+    shared varchar[] := ARRAY(SELECT h.session_id FROM {schema}.session_shares h
+        WHERE h.grantee OPERATOR(pg_catalog.=) session_user);
+    -- The rows the caller may read, as two branches (its own, by the (owner, id) index newest first; the
+    -- sessions shared with it), each ending in @COND@ (the conditions) and @NEWEST@ (newest first): the cost of a
+    -- search follows the caller's rows, never the other owners' matches.
+    visible text := '(SELECT d.id, d.session_id, d.seq, d.timestamp, d.tsv FROM {schema}.search_docs d '
+        || pg_catalog.format('WHERE d.owner OPERATOR(pg_catalog.=) %L', session_user) || '@COND@@NEWEST@)'
+        || CASE WHEN pg_catalog.cardinality(shared) = 0 THEN '' ELSE
+            ' UNION ALL (SELECT d.id, d.session_id, d.seq, d.timestamp, d.tsv FROM {schema}.search_docs d '
+            || pg_catalog.format('WHERE d.session_id OPERATOR(pg_catalog.=) ANY (%L::varchar[]) ', shared)
+            || pg_catalog.format('AND d.owner OPERATOR(pg_catalog.<>) %L', session_user) || '@COND@@NEWEST@)' END;
     filters text := '';
     matches text := '';
     newest_first text := ' ORDER BY d.id DESC' || CASE WHEN newest IS NULL THEN '' ELSE pg_catalog.format(' LIMIT %s', newest) END;
@@ -92,21 +99,25 @@ BEGIN
     END IF;
     IF pg_catalog.numnode(words) = 0 THEN
         PERFORM pg_catalog.set_config('enable_indexscan', 'off', true);
-        RETURN QUERY EXECUTE 'SELECT d.session_id, d.seq FROM (' || visible || matches || filters
-            || newest_first || ') d';
+        RETURN QUERY EXECUTE 'SELECT d.session_id, d.seq FROM (SELECT * FROM ('
+            || pg_catalog.replace(pg_catalog.replace(visible, '@NEWEST@', newest_first), '@COND@', matches || filters) || ') d' || newest_first || ') d';
         RETURN;
     END IF;
     RETURN QUERY EXECUTE 'SELECT r.session_id, r.seq FROM (SELECT w.id, w.session_id, w.seq, w.timestamp, '
         'pg_catalog.ts_rank(w.tsv, $1) AS score FROM (SELECT d.id, d.session_id, d.seq, d.timestamp, d.tsv FROM ('
-        || visible || ' AND d.tsv OPERATOR(pg_catalog.@@) $1' || filters || newest_first || ') d) w '
+        || pg_catalog.replace(pg_catalog.replace(visible, '@NEWEST@', newest_first), '@COND@',
+            ' AND d.tsv OPERATOR(pg_catalog.@@) $1' || filters)
+        || ') d' || newest_first || ') w '
         'ORDER BY score DESC, w.timestamp DESC NULLS LAST, w.seq DESC) r '
         'WHERE EXISTS (SELECT 1 FROM {schema}.search_docs d WHERE d.id OPERATOR(pg_catalog.=) r.id' || matches
         || ' OFFSET 0)' || CASE WHEN enough IS NULL THEN '' ELSE pg_catalog.format(' LIMIT %s', enough) END USING words;
     GET DIAGNOSTICS found = ROW_COUNT;
     IF enough IS NULL OR found < enough THEN
         PERFORM pg_catalog.set_config('enable_indexscan', 'off', true);
-        RETURN QUERY EXECUTE 'SELECT d.session_id, d.seq FROM (' || visible || ' AND NOT d.tsv OPERATOR(pg_catalog.@@) $1'
-            || matches || filters || newest_first || ') d' USING words;
+        RETURN QUERY EXECUTE 'SELECT d.session_id, d.seq FROM (SELECT * FROM (' || pg_catalog.replace(
+            pg_catalog.replace(visible, '@NEWEST@', newest_first), '@COND@',
+            ' AND NOT d.tsv OPERATOR(pg_catalog.@@) $1' || matches || filters) || ') d'
+            || newest_first || ') d' USING words;
     END IF;
 END
 $fn$"""
@@ -174,6 +185,7 @@ def upgrade() -> None:
         )
     schema = bind.execute(sa.text("SELECT quote_ident(current_schema())")).scalar()
     op.execute(SEARCH_WINDOW.format(schema=schema))
+    op.execute("CREATE INDEX ix_search_docs_owner_id ON search_docs (owner, id)")
     op.execute(
         IDENTITY_FIXED.format(
             schema=schema,
@@ -257,6 +269,7 @@ def downgrade() -> None:
 def _downgrade_postgres(bind: sa.engine.Connection) -> None:
     """Revision 0017's policies, grants and function settings (the search function keeps its qualified names)."""
     schema = bind.execute(sa.text("SELECT quote_ident(current_schema())")).scalar()
+    op.execute("DROP INDEX IF EXISTS ix_search_docs_owner_id")
     op.execute("DROP TRIGGER IF EXISTS sessions_identity_fixed ON sessions")
     op.execute("DROP FUNCTION IF EXISTS sessionstore_identity_fixed()")
     op.execute(
