@@ -352,3 +352,63 @@ def test_search_costs_what_the_caller_may_read_not_what_others_hold(team: Team) 
         (readable,) = conn.execute("SELECT count(*) FROM search_docs").fetchone()
         for word in ("quokkafish", "nothingxyzq", "quokka"):
             assert _rows_read(conn, word) <= 4 * readable + 50, word
+
+
+# ------------------------------------------------------------------ finding 6: what a member can learn, as the README says
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _readme_learns() -> str:
+    """The README's bullet on what a member can learn of another's sessions."""
+    text = README.read_text()
+    start = text.index("- **What another member can learn.**")
+    end = text.index("\n- **", start + 5)
+    return " ".join(text[start:end].split())
+
+
+def _removed_by_policy(conn: Any, sql: str, params: tuple[Any, ...]) -> int:
+    """Rows a plan read and its filters removed (what EXPLAIN ANALYZE shows a member), over the whole plan."""
+    conn.execute("SET enable_seqscan = off")
+    (doc,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchone()
+
+    def walk(node: dict[str, Any]) -> int:
+        own = int(node.get("Rows Removed by Filter", 0)) * int(node.get("Actual Loops", 1))
+        return own + sum(walk(child) for child in node.get("Plans", []))
+
+    return walk(doc[0]["Plan"])
+
+
+def test_the_readme_states_what_a_member_learns_and_it_holds(team: Team) -> None:
+    """Each channel the README names shows what it says (counts and existence), and none shows a row."""
+    stated = _readme_learns()
+    for channel in ("EXPLAIN", "duplicate key", "pg_stat_user_tables", "session ids", "host names", "import paths"):
+        assert channel in stated, channel
+    for hidden in ("message", "title", "spilled result", "search"):
+        assert hidden in stated, hidden
+    prefix = team.secret_session[:2]
+    upper = prefix[0] + chr(ord(prefix[1]) + 1)
+    with team.raw(team.bob) as conn:
+        # EXPLAIN: a session id's existence, by prefix (rows a policy removed are counted; none is returned).
+        rows = conn.execute("SELECT id FROM sessions WHERE id >= %s AND id < %s", (prefix, upper)).fetchall()
+        assert team.secret_session not in {r[0] for r in rows}
+        assert _removed_by_policy(conn, "SELECT id FROM sessions WHERE id >= %s AND id < %s", (prefix, upper)) >= 1
+        # A duplicate key: the id exists.
+        duplicate = _seen(
+            conn,
+            "INSERT INTO sessions (id, context_window, created_at, updated_at) VALUES (%s, 1, 0, 0) RETURNING 1",
+            (team.secret_session,),
+        )
+        assert duplicate == "UniqueViolation"
+        # Totals per table, for every role that can connect.
+        (live,) = conn.execute(
+            "SELECT n_live_tup + n_dead_tup + n_tup_ins FROM pg_stat_user_tables WHERE relname = 'messages'"
+        ).fetchone()
+        assert live is not None
+        # Never the content: no message, title, spilled result or search hit of the unshared session.
+        assert conn.execute(
+            "SELECT count(*) FROM messages WHERE session_id = %s", (team.secret_session,)
+        ).fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM sessions WHERE title = %s", ("alice's keys",)).fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM blobs WHERE sha256 = %s", (team.blob,)).fetchone() == (0,)
+        assert _seen(conn, "SELECT last_value FROM compactions_id_seq") == "InsufficientPrivilege"
