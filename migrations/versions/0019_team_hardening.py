@@ -183,7 +183,7 @@ def upgrade() -> None:
         op.execute(
             f"ALTER TABLE {table} ALTER COLUMN writer SET NOT NULL, ALTER COLUMN writer SET DEFAULT current_user"
         )
-    schema = bind.execute(sa.text("SELECT quote_ident(current_schema())")).scalar()
+    schema = str(bind.execute(sa.text("SELECT quote_ident(current_schema())")).scalar())
     op.execute(SEARCH_WINDOW.format(schema=schema))
     op.execute("CREATE INDEX ix_search_docs_owner_id ON search_docs (owner, id)")
     op.execute(
@@ -268,7 +268,7 @@ def downgrade() -> None:
 
 def _downgrade_postgres(bind: sa.engine.Connection) -> None:
     """Revision 0017's policies, grants and function settings (the search function keeps its qualified names)."""
-    schema = bind.execute(sa.text("SELECT quote_ident(current_schema())")).scalar()
+    schema = str(bind.execute(sa.text("SELECT quote_ident(current_schema())")).scalar())
     op.execute("DROP INDEX IF EXISTS ix_search_docs_owner_id")
     op.execute("DROP TRIGGER IF EXISTS sessions_identity_fixed ON sessions")
     op.execute("DROP FUNCTION IF EXISTS sessionstore_identity_fixed()")
