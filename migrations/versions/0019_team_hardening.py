@@ -54,6 +54,8 @@ DERIVED_DELETABLE = (
 )
 #: Tables no person updates at all (the owner role's maintenance still may).
 NOT_UPDATED = ("messages", "compactions", "blobs", "source_lines", "session_forks", "alembic_version")
+#: A caller with more index rows than this (by the statistics) is searched through the trigram index, not row by row.
+MANY_ROWS = 5000
 #: Columns of a session row only its owner changes.
 IDENTITY = ("id", "title", "cwd", "model", "context_window", "created_at", "parent_id", "metadata_json", "host")
 
@@ -68,8 +70,18 @@ DECLARE
     -- The rows the caller may read, as two branches (its own, by the (owner, id) index newest first; the
     -- sessions shared with it), each ending in @COND@ (the conditions) and @NEWEST@ (newest first): the cost of a
     -- search follows the caller's rows, never the other owners' matches.
+    -- The caller's rows by the statistics (most common owners and their shares of the table): a caller
+    -- holding few is searched by its own rows (the (owner, id) index); one holding many by the trigram
+    -- index, as before this revision (reading its rows one by one would read most of the table).
+    own_rows real := coalesce((SELECT f.freq FROM pg_catalog.pg_stats s, ROWS FROM (pg_catalog.unnest(
+        s.most_common_vals::text::text[]), pg_catalog.unnest(s.most_common_freqs)) AS f(val, freq) WHERE s.attname = 'owner'
+        AND s.tablename = 'search_docs' AND s.schemaname = (SELECT n.nspname FROM pg_catalog.pg_class c
+        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = '{schema}.search_docs'::regclass)
+        AND f.val = session_user), 0) * (SELECT GREATEST(c.reltuples, 0) FROM pg_catalog.pg_class c
+        WHERE c.oid = '{schema}.search_docs'::regclass);
+    own text := CASE WHEN own_rows > {many} THEN 'pg_catalog.concat(d.owner)' ELSE 'd.owner' END;
     visible text := '(SELECT d.id, d.session_id, d.seq, d.timestamp, d.tsv FROM {schema}.search_docs d '
-        || pg_catalog.format('WHERE d.owner OPERATOR(pg_catalog.=) %L', session_user) || '@COND@@NEWEST@)'
+        || pg_catalog.format('WHERE %s OPERATOR(pg_catalog.=) %L', own, session_user) || '@COND@@NEWEST@)'
         || CASE WHEN pg_catalog.cardinality(shared) = 0 THEN '' ELSE
             ' UNION ALL (SELECT d.id, d.session_id, d.seq, d.timestamp, d.tsv FROM {schema}.search_docs d '
             || pg_catalog.format('WHERE d.session_id OPERATOR(pg_catalog.=) ANY (%L::varchar[]) ', shared)
@@ -184,7 +196,7 @@ def upgrade() -> None:
             f"ALTER TABLE {table} ALTER COLUMN writer SET NOT NULL, ALTER COLUMN writer SET DEFAULT current_user"
         )
     schema = str(bind.execute(sa.text("SELECT quote_ident(current_schema())")).scalar())
-    op.execute(SEARCH_WINDOW.format(schema=schema))
+    op.execute(SEARCH_WINDOW.format(schema=schema, many=MANY_ROWS))
     op.execute("CREATE INDEX ix_search_docs_owner_id ON search_docs (owner, id)")
     op.execute(
         IDENTITY_FIXED.format(

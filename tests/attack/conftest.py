@@ -1,4 +1,4 @@
-"""The attacker suite's record of what it tried, printed at the end of the run (also under pytest-xdist)."""
+"""The attacker suite's record of what it tried; tests/conftest.py prints it at the end of the run (also under pytest-xdist)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,11 @@ import pytest
 
 #: (store kind, role profile) -> objects tried (kind:name), filled by the tests.
 TRIED: dict[tuple[str, str], set[str]] = defaultdict(set)
-_FROM_WORKERS: list[list[Any]] = []
 
 
 def record(store: str, profile: str, objects: list[str]) -> None:
     """Note that `profile` attacked these catalogue objects of a store of this kind."""
     TRIED[(store, profile)].update(objects)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: object, error: object) -> None:
-    """pytest-xdist, in the controller: gather a finished worker's record."""
-    output = getattr(node, "workeroutput", None) or {}
-    _FROM_WORKERS.extend(output.get("attack_tried", []))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -31,20 +23,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         workeroutput["attack_tried"] = [[s, p, sorted(o)] for (s, p), o in TRIED.items()]
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Which objects of the catalogue each role profile attacked, on which stores."""
+def summary_lines(from_workers: list[list[Any]]) -> list[str]:
+    """One line per store kind and role profile: the catalogue objects attacked, by kind (tests/conftest.py
+    prints them at the end of the run, where pytest-xdist's controller sees them too)."""
     merged: dict[tuple[str, str], set[str]] = defaultdict(set)
     for (store, profile), objects in TRIED.items():
         merged[(store, profile)].update(objects)
-    for store, profile, objects in _FROM_WORKERS:
+    for store, profile, objects in from_workers:
         merged[(store, profile)].update(objects)
-    if not merged:
-        return
-    terminalreporter.write_sep("-", "attacker suite: catalogue objects tried, by store and role")
+    lines = []
     for (store, profile), objects in sorted(merged.items()):
         by_kind: dict[str, list[str]] = defaultdict(list)
         for item in sorted(objects):
             kind, _, name = item.partition(":")
             by_kind[kind].append(name)
         kinds = "; ".join(f"{kind} ({len(names)}): {', '.join(names)}" for kind, names in sorted(by_kind.items()))
-        terminalreporter.write_line(f"{store} store, {profile}: {kinds}")
+        lines.append(f"{store} store, {profile}: {kinds}")
+    return lines
