@@ -115,7 +115,13 @@ def exit_code(exc: Exception) -> int:
     exit 2)."""
     from sessionstore.compaction.summarizers.base import SummarizerUnavailable
     from sessionstore.storage.blobs import BlobCorrupt
-    from sessionstore.storage.errors import DatabaseUnavailable, MigrationError, RewriteConflict, StoreBusy
+    from sessionstore.storage.errors import (
+        DatabaseUnavailable,
+        MigrationError,
+        NotPermitted,
+        RewriteConflict,
+        StoreBusy,
+    )
     from sessionstore.storage.search import SearchIndexError
     from sessionstore.storage.textpack import TextCorrupt
 
@@ -128,6 +134,7 @@ def exit_code(exc: Exception) -> int:
         SearchIndexError,
         SummarizerUnavailable,
         TextCorrupt,
+        NotPermitted,
     )
     return EXIT_RUNTIME if isinstance(exc, runtime) else EXIT_USAGE
 

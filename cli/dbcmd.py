@@ -6,6 +6,7 @@ import sys
 from typing import Annotated, Optional
 
 import typer
+from sqlalchemy.engine import Connection
 
 from sessionstore.storage.config import default_db_url
 from sessionstore.storage.db import open_engine
@@ -33,6 +34,7 @@ def upgrade_cmd(
         with engine.connect() as conn:
             after = current_revision(conn)
             sqlite = conn.dialect.name == "sqlite"
+            superuser = None if sqlite else superuser_owner(conn)
         if before != after and after == head_revision():
             from sessionstore.storage.db import open_database
             from sessionstore.storage.search import forget_cut_index
@@ -44,11 +46,29 @@ def upgrade_cmd(
                 index_db.close()
                 index_db.engine.dispose()
         typer.echo(f"database at {after}")
+        if superuser:
+            err_console.print(
+                f"note: the store's tables belong to {superuser}, a superuser, whom row-level security does not "
+                f"bind: never use {superuser} as a person's login. For a team, give the tables to an owner role "
+                "(createuser sessions_owner, then as it: `sessionstore db upgrade`, `sessionstore db grant ROLE`)",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         note = repack_note(before, after, db or default_db_url())
         if sqlite and note:
             err_console.print(note, markup=False, highlight=False, soft_wrap=True)  # one line: copied whole
     finally:
         engine.dispose()
+
+
+def superuser_owner(conn: Connection) -> str | None:
+    """PostgreSQL: the superuser that owns the store's tables, or None (an ordinary owner role, or no tables)."""
+    row = conn.exec_driver_sql(
+        "SELECT r.rolname FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner "
+        "WHERE c.oid = to_regclass('sessions') AND r.rolsuper"
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 @app.command("current")

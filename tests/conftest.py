@@ -167,6 +167,7 @@ def transcripts_dir() -> Path:
 
 
 _WORKER_KILLS: list[tuple[str, str]] = []  # under pytest-xdist: the kills each worker reported when it finished
+_ATTACKS: list[list[object]] = []  # under pytest-xdist: what each worker's attacker suite tried (tests/attack)
 
 
 def _kills() -> list[tuple[str, str]]:
@@ -181,6 +182,7 @@ def pytest_testnodedown(node: object, error: object) -> None:
     """pytest-xdist, in the controller: gather a finished worker's fault-point kills."""
     output = getattr(node, "workeroutput", None) or {}
     _WORKER_KILLS.extend((engine, point) for engine, point in output.get("kills", []))
+    _ATTACKS.extend(output.get("attack_tried", []))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -207,6 +209,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             "since a green run must mean both engines ran",
             red=True,
         )
+    _attack_summary(terminalreporter)
     kills = _kills()
     if not kills:
         return
@@ -222,3 +225,19 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if missing:
         line += f"; not run here: {len(missing)} (deselected, or their engine's tests skipped)"
     terminalreporter.write_sep("-", line)
+
+
+def _attack_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The attacker suite's objects and roles tried (tests/attack), when it ran."""
+    import sys
+
+    attack = sys.modules.get("tests.attack.conftest")
+    lines = attack.summary_lines(_ATTACKS) if attack is not None else []  # type: ignore[attr-defined]
+    if not lines and _ATTACKS:
+        from tests.attack.conftest import summary_lines
+
+        lines = summary_lines(_ATTACKS)  # type: ignore[arg-type]
+    if lines:
+        terminalreporter.write_sep("-", "attacker suite: catalogue objects tried, by store and role")
+        for line in lines:
+            terminalreporter.write_line(line)

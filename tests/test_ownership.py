@@ -253,12 +253,8 @@ def test_raw_sql_as_b_sees_and_changes_nothing_of_a(roles: Roles) -> None:
             assert conn.execute(
                 "SELECT relrowsecurity AND relforcerowsecurity FROM pg_class WHERE oid = %s::regclass", (table,)
             ).fetchone() == (True,), table
-        assert (
-            conn.execute(
-                "UPDATE messages SET content_json = '\"x\"' WHERE session_id = %s", (roles.a_session,)
-            ).rowcount
-            == 0
-        )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # no person updates the transcript (0019)
+            conn.execute("UPDATE messages SET content_json = '\"x\"' WHERE session_id = %s", (roles.a_session,))
         assert conn.execute("UPDATE sessions SET owner = %s WHERE id = %s", (roles.b, roles.a_session)).rowcount == 0
         assert conn.execute("DELETE FROM sessions WHERE id = %s", (roles.a_session,)).rowcount == 0
         assert conn.execute("DELETE FROM messages WHERE session_id = %s", (roles.a_session,)).rowcount == 0
@@ -396,12 +392,8 @@ def test_a_read_only_share_lets_b_read_that_session_only(
             with pytest.raises(ReadOnlySession):
                 store.get(roles.a_session).append({"role": "user", "content": "injected"})
         with roles.raw(roles.b) as conn:
-            assert (
-                conn.execute(
-                    "UPDATE messages SET content_json = '\"x\"' WHERE session_id = %s", (roles.a_session,)
-                ).rowcount
-                == 0
-            )
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):  # no person updates the transcript (0019)
+                conn.execute("UPDATE messages SET content_json = '\"x\"' WHERE session_id = %s", (roles.a_session,))
             with pytest.raises(psycopg.errors.Error):
                 conn.execute(
                     "INSERT INTO messages (session_id, seq, uuid, role, type, content_json, tokens, owner) "

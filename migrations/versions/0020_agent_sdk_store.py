@@ -12,7 +12,7 @@
   own keys and entries only.
 
 Revision ID: 0020
-Revises: 0018
+Revises: 0019
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0020"
-down_revision: str | None = "0018"
+down_revision: str | None = "0019"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -238,6 +238,8 @@ class Database:
         self._sql_cache: dict[str, str] = {}
         self._text_packer: textpack.TextPacker | None = None
         self._in_write = False
+        #: PostgreSQL, inside a write: the session written belongs to another role (a writable share).
+        self.writing_shared = False
         #: The named write in flight (fault points are `<fault_scope>.<group>`); "" outside writes.
         self.fault_scope = ""
 
@@ -400,6 +402,7 @@ class Database:
                 raise
             finally:
                 self._in_write = False
+                self.writing_shared = False
                 self.fault_scope = ""
 
     def _lock_session(self, session_id: str) -> None:
@@ -410,13 +413,30 @@ class Database:
         no row to a role that may not write the session: refused before anything is written.
         """
         row = self.one(
-            "SELECT set_config('sessionstore.owner', owner, true) FROM sessions WHERE id = :id FOR UPDATE",
+            "SELECT set_config('sessionstore.owner', owner, true), owner <> current_user FROM sessions "
+            "WHERE id = :id FOR UPDATE",
             {"id": session_id},
         )
-        if row is None:
+        if row is not None:
+            self.writing_shared = bool(row[1])
+        else:
             if self.one("SELECT 1 FROM sessions WHERE id = :id", {"id": session_id}) is None:
                 raise SessionNotFound(f"no session {session_id!r}")
             raise ReadOnlySession(f"session {session_id} is shared with this role read-only")
+
+    def lock_mark(self, table: str, column: str, session_id: str) -> Any:
+        """PostgreSQL: lock a session's high-water-mark row in `table` for this write, creating it at 0 first; its
+        row (`column`), or None when the session is gone.
+
+        A row lock, not an advisory key: only a role that may write the session can take it, so nobody holds
+        another's indexing or counting by naming a session id.
+        """
+        self.execute(
+            f"INSERT INTO {table} (session_id, {column}) SELECT id, 0 FROM sessions WHERE id = :id "
+            "ON CONFLICT (session_id) DO NOTHING",
+            {"id": session_id},
+        ).close()
+        return self.one(f"SELECT {column} FROM {table} WHERE session_id = :id FOR UPDATE", {"id": session_id})
 
     def is_denied(self, exc: BaseException) -> bool:
         """PostgreSQL refused the statement by privilege or row-level security (SQLSTATE 42501)."""

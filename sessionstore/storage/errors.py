@@ -76,6 +76,14 @@ class DatabaseUnavailable(SessionStoreError):
     """The database could not be opened: server down or unreachable, login refused, not a database file."""
 
 
+class AccessDenied(DatabaseUnavailable):
+    """The database answered, but this role may not use the store there (never granted, or revoked)."""
+
+
+class NotPermitted(SessionStoreError, PermissionError):
+    """This role may not do that to the store (grant or revoke access without owning its tables)."""
+
+
 class ConfigError(SessionStoreError, ValueError):
     """A configuration value (a `SESSIONSTORE_<FIELD>` variable) that cannot be used."""
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from sqlalchemy.engine import Connection, Engine
 
 from .db import restore_transactions
-from .errors import MigrationError, SchemaOutdated
+from .errors import AccessDenied, MigrationError, SchemaOutdated
 from .faults import fault
 
 if TYPE_CHECKING:
@@ -166,16 +166,28 @@ def stored_revision(dbapi_conn: Any) -> str | None:
     """The database's revision read with one plain SELECT (None when the schema is absent).
 
     The connection must be in autocommit mode, so a failed SELECT leaves no aborted transaction.
+    AccessDenied when the schema is there but this role may not read it (never granted, or revoked).
     """
     cur = dbapi_conn.cursor()
     try:
         cur.execute("SELECT version_num FROM alembic_version")
         row = cur.fetchone()
-    except Exception:  # no alembic_version table yet: an empty database
+    except Exception as exc:  # no alembic_version table yet: an empty database
+        if getattr(getattr(exc, "diag", None), "sqlstate", None) == "42501":
+            raise _access_denied(dbapi_conn) from None
         return None
     finally:
         cur.close()
     return row[0] if row else None
+
+
+def _access_denied(dbapi_conn: Any) -> AccessDenied:
+    """The one line a role that may not use the store gets (PostgreSQL), naming the command that lets it in."""
+    role, schema = dbapi_conn.execute("SELECT current_user, current_schema()").fetchone()
+    return AccessDenied(
+        f"role {role} may not use the sessionstore store in schema {schema} (never granted, or revoked): "
+        f"its owner runs `sessionstore db grant {role}`"
+    )
 
 
 def ensure_current(engine: Engine, current: str | None = None, *, known: bool = False) -> bool:

@@ -201,6 +201,8 @@ class BlobRow(Base):
     compression: Mapped[str] = mapped_column(String(16), nullable=False)
     data: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
+    #: The role that wrote the row (revision 0019): a share writer's blob is readable through its own spills only.
+    writer: Mapped[str] = owner_column()
 
     #: One copy per owner and digest: a blob is never shared across owners by its hash alone.
     __table_args__ = (PrimaryKeyConstraint("owner", "sha256", name="pk_blobs"),)
@@ -220,6 +222,8 @@ class ReplacementRow(Base):
     blob_sha256: Mapped[str | None] = mapped_column(String(64))
     original_size: Mapped[int | None] = mapped_column(BigInt)
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
+    #: The role that wrote the decision (revision 0019): it makes a blob readable only if that role wrote the blob.
+    writer: Mapped[str] = owner_column()
 
     __table_args__ = (
         ForeignKeyConstraint(

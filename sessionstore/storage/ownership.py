@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import ReadOnlySession, SessionNotFound, SessionStoreError
+from .errors import NotPermitted, ReadOnlySession, SessionNotFound, SessionStoreError
 from .models import LOCAL_OWNER
 
 if TYPE_CHECKING:
@@ -127,17 +127,36 @@ def shares(store: "SessionStore", session_id: str | None = None) -> list[Share]:
     return [Share(r[0], r[1], bool(r[2])) for r in rows]
 
 
-#: What `db grant` gives a role: using the store, never changing its schema.
+#: What `db grant` gives a role: using the store, never changing its schema. Rows in and out (row-level
+#: security scopes them), but no UPDATE of the record (messages, compactions, blobs, source lines,
+#: forks) and of a replacement only its text; USAGE on the sequences (nextval), never UPDATE (setval) or
+#: SELECT (last_value); EXECUTE on the store's functions (revision 0019 revoked it from PUBLIC).
 _GRANTS = (
     "GRANT USAGE ON SCHEMA {schema} TO {role}",
     "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
     "REVOKE INSERT, UPDATE, DELETE ON {schema}.alembic_version FROM {role}",
-    "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
+    "REVOKE UPDATE ON {schema}.messages, {schema}.compactions, {schema}.blobs, {schema}.source_lines, "
+    "{schema}.session_forks, {schema}.replacements FROM {role}",
+    "GRANT UPDATE (kind, replacement) ON {schema}.replacements TO {role}",
+    "REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {role}",
+    "GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
+    "GRANT EXECUTE ON FUNCTION {functions} TO {role}",
 )
 _REVOKES = (
     "REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role}",
     "REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {role}",
+    "REVOKE EXECUTE ON FUNCTION {functions} FROM {role}",
     "REVOKE USAGE ON SCHEMA {schema} FROM {role}",
+)
+#: The store's functions in its schema, as `schema.name(argument types)`.
+_FUNCTIONS = (
+    "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace "
+    "AND p.proname LIKE 'sessionstore%' ORDER BY 1"
+)
+#: Whether this role may grant the store: it owns the tables (is the owner role or a member of it) or is a superuser.
+_MAY_GRANT = (
+    "SELECT pg_has_role(current_user, c.relowner, 'USAGE') OR (SELECT rolsuper FROM pg_roles WHERE rolname = "
+    "current_user) FROM pg_class c WHERE c.oid = 'sessions'::regclass"
 )
 
 
@@ -152,25 +171,50 @@ def revoke(store: "SessionStore", role: str) -> str:
 
 
 def _run_grants(store: "SessionStore", role: str, statements: tuple[str, ...], point: str) -> str:
+    """Run the grant or revoke statements, then check they took effect (PostgreSQL only warns when they did not)."""
     db = store.db
     _postgres_only(db, "db grant / db revoke")
     check_role(role)
     if db.one("SELECT 1 FROM pg_roles WHERE rolname = :r", {"r": role}) is None:
         raise OwnershipError(f'there is no role {role!r}: create it first (CREATE ROLE "{role}" LOGIN)')
     schema = str(db.one("SELECT current_schema()")[0])
-    quoted = {"schema": _quote(schema), "role": _quote(role)}
+    if not db.one(_MAY_GRANT)[0]:
+        raise _refused(db, point)
+    functions = ", ".join(str(r[0]) for r in db.all(_FUNCTIONS))
+    quoted = {"schema": _quote(schema), "role": _quote(role), "functions": functions}
 
     def write(d: "Database") -> None:
         for statement in statements:
+            if "{functions}" in statement and not functions:
+                continue
             d.execute(statement.format(**quoted)).close()
+        if _has_access(d, role, schema) != (point == "grant"):
+            raise _refused(d, point)
 
     try:
         db.run_write(write, point=point)
     except ReadOnlySession:
-        raise OwnershipError(
-            "only the role that owns the store's tables (the one that ran `db upgrade`) may grant or revoke"
-        ) from None
+        raise _refused(db, point) from None
     return schema
+
+
+def _has_access(db: "Database", role: str, schema: str) -> bool:
+    """Whether `role` may now read and add sessions in `schema`."""
+    row = db.one(
+        "SELECT has_schema_privilege(:r, :s, 'USAGE') AND has_table_privilege(:r, :t, 'SELECT') "
+        "AND has_table_privilege(:r, :t, 'INSERT')",
+        {"r": role, "s": schema, "t": f"{_quote(schema)}.sessions"},
+    )
+    return bool(row[0])
+
+
+def _refused(db: "Database", point: str) -> NotPermitted:
+    """The one-line refusal of a grant or revoke by a role that does not own the store's tables."""
+    owner = db.one("SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'sessions'::regclass")[0]
+    return NotPermitted(
+        f"only the role that owns the store's tables ({owner}, the one that ran `db upgrade`) may {point} "
+        f"access: run `sessionstore db {point}` connected as {owner}"
+    )
 
 
 def _quote(name: str) -> str:

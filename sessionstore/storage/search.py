@@ -82,7 +82,6 @@ _FETCH_ROWS = 500
 _TERMS = re.compile(r'"([^"]*)(?:"|$)|([^\s"]+)')
 _SINCE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
 _SPACE = re.compile(r"\s+")
-_PG_LOCK = 735502
 #: SQLite: the triggers that delete a text no search row names any more, and its terms from the FTS5
 #: index (revision 0017).
 _DELETE_TRIGGERS = ("search_rows_ad", "search_texts_ad")
@@ -369,9 +368,10 @@ def catch_up(
 
 def _index_batch(db: "Database", sid: str, max_chars: int, batch_chars: int) -> tuple[int, bool]:
     """Index the next messages of one session in this transaction; (count, whether more remain)."""
-    if not db.is_sqlite:
-        db.execute("SELECT pg_advisory_xact_lock(:k, hashtext(:id))", {"k": _PG_LOCK, "id": sid}).close()
-    row = db.one("SELECT indexed_seq FROM search_marks WHERE session_id = :id", {"id": sid})
+    if db.is_sqlite:
+        row = db.one("SELECT indexed_seq FROM search_marks WHERE session_id = :id", {"id": sid})
+    else:
+        row = db.lock_mark("search_marks", "indexed_seq", sid)
     mark = int(row[0]) if row else 0
     if db.one("SELECT 1 FROM sessions WHERE id = :id", {"id": sid}) is None:
         return 0, False

@@ -46,8 +46,6 @@ _FETCH_ROWS = 2_000
 _ROWS_PER_TRANSACTION = 20_000
 #: Prefixes of response ids an importer mints per line, the same in unrelated sessions (the Codex importer's).
 SYNTHETIC_IDS = ("codex-response-",)
-#: PostgreSQL advisory lock class: one counter per session at a time.
-_PG_LOCK = 735527
 
 
 @dataclass(slots=True)
@@ -235,12 +233,11 @@ def _record_tail(db: "Database", tail: tuple[int, str, int]) -> None:
 
 def _count_batch(db: "Database", sid: str) -> tuple[int, bool]:
     """Count the next messages of one session in this transaction; (messages passed, whether more remain)."""
-    if not db.is_sqlite:
-        db.execute("SELECT pg_advisory_xact_lock(:k, hashtext(:id))", {"k": _PG_LOCK, "id": sid}).close()
+    pg_mark = None if db.is_sqlite else db.lock_mark("usage_marks", "counted_seq", sid)
     session = db.one("SELECT model, created_at FROM sessions WHERE id = :id", {"id": sid})
     if session is None:
         return 0, False
-    row = db.one("SELECT counted_seq FROM usage_marks WHERE session_id = :id", {"id": sid})
+    row = db.one("SELECT counted_seq FROM usage_marks WHERE session_id = :id", {"id": sid}) if db.is_sqlite else pg_mark
     mark = int(row[0]) if row else 0
     top = db.one("SELECT MAX(seq) FROM messages WHERE session_id = :id", {"id": sid})[0]
     top = int(top or 0)

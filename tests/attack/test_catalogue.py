@@ -1,0 +1,444 @@
+"""The attacker suite: every object of a team store's schema, read from pg_catalog, attacked by every kind of role.
+
+Two stores, one whose tables belong to an owner role and one whose tables belong to the superuser
+(`db upgrade` as `postgres`). Role profiles: a role never granted, a granted role, a revoked role, a role
+with a read share and one with a write share of alice's sessions (tests/support/teamstore.py). Alice has
+an unshared session holding a secret, a word and a spilled blob: none of it may be seen, changed,
+named or waited on. Every table, view, sequence and function comes from the catalogue, so a new one is
+attacked without editing this file. Each attempt runs in its own transaction, rolled back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import psycopg
+import pytest
+
+from tests.attack.conftest import record
+from tests.conftest import PG_URL
+from tests.support.teamstore import WORD, Team, team_store
+
+pytestmark = [
+    pytest.mark.pg,
+    pytest.mark.skipif(not PG_URL, reason="PostgreSQL tests need SESSIONSTORE_TEST_PG_URL (.ci/run sets it)"),
+]
+
+#: profile -> (the role it connects as, the session of alice's it holds a share of, if any)
+PROFILES = {
+    "never-granted": ("carol", None),
+    "granted": ("bob", None),
+    "revoked": ("dave", None),
+    "read-share": ("bob", "read_shared"),
+    "write-share": ("bob", "write_shared"),
+}
+#: Profiles that may use the store at all.
+USERS = ("granted", "read-share", "write-share")
+#: The record: rows only their owner updates or deletes (README, "Sharing"), shared or not.
+RECORD = ("messages", "compactions", "source_lines", "imports", "import_files", "session_forks")
+#: Dummy values by type, for an INSERT that fills every required column.
+_DUMMY = {
+    "character varying": "'x'",
+    "text": "'x'",
+    "integer": "1",
+    "bigint": "1",
+    "smallint": "1",
+    "double precision": "0",
+    "real": "0",
+    "boolean": "false",
+    "bytea": "'\\x00'::bytea",
+    "tsvector": "''::tsvector",
+    "jsonb": "'{}'::jsonb",
+    "json": "'{}'::json",
+}
+_WORDS = re.compile(r"\b[a-z_][a-z0-9_]*\b")
+
+
+@dataclass
+class Function:
+    signature: str
+    name: str
+    args: list[str]
+    trigger: bool
+    definer: bool
+    config: str
+    source: str
+
+
+@dataclass
+class Catalogue:
+    tables: dict[str, list[tuple[str, str, bool, bool]]]  # name -> (column, type, not null, has default)
+    views: list[str]
+    sequences: list[str]
+    functions: list[Function]
+
+    def objects(self) -> list[str]:
+        return (
+            [f"table:{t}" for t in self.tables]
+            + [f"view:{v}" for v in self.views]
+            + [f"sequence:{s}" for s in self.sequences]
+            + [f"function:{f.name}" for f in self.functions]
+        )
+
+
+@pytest.fixture(scope="module", params=["owner-role", "superuser"])
+def team(request: pytest.FixtureRequest) -> Iterator[Team]:
+    with team_store(PG_URL or "", superuser_owned=request.param == "superuser") as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def catalogue(team: Team) -> Catalogue:
+    """Every table, view, sequence and function of the store's schema, as pg_catalog lists them."""
+    with team.raw(None) as conn:
+        relations = conn.execute(
+            "SELECT c.relname, c.relkind FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace "
+            "AND c.relkind IN ('r', 'p', 'v', 'm', 'S') ORDER BY 1"
+        ).fetchall()
+        tables: dict[str, list[tuple[str, str, bool, bool]]] = {}
+        for name, kind in relations:
+            if kind in ("r", "p"):
+                tables[name] = [
+                    (r[0], r[1], bool(r[2]), bool(r[3]))
+                    for r in conn.execute(
+                        "SELECT a.attname, format_type(a.atttypid, NULL), a.attnotnull, "
+                        "a.atthasdef OR a.attidentity <> '' FROM pg_attribute a WHERE a.attrelid = %s::regclass "
+                        "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                        (f"public.{name}",),
+                    ).fetchall()
+                ]
+        functions = [
+            Function(r[0], r[1], [str(t) for t in r[2]], r[3] == "trigger", bool(r[4]), r[5] or "", r[6] or "")
+            for r in conn.execute(
+                "SELECT p.oid::regprocedure::text, p.proname, ARRAY(SELECT format_type(t, NULL) FROM "
+                "unnest(p.proargtypes) t), format_type(p.prorettype, NULL), p.prosecdef, "
+                "array_to_string(p.proconfig, ','), p.prosrc FROM pg_proc p WHERE p.pronamespace = "
+                "'public'::regnamespace AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid "
+                "AND d.classid = 'pg_proc'::regclass AND d.deptype = 'e') ORDER BY 1"
+            ).fetchall()
+        ]
+    found = Catalogue(
+        tables,
+        [r[0] for r in relations if r[1] in ("v", "m")],
+        [r[0] for r in relations if r[1] == "S"],
+        functions,
+    )
+    assert {"sessions", "messages", "blobs", "session_shares"} <= set(found.tables)
+    assert any(f.name == "sessionstore_search_window" for f in found.functions)
+    return found
+
+
+def _markers(team: Team) -> list[str]:
+    """LIKE patterns for anything of alice's unshared session: its id, its blob's key, its word."""
+    return [f"%{team.secret_session}%", f"%{team.blob}%", f"%{WORD}%"]
+
+
+def _try(conn: Any, sql: str, params: Any = ()) -> Any:
+    """The rows `sql` returns, or the refusal's SQLSTATE class name; always rolled back."""
+    try:
+        with conn.transaction(force_rollback=True):
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description else cur.rowcount
+    except psycopg.Error as exc:
+        return type(exc).__name__
+
+
+def _refused_or_empty(outcome: Any) -> bool:
+    return isinstance(outcome, str) or outcome in ([], 0, [(0,)], [(None,)])
+
+
+def _connect(team: Team, profile: str) -> Any:
+    return team.raw(getattr(team, PROFILES[profile][0]))
+
+
+# ------------------------------------------------------------------ rows
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_no_role_reads_a_row_of_an_unshared_session(team: Team, catalogue: Catalogue, profile: str) -> None:
+    """SELECT on every table and view: no row mentioning alice's unshared session, blob or word."""
+    leaks = {}
+    with _connect(team, profile) as conn:
+        for name in [*catalogue.tables, *catalogue.views]:
+            seen = _try(conn, f"SELECT count(*) FROM public.{name} x WHERE x::text LIKE ANY(%s)", (_markers(team),))
+            if not _refused_or_empty(seen):
+                leaks[name] = seen
+            blob = _try(conn, f"SELECT count(*) FROM public.{name} x WHERE x::text LIKE %s", (f"%{team.blob}%",))
+            if not _refused_or_empty(blob):
+                leaks[f"{name} (blob)"] = blob
+    record(_store(team), profile, [f"table:{t}" for t in catalogue.tables] + [f"view:{v}" for v in catalogue.views])
+    assert leaks == {}
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_no_role_changes_an_unshared_session(team: Team, catalogue: Catalogue, profile: str) -> None:
+    """UPDATE, DELETE, TRUNCATE and an INSERT claiming alice's session, on every table: refused or no row."""
+    done = {}
+    with _connect(team, profile) as conn:
+        for name, columns in catalogue.tables.items():
+            first = columns[0][0]
+            where = "x::text LIKE ANY(%s)"
+            for verb, sql in (
+                ("update", f'UPDATE public.{name} x SET "{first}" = x."{first}" WHERE {where}'),
+                ("delete", f"DELETE FROM public.{name} x WHERE {where}"),
+            ):
+                outcome = _try(conn, sql, (_markers(team),))
+                if not _refused_or_empty(outcome):
+                    done[f"{verb} {name}"] = outcome
+            truncated = _try(conn, f"TRUNCATE public.{name} CASCADE")
+            if not isinstance(truncated, str):
+                done[f"truncate {name}"] = truncated
+            inserted = _try(conn, _claiming_insert(team, name, columns))
+            if not isinstance(inserted, str):
+                done[f"insert {name}"] = inserted
+    record(_store(team), profile, [f"table:{t}" for t in catalogue.tables])
+    assert done == {}
+
+
+def _claiming_insert(team: Team, name: str, columns: list[tuple[str, str, bool, bool]]) -> str:
+    """An INSERT filling every required column, naming alice's unshared session and alice as the owner."""
+    names, values = [], []
+    for column, kind, not_null, has_default in columns:
+        if column == "session_id" or column == "id" and name == "sessions":
+            value = f"'{team.secret_session}'" if column == "session_id" else "gen_random_uuid()::text"
+        elif column in ("owner", "writer"):
+            value = f"'{team.alice}'"
+        elif column in ("sha256", "blob_sha256"):
+            value = f"'{team.blob}'"
+        elif not_null and not has_default:
+            value = _DUMMY.get(kind, "NULL")
+        else:
+            continue
+        names.append(f'"{column}"')
+        values.append(value)
+    return f"INSERT INTO public.{name} ({', '.join(names)}) VALUES ({', '.join(values)})"
+
+
+@pytest.mark.parametrize("profile", ["read-share", "write-share"])
+def test_a_share_never_rewrites_the_record_of_the_shared_session(
+    team: Team, catalogue: Catalogue, profile: str
+) -> None:
+    """On the session shared with it: no UPDATE or DELETE of the record, no change of the session's identity,
+    nothing at all for a read share."""
+    target = getattr(team, str(PROFILES[profile][1]))
+    done = {}
+    with _connect(team, profile) as conn:
+        for name, columns in catalogue.tables.items():
+            if "session_id" not in {c[0] for c in columns}:
+                continue
+            if profile == "write-share" and name not in RECORD:
+                continue
+            first = columns[0][0]
+            for verb, sql in (
+                ("update", f'UPDATE public.{name} x SET "{first}" = x."{first}" WHERE session_id = %s'),
+                ("delete", f"DELETE FROM public.{name} WHERE session_id = %s"),
+            ):
+                outcome = _try(conn, sql, (target,))
+                if not _refused_or_empty(outcome):
+                    done[f"{verb} {name}"] = outcome
+        for column in ("title", "cwd", "model", "host", "created_at", "metadata_json"):
+            outcome = _try(
+                conn,
+                f"UPDATE public.sessions SET {column} = coalesce({column}, '') || 'x' WHERE id = %s"
+                if column not in ("created_at",)
+                else "UPDATE public.sessions SET created_at = created_at + 1 WHERE id = %s",
+                (target,),
+            )
+            if not _refused_or_empty(outcome):
+                done[f"update sessions.{column}"] = outcome
+    record(_store(team), profile, [f"table:{t}" for t in catalogue.tables])
+    assert done == {}
+
+
+# ------------------------------------------------------------------ blobs
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_no_role_reads_a_blob_by_its_hash(team: Team, profile: str) -> None:
+    """By hash alone, and (a write share) through a replacement it plants in the session shared with it."""
+    with _connect(team, profile) as conn:
+        assert _refused_or_empty(_try(conn, "SELECT data FROM public.blobs WHERE sha256 = %s", (team.blob,)))
+        target = PROFILES[profile][1]
+        if target is not None:
+            planted = (
+                "WITH o AS (SELECT set_config('sessionstore.owner', %s, true)) INSERT INTO public.replacements "
+                "(session_id, tool_use_id, kind, replacement, blob_sha256, original_size, created_at) "
+                "SELECT %s, 'toolu_planted', 'spilled', 'p', %s, 1, 0 FROM o RETURNING "
+                "(SELECT count(*) FROM public.blobs WHERE sha256 = %s)"
+            )
+            outcome = _try(conn, planted, (team.alice, getattr(team, target), team.blob, team.blob))
+            assert _refused_or_empty(outcome), outcome
+    record(_store(team), profile, ["table:blobs", "table:replacements"])
+
+
+# ------------------------------------------------------------------ sequences
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_no_role_moves_or_reads_a_sequence(team: Team, catalogue: Catalogue, profile: str) -> None:
+    moved = {}
+    with _connect(team, profile) as conn:
+        for name in catalogue.sequences:
+            for verb, sql in (
+                ("setval", f"SELECT setval('public.{name}', 1)"),
+                ("setval-max", f"SELECT setval('public.{name}', 2147483647)"),
+                ("last_value", f"SELECT last_value FROM public.{name}"),
+            ):
+                outcome = _try(conn, sql)
+                if not isinstance(outcome, str):
+                    moved[f"{verb} {name}"] = outcome
+            taken = _try(conn, f"SELECT nextval('public.{name}')")
+            if profile not in USERS and not isinstance(taken, str):
+                moved[f"nextval {name}"] = taken
+    record(_store(team), profile, [f"sequence:{s}" for s in catalogue.sequences])
+    assert moved == {}
+
+
+# ------------------------------------------------------------------ functions
+
+
+def test_every_function_runs_as_its_caller_or_with_a_fixed_path(catalogue: Catalogue) -> None:
+    for function in catalogue.functions:
+        if function.definer:
+            assert re.search(r"search_path=pg_catalog, \S+, pg_temp", function.config), function.signature
+
+
+def _call(function: Function, team: Team) -> str:
+    """A call of `function` with arguments of its types: the word of alice's unshared session, else NULL."""
+    values = [f"ARRAY['{WORD}']::text[]" if kind == "text[]" else f"NULL::{kind}" for kind in function.args]
+    return f"SELECT * FROM {function.name}({', '.join(values)})"
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_no_role_runs_a_function_it_was_not_given_nor_learns_through_one(
+    team: Team, catalogue: Catalogue, profile: str
+) -> None:
+    found = {}
+    with _connect(team, profile) as conn:
+        for function in catalogue.functions:
+            outcome = _try(conn, _call(function, team))
+            if profile not in USERS:
+                if not isinstance(outcome, str):
+                    found[function.name] = outcome
+            elif not isinstance(outcome, str) and _mentions_secret(team, outcome):
+                found[function.name] = outcome
+    record(_store(team), profile, [f"function:{f.name}" for f in catalogue.functions])
+    assert found == {}
+
+
+def _mentions_secret(team: Team, rows: Any) -> bool:
+    text = json.dumps(rows, default=str)
+    return team.secret_session in text or team.blob in text
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_temporary_objects_shadow_no_name_a_function_uses(team: Team, catalogue: Catalogue, profile: str) -> None:
+    """Every relation name of the schema and every word of every function's source, shadowed by a temporary
+    view whose rows come from a function that reports who runs it: calling each function never runs it as
+    anyone but the caller."""
+    role = getattr(team, PROFILES[profile][0])
+    names = set(catalogue.tables) | set(catalogue.views)
+    for function in catalogue.functions:
+        names |= set(_WORDS.findall(function.source.lower()))
+    ran_as: dict[str, str] = {}
+    with team.raw(role, autocommit=False) as conn:
+        conn.execute(
+            "CREATE FUNCTION pg_temp.whoami() RETURNS TABLE(session_id varchar, seq bigint, owner varchar, "
+            "grantee varchar, read_only boolean, id bigint, body text, tsv tsvector) LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'ran as %', current_user; END $$"
+        )
+        shadowed = 0
+        for name in sorted(names):
+            try:
+                with conn.transaction():
+                    conn.execute(f'CREATE TEMP VIEW "{name}" AS SELECT * FROM pg_temp.whoami()')
+                    conn.execute(f'GRANT SELECT ON pg_temp."{name}" TO PUBLIC')
+                shadowed += 1
+            except psycopg.Error:
+                pass
+        for function in catalogue.functions:
+            if function.trigger:
+                continue
+            outcome = _try(conn, _call(function, team))
+            match = re.search(r"ran as (\S+)", str(outcome))
+            if match and match.group(1) != role:
+                ran_as[function.name] = match.group(1)
+        conn.rollback()
+    assert shadowed > len(catalogue.tables)
+    record(_store(team), profile, [f"function:{f.name}" for f in catalogue.functions])
+    assert ran_as == {}
+
+
+# ------------------------------------------------------------------ locks and plans
+
+
+def _lock_keys() -> list[int]:
+    """Every advisory lock class the store's code names (`..._LOCK = N`), read from its source."""
+    root = Path(__file__).resolve().parents[2] / "sessionstore"
+    keys = set()
+    for path in root.rglob("*.py"):
+        keys |= {int(k) for k in re.findall(r"_LOCK\s*=\s*(\d{4,})", path.read_text())}
+    return sorted(keys | {735502, 735527})  # and the classes earlier versions keyed by session
+
+
+@pytest.mark.parametrize("profile", ["never-granted", "granted"])
+def test_no_advisory_key_a_role_can_take_holds_the_owner(team: Team, profile: str) -> None:
+    """The attacker holds every advisory key of the code, per class and per alice's session ids; alice's append,
+    search and usage still run (a wait would end in lock_timeout)."""
+    sessions = [team.secret_session, team.read_shared, team.write_shared]
+    with _connect(team, profile) as conn:
+        for key in _lock_keys():
+            conn.execute("SELECT pg_advisory_lock(%s::bigint)", (key,))
+            for sid in sessions:
+                conn.execute("SELECT pg_advisory_lock(%s::int, hashtext(%s))", (key, sid))
+        env = {**os.environ, "PGOPTIONS": "-c lock_timeout=3000"}
+        message = Path(os.environ.get("TMPDIR", "/tmp")) / f"attack-{team.database}-{profile}.jsonl"
+        message.write_text(json.dumps({"role": "user", "content": f"{WORD} once more"}) + "\n")
+        try:
+            for args in (
+                ["append", team.secret_session, str(message)],
+                ["search", WORD, "--json"],
+                ["usage", "--json"],
+            ):
+                result = _cli(*args, "--db", team.url(team.alice), env=env)
+                assert result.returncode == 0, (args, result.stderr)
+        finally:
+            message.unlink(missing_ok=True)
+    record(_store(team), profile, ["lock:advisory keys"])
+
+
+def _cli(*args: str, env: dict[str, str]) -> Any:
+    import subprocess
+
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "sessionstore"), *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+@pytest.mark.parametrize("profile", USERS)
+def test_explain_shows_counts_never_rows(team: Team, catalogue: Catalogue, profile: str) -> None:
+    """EXPLAIN ANALYZE as a member, on every table with a session column, filtered to alice's unshared session:
+    no row comes back (what it may count is stated in the README, pinned by tests/test_team_hardening.py)."""
+    with _connect(team, profile) as conn:
+        for name, columns in catalogue.tables.items():
+            if "session_id" not in {c[0] for c in columns}:
+                continue
+            plan = _try(
+                conn,
+                f"EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM public.{name} WHERE session_id = %s",
+                (team.secret_session,),
+            )
+            if isinstance(plan, str):
+                continue
+            assert plan[0][0][0]["Plan"]["Actual Rows"] == 0, name
+    record(_store(team), profile, [f"plan:{t}" for t in catalogue.tables])
+
+
+def _store(team: Team) -> str:
+    return "superuser-owned" if team.superuser_owned else "owner-role-owned"
