@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from sessionstore.cli import common
-from sessionstore.cli.common import fmt_time
 from sessionstore.cli.tables import short_time
 from tests.support.cli import run_cli
 
@@ -67,7 +66,9 @@ def test_sessions_and_history_show_the_source_times(
     assert len(history) == 1
     stamp = history[0]["timestamp"]
     shown = run_cli(capsys, "history", sid, "--db", store_url).out
-    assert fmt_time(epoch(stamp)) in shown, "the table shows the boundary's own time"
+    assert short_time(epoch(stamp)) in shown, (
+        "the table shows the boundary's own time (in the sessions table's short form)"
+    )
     html = run_cli(capsys, "export", sid, "--format", "html", "--db", store_url).out
     assert stamp in html
 

@@ -29,6 +29,7 @@ LAYERS = {
     "sessionstore.compaction": 1,
     "sessionstore.interchange": 2,
     "sessionstore.agent": 3,
+    "sessionstore.integrations": 3,
     "sessionstore.cli": 4,
     "sessionstore.__main__": 4,
 }

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from sessionstore.storage.fastjson import loads_stored
 from sessionstore.storage.rows import dumps
+from sessionstore.storage.textpack import StoredJsonCorrupt
 from sessionstore.storage.view import api_messages_from_json, to_api_messages
 from tests.support.convo import Convo
 
@@ -64,6 +65,6 @@ def test_messages_from_entries_do_not_share_blocks_with_the_cache() -> None:
 def test_stored_json_decodes_like_json_loads_and_rejects_the_same() -> None:
     for text in ["[1,2]", '"x"', '{"a":[{}]}', " [1]", "[1] ", "1.5", "null", '"\\u00e9"']:
         assert loads_stored(text) == json.loads(text)
-    for bad in ["", "[1", "[1]x", "nope"]:
-        with pytest.raises(json.JSONDecodeError):
+    for bad in ["", "[1", "[1]x", "nope"]:  # rejected as json.loads rejects them, as the typed damaged-row error
+        with pytest.raises(StoredJsonCorrupt):
             loads_stored(bad)

@@ -186,7 +186,18 @@ class Config:
 MAX_SETTING = 2**53
 #: Variables read elsewhere (the database URL, the summarizer's model, the test and fault harnesses).
 OTHER_VARIABLES = frozenset(
-    {"DB_URL", "SUMMARY_MODEL", "TEST_PG_URL", "REQUIRE_PG", "FAULT", "TRANSCRIPTS", "CRASH_TRIALS", "SOAK_SECONDS"}
+    {
+        "DB_URL",
+        "SUMMARY_MODEL",
+        "TEST_PG_URL",
+        "REQUIRE_PG",
+        "REQUIRE_TRANSCRIPTS",
+        "REQUIRE_BROWSER",
+        "FAULT",
+        "TRANSCRIPTS",
+        "CRASH_TRIALS",
+        "SOAK_SECONDS",
+    }
 )
 _warned: set[str] = set()
 
