@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TRANSCRIPTS
+from tests.conftest import TRANSCRIPTS, shared_transcripts
 
 SCRIPT = Path(sys.executable).parent / "sessionstore"
 #: The Claude Code session of the shared transcripts that has an automatic compaction.
@@ -76,8 +76,7 @@ def too_wide(run: Run, width: int = 80) -> list[str]:
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite store holding every shared transcript, imported once per module through the console script."""
-    if not TRANSCRIPTS.is_dir():
-        pytest.skip(f"shared transcripts not found at {TRANSCRIPTS}")
+    shared_transcripts()  # a skip, or a failure under .ci/run (SESSIONSTORE_REQUIRE_TRANSCRIPTS)
     path = tmp_path_factory.mktemp("outside") / "template.db"
     url = f"sqlite:///{path}"
     for tool in ("claude-code", "codex"):

@@ -23,7 +23,7 @@ from typing import Iterator
 import pytest
 
 from sessionstore.secrets import mask
-from tests.conftest import ENGINES, PG_URL, TRANSCRIPTS, _pg_schema_url
+from tests.conftest import ENGINES, PG_URL, TRANSCRIPTS, _pg_schema_url, shared_transcripts
 
 SESSIONSTORE = Path(sys.executable).parent / "sessionstore"
 SOURCE_ID = "35e0c0de-0000-4000-8000-000000000035"
@@ -154,8 +154,7 @@ def ok(*args: str) -> str:
 def fresh_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """(store URL, crafted session id): a brand-new store, the real transcripts and the crafted one imported into it
     by the console script. Shared by this module's tests, which only read it (or import into it what they check)."""
-    if not TRANSCRIPTS.is_dir():
-        pytest.skip(f"shared transcripts not found at {TRANSCRIPTS}")
+    shared_transcripts()  # a skip, or a failure under .ci/run (SESSIONSTORE_REQUIRE_TRANSCRIPTS)
     folder = tmp_path_factory.mktemp("redaction")
     if request.param == "sqlite":
         urls: Iterator[str] = iter([f"sqlite:///{folder / 'fresh.db'}"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from abc import ABC, abstractmethod
 import re
 import shutil
 import subprocess
@@ -108,19 +109,21 @@ def fits(ran: Ran) -> Ran:
 # ----------------------------------------------------------------------------- stores
 
 
-class Engine:
+class Engine(ABC):
     """One engine's way to make the person's store and copy it."""
 
     name = ""
 
+    @abstractmethod
     def new_url(self) -> str:
-        raise NotImplementedError
+        """A URL to a brand-new, empty store the person may write."""
 
+    @abstractmethod
     def copy(self, url: str) -> str:
-        raise NotImplementedError
+        """A URL to a copy of the store at `url`, for a journey that writes."""
 
-    def close(self) -> None:
-        """Drop what was made for the module."""
+    def close(self) -> None:  # noqa: B027  (optional: an engine with nothing to drop keeps this one)
+        """Drop what was made for the module (nothing, unless the engine made something)."""
 
 
 class Sqlite(Engine):
