@@ -47,7 +47,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m 'not slow'
 
 # Mutation testing of the modules that hold promises (scripts/mutate.py; not part of `make test`: it takes hours).
-# MODULES narrows it, e.g. `make mutate MODULES=sessionstore/storage/fork.py`; results in build/mutate/report.md.
+# MODULES narrows it, e.g. `make mutate MODULES=sessionstore/storage/write/fork.py`; results in build/mutate/report.md.
 mutate: $(STAMP)
 	$(BIN)/python scripts/mutate.py $(MODULES)
 

@@ -133,7 +133,7 @@ def run(count: int, batch: int, runs: int) -> dict[str, Any]:
     from claude_agent_sdk import InMemorySessionStore
 
     from sessionstore.integrations.agent_sdk import AgentSdkStore
-    from sessionstore.storage.tokens import estimate_content
+    from sessionstore.storage.codecs.tokens import estimate_content
 
     lines = build_lines(count)
     results: dict[str, Any] = {"entries": len(lines), "bytes": sum(len(line.encode()) + 1 for line in lines)}

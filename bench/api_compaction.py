@@ -30,7 +30,7 @@ from bench.common import RESULTS, load_note, machine_info, machine_line, write_s
 from bench.rewrite import RESUME_CHILD, child_seconds  # noqa: E402
 from sessionstore import SessionStore  # noqa: E402
 from sessionstore.compaction.commit import commit_compaction  # noqa: E402
-from sessionstore.storage.apicompaction import commit_api_compaction  # noqa: E402
+from sessionstore.storage.write.apicompaction import commit_api_compaction  # noqa: E402
 from tests.support.messages import conversation  # noqa: E402
 
 RUNS = 11

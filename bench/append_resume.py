@@ -664,10 +664,10 @@ def time_breakdown(msgs: list[Message], tmpdir: Path) -> str:
     raw baseline's single INSERT, and through each Python step on its own.
     """
     from sessionstore import SessionStore
-    from sessionstore.storage.rows import dumps, message_row
-    from sessionstore.storage.session import _guarded_insert_sql
-    from sessionstore.storage.tokens import estimate_content
-    from sessionstore.storage.validate import TailState, normalize
+    from sessionstore.storage.records.rows import dumps, message_row
+    from sessionstore.storage.write.session import _guarded_insert_sql
+    from sessionstore.storage.codecs.tokens import estimate_content
+    from sessionstore.storage.records.validate import TailState, normalize
 
     def best_of_3(make_pass: Callable[[int], Callable[[Any], Any]], items: list[Any]) -> float:
         """µs per item of the fastest of three passes; each pass gets a fresh setup."""

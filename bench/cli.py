@@ -72,7 +72,7 @@ def build_store(size_mb: float, tmp: Path) -> tuple[Path, str, str, int]:
     """(JSONL path, store URL, newest session id, messages) for a corpus of `size_mb`, indexed for search."""
     from sessionstore import SessionStore
     from sessionstore.interchange.importing import import_file
-    from sessionstore.storage.search import catch_up
+    from sessionstore.storage.derived.search import catch_up
 
     jsonl = tmp / "corpus.jsonl"
     build_transcript(jsonl, size_mb)

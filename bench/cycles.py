@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sessionstore import SessionStore
-from sessionstore.storage.rewrite import Add, CompactionRecord, Keep, commit_rewrite
-from sessionstore.storage.session import Session
-from sessionstore.storage.validate import normalize
+from sessionstore.storage.write.rewrite import Add, CompactionRecord, Keep, commit_rewrite
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.records.validate import normalize
 from tests.support.messages import conversation
 
 SUMMARY = ("## Primary request and intent\nFix the flaky integration test and rename parse_cfg. " * 25)[:2000]

@@ -33,7 +33,7 @@ from bench.cycles import CycleShape  # noqa: E402  (after the sys.path line abov
 from bench.cycles import build as cycles_build  # noqa: E402  (after the sys.path line above)
 from sessionstore import SessionStore  # noqa: E402  (after the sys.path line above)
 from sessionstore.storage import history as hist  # noqa: E402  (after the sys.path line above)
-from sessionstore.storage.session import Session  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage.write.session import Session  # noqa: E402  (after the sys.path line above)
 
 CYCLE = 250
 KEEP = 100

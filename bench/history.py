@@ -38,7 +38,7 @@ from sessionstore import SessionStore  # noqa: E402  (after the sys.path line ab
 from sessionstore.cli.app import main as cli_main  # noqa: E402  (after the sys.path line above)
 from sessionstore.cli.compactcmd import HISTORY_PAGE, history_cmd  # noqa: E402  (after the sys.path line above)
 from sessionstore.storage import history as hist  # noqa: E402  (after the sys.path line above)
-from sessionstore.storage.session import Session  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage.write.session import Session  # noqa: E402  (after the sys.path line above)
 
 SMALL = 20
 KEEP = 25

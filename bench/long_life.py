@@ -33,7 +33,7 @@ from bench.common import RESULTS, load_note, machine_info, machine_line, write_s
 from sessionstore import SessionStore  # noqa: E402  (after the sys.path line above)
 from sessionstore.compaction.engine import compact  # noqa: E402  (after the sys.path line above)
 from sessionstore.compaction.pinning import split_pins  # noqa: E402  (after the sys.path line above)
-from sessionstore.storage.tokens import estimate_text  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage.codecs.tokens import estimate_text  # noqa: E402  (after the sys.path line above)
 from tests.support.replay import ROOT, load_span, replay  # noqa: E402  (after the sys.path line above)
 
 TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"

@@ -79,8 +79,8 @@ def sample_boundaries(count: int) -> list[int]:
 def in_process(url: str, runs: int) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """recall timings per mode, and the facts of the imported session."""
     from sessionstore import SessionStore
-    from sessionstore.storage.history import boundaries, view_before
-    from sessionstore.storage.recall import recall
+    from sessionstore.storage.read.history import boundaries, view_before
+    from sessionstore.storage.read.recall import recall
 
     times: dict[str, list[float]] = {"recall last": [], "recall query": [], "recall around": []}
     with SessionStore.open(url) as store:
@@ -110,7 +110,7 @@ def in_process(url: str, runs: int) -> tuple[dict[str, list[float]], dict[str, A
 def memory(url: str, facts: dict[str, Any]) -> dict[str, Any]:
     """Peak KB allocated reading one page of the smallest and of the largest sampled past view, by page size."""
     from sessionstore import SessionStore
-    from sessionstore.storage.recall import recall, view_before_page
+    from sessionstore.storage.read.recall import recall, view_before_page
 
     sizes = facts["view_sizes"]
     views = (min(sizes, key=sizes.get), max(sizes, key=sizes.get))

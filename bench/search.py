@@ -277,7 +277,7 @@ def measure_postgres(
     from bench.pgroles import role_store
     from sessionstore import SessionStore
     from sessionstore.interchange.importing import import_file
-    from sessionstore.storage.search import catch_up
+    from sessionstore.storage.derived.search import catch_up
 
     with role_store(pg_url) as url, SessionStore.open(url) as store:
         log(f"{result.size_mb:.0f} MB: importing into PostgreSQL")
@@ -306,7 +306,7 @@ def measure_scale(
     """Build, import, index, query and rg one corpus size."""
     from sessionstore import SessionStore
     from sessionstore.interchange.importing import import_file
-    from sessionstore.storage.search import catch_up
+    from sessionstore.storage.derived.search import catch_up
 
     jsonl = tmp / f"corpus-{int(size_mb)}.jsonl"
     written = build_transcript(jsonl, size_mb)
@@ -375,7 +375,7 @@ def append_rates(tmp: Path, n: int, rounds: int) -> dict[str, float]:
     """Median appends/s of the same code on a head store without the search tables and on one whose
     index holds the session so far, interleaved; and the median of the rounds' paired slowdowns."""
     from sessionstore import SessionStore
-    from sessionstore.storage.search import catch_up
+    from sessionstore.storage.derived.search import catch_up
 
     def message(i: int) -> dict[str, Any]:
         return {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}: " + "some words of text " * 20}

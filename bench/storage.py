@@ -112,7 +112,7 @@ def measure(files: list[tuple[Path, str]], workdir: Path, resume_messages: int) 
     from sessionstore import SessionStore
     from sessionstore.interchange.export import export_claude_code
     from sessionstore.interchange.importing import import_file
-    from sessionstore.storage import search as search_mod
+    from sessionstore.storage.derived import search as search_mod
 
     db_path = str(workdir / "store.db")
     url = f"sqlite:///{db_path}"
@@ -172,7 +172,7 @@ def measure(files: list[tuple[Path, str]], workdir: Path, resume_messages: int) 
 
 def view_before_ms(store: Any, session_ids: list[str], limit: int = 40) -> float:
     """Median ms of `history.view_before` (what the model saw before a boundary) over the imported boundaries."""
-    from sessionstore.storage import history
+    from sessionstore.storage.read import history
 
     samples = []
     for sid in session_ids:
@@ -191,7 +191,7 @@ def pack_as_vacuum_does(store: Any) -> None:
     the resume then run against packed contents, the state of a store that ever imported or was vacuumed.
     A tree before that has nothing to pack."""
     try:
-        from sessionstore.storage import textpack
+        from sessionstore.storage.codecs import textpack
     except ImportError:
         return
     if hasattr(textpack, "repack"):

@@ -2,7 +2,7 @@
 
     python bench/token_guard.py [--out bench/RESULTS.md] [--messages 3000]
 
-The guards (sessionstore/storage/tokens.py: `_spread_error` sends a whole
+The guards (sessionstore/storage/codecs/tokens.py: `_spread_error` sends a whole
 slice to tiktoken, `_run_correction` counts long runs exactly) handle text
 unlike the calibration. Measured here, in one process:
 

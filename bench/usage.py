@@ -33,7 +33,7 @@ from sqlalchemy.engine import Engine  # noqa: E402  (after the sys.path line abo
 from bench.common import RESULTS, load_note, machine_info, machine_line, write_section  # noqa: E402  (after the sys.path line above)
 from sessionstore import SessionStore  # noqa: E402  (after the sys.path line above)
 from sessionstore.cli.tables import sessions_table  # noqa: E402  (after the sys.path line above)
-from sessionstore.storage.models import MessageRow, SessionRow  # noqa: E402  (after the sys.path line above)
+from sessionstore.storage.engine.models import MessageRow, SessionRow  # noqa: E402  (after the sys.path line above)
 from sessionstore.usage import cost_text, session_usage, usage_report  # noqa: E402  (after the sys.path line above)
 
 MODELS = ("claude-opus-4-6", "claude-sonnet-4-5-20250929", "acme-coder-9")

@@ -114,16 +114,16 @@ def exit_code(exc: Exception) -> int:
     status, no summary): trying again later may work; 2 for a usage error or bad input (click's own usage errors
     exit 2)."""
     from sessionstore.compaction.summarizers.base import SummarizerUnavailable
-    from sessionstore.storage.blobs import BlobCorrupt
-    from sessionstore.storage.errors import (
+    from sessionstore.storage.codecs.blobs import BlobCorrupt
+    from sessionstore.storage.core.errors import (
         DatabaseUnavailable,
         MigrationError,
         NotPermitted,
         RewriteConflict,
         StoreBusy,
     )
-    from sessionstore.storage.search import SearchIndexError
-    from sessionstore.storage.textpack import TextCorrupt
+    from sessionstore.storage.derived.search import SearchIndexError
+    from sessionstore.storage.codecs.textpack import TextCorrupt
 
     runtime = (
         StoreBusy,
@@ -371,7 +371,7 @@ def append_cmd(
 def view_payload(s: Any) -> dict[str, Any]:
     """The `view --json` document: the API messages and the entries behind them."""
     entries = s.active_entries()
-    from sessionstore.storage.view import to_api_messages
+    from sessionstore.storage.records.view import to_api_messages
 
     state = s.refresh_state()
     return {
@@ -427,7 +427,7 @@ def stats_cmd(
 
     Example: sessionstore stats SESSION --json
     """
-    from sessionstore.storage.stats import session_stats, stat_rows
+    from sessionstore.storage.upkeep.stats import session_stats, stat_rows
 
     with open_store(db, read_only=True) as store:
         found = store.get(session)

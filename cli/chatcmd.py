@@ -126,7 +126,7 @@ def _answer(turn: Callable[[], str], client: Any) -> None:
     import anthropic
 
     from sessionstore.compaction.summarizers.base import SummarizerError
-    from sessionstore.storage.errors import SessionStoreError
+    from sessionstore.storage.core.errors import SessionStoreError
 
     try:
         typer.echo(visible(turn()))

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from sessionstore.storage import history as hist
-from sessionstore.storage.errors import SessionStoreError
+from sessionstore.storage.read import history as hist
+from sessionstore.storage.core.errors import SessionStoreError
 
 from .common import UsageError, echo, fmt_time, one_line, preview
 from .compactcmd import view_tokens_line
@@ -121,7 +121,7 @@ def _compact(ctx: SlashContext, arg: str) -> None:
 
 def _export(ctx: SlashContext, arg: str) -> None:
     from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
-    from sessionstore.storage.output import open_output
+    from sessionstore.storage.core.output import open_output
 
     fmt, _, path_text = arg.partition(" ")
     writers = {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html}
@@ -138,7 +138,7 @@ def _export(ctx: SlashContext, arg: str) -> None:
 
 
 def _stats(ctx: SlashContext, arg: str) -> None:
-    from sessionstore.storage.stats import session_stats, stat_rows
+    from sessionstore.storage.upkeep.stats import session_stats, stat_rows
 
     for label, value in stat_rows(session_stats(ctx.session)):
         echo(f"  {label:<16} {one_line(value)}")

@@ -23,7 +23,7 @@ from sqlalchemy.engine import make_url
 
 from sessionstore import SessionStore
 from sessionstore.sanitize import json_visible, one_line, visible
-from sessionstore.storage.config import Config
+from sessionstore.storage.engine.config import Config
 
 DbOption = Annotated[
     Optional[str],

@@ -9,8 +9,8 @@ import sys
 import typer
 
 from sessionstore.sanitize import visible
-from sessionstore.storage import history as hist
-from sessionstore.storage.output import STDIO, open_output
+from sessionstore.storage.read import history as hist
+from sessionstore.storage.core.output import STDIO, open_output
 
 from .tables import ellipsize, short_time
 from .common import (
@@ -32,8 +32,8 @@ from .common import (
 
 if TYPE_CHECKING:
     from sessionstore.secrets import Redactor
-    from sessionstore.storage.session import Session
-    from sessionstore.storage.types import ViewEntry
+    from sessionstore.storage.write.session import Session
+    from sessionstore.storage.core.types import ViewEntry
 
 
 #: `history --json` shows this much of each summary unless --full.
@@ -115,8 +115,8 @@ HISTORY_PAGE = 50
 
 def _message_uuid(s: Session, option: str, given: Optional[str]) -> Optional[str]:
     """The uuid of the message `given` names (a seq, a uuid or a unique start of one, as `show` takes it)."""
-    from sessionstore.storage.errors import MessageNotFound
-    from sessionstore.storage.resolve import resolve_message
+    from sessionstore.storage.core.errors import MessageNotFound
+    from sessionstore.storage.engine.resolve import resolve_message
 
     if given is None:
         return None
@@ -294,7 +294,7 @@ def _narrowed(widths: list[int], room: int) -> list[int]:
 
 
 def _show_boundary(s: Session, index: int, json_out: bool) -> None:
-    from sessionstore.storage.view import to_api_messages
+    from sessionstore.storage.records.view import to_api_messages
 
     b = hist.boundary(s, index)
     entries = hist.view_before(s, index)

@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 import typer
 from sqlalchemy.engine import Connection
 
-from sessionstore.storage.config import default_db_url
-from sessionstore.storage.db import open_engine
-from sessionstore.storage.migrate import alembic_config, current_revision, head_revision, repack_note, upgrade
+from sessionstore.storage.engine.config import default_db_url
+from sessionstore.storage.engine.db import open_engine
+from sessionstore.storage.engine.migrate import alembic_config, current_revision, head_revision, repack_note, upgrade
 
 from .common import DbOption, JsonOption, err_console, open_store, print_json
 
@@ -36,8 +36,8 @@ def upgrade_cmd(
             sqlite = conn.dialect.name == "sqlite"
             superuser = None if sqlite else superuser_owner(conn)
         if before != after and after == head_revision():
-            from sessionstore.storage.db import open_database
-            from sessionstore.storage.search import forget_cut_index
+            from sessionstore.storage.engine.db import open_database
+            from sessionstore.storage.derived.search import forget_cut_index
 
             index_db = open_database(db or default_db_url())
             try:
@@ -114,7 +114,7 @@ def grant_cmd(role: Annotated[str, typer.Argument(help="An existing PostgreSQL r
     Row-level security keeps each role to its own sessions and those shared with it.
     Example: sessionstore db grant alice --db postgresql://owner@db.example/sessions
     """
-    from sessionstore.storage.ownership import grant
+    from sessionstore.storage.team.ownership import grant
 
     with open_store(db) as store:
         schema = grant(store, role)
@@ -129,7 +129,7 @@ def revoke_cmd(
 
     Example: sessionstore db revoke alice
     """
-    from sessionstore.storage.ownership import revoke
+    from sessionstore.storage.team.ownership import revoke
 
     with open_store(db) as store:
         schema = revoke(store, role)
@@ -150,7 +150,7 @@ def vacuum_cmd(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from sessionstore.storage.vacuum import vacuum
+    from sessionstore.storage.upkeep.vacuum import vacuum
 
     show = sys.stderr.isatty() if progress is None else progress
     with open_store(db) as store:

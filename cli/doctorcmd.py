@@ -9,7 +9,7 @@ import typer
 from .common import DbOption, JsonOption, echo, one_line, open_store, print_json
 
 if TYPE_CHECKING:
-    from sessionstore.storage.doctor import Report
+    from sessionstore.storage.upkeep.doctor import Report
 
 
 def doctor_cmd(
@@ -31,7 +31,7 @@ def doctor_cmd(
 
     Example: sessionstore doctor --repair --json
     """
-    from sessionstore.storage.doctor import check, repair
+    from sessionstore.storage.upkeep.doctor import check, repair
 
     with open_store(db, read_only=not fix) as store:
         report = repair(store, session) if fix else check(store, session)

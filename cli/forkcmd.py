@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from sessionstore.sanitize import one_line
-from sessionstore.storage.fork import Lineage, ancestry, forks_of
+from sessionstore.storage.write.fork import Lineage, ancestry, forks_of
 
 from .common import INT64_MAX, DbOption, JsonOption, UsageError, bounded, open_store, print_json
 

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from sessionstore import SessionStoreError
-from sessionstore.storage.output import STDIO
+from sessionstore.storage.core.output import STDIO
 
 from .common import DbOption, JsonOption, UsageError, cell, console, echo, err_console, one_line, open_store, print_json
 

@@ -57,7 +57,7 @@ def unpin_cmd(
 
       sessionstore unpin SESSION 0b5c2f9e-6a53-4c1e-9d7e-2f8a1c3b4d5e
     """
-    from sessionstore.storage.resolve import resolve_message
+    from sessionstore.storage.engine.resolve import resolve_message
 
     with open_store(db) as store:
         target = store.get(session)
@@ -80,7 +80,7 @@ def pins_cmd(
 
       sessionstore pins SESSION --json
     """
-    from sessionstore.storage.pins import pins_budget
+    from sessionstore.storage.write.pins import pins_budget
 
     with open_store(db) as store:
         target = store.get(session)

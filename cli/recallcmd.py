@@ -42,7 +42,7 @@ def recall_cmd(
 
       sessionstore recall SESSION -b 3..40 --query src/app.py
     """
-    from sessionstore.storage.recall import recall
+    from sessionstore.storage.read.recall import recall
 
     with open_store(db, read_only=True) as store:
         found = recall(

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from sessionstore.storage.search import LIMIT_MAX, MARK_CLOSE, MARK_OPEN, Hit
+from sessionstore.storage.derived.search import LIMIT_MAX, MARK_CLOSE, MARK_OPEN, Hit
 
 from .common import (
     MAX_LIMIT,
@@ -72,7 +72,7 @@ def search_cmd(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    from sessionstore.storage.search import parse_query
+    from sessionstore.storage.derived.search import parse_query
 
     parse_query(query)
     with open_store(db, read_only=True) as store:
@@ -103,7 +103,7 @@ def _catch_up_with_progress(store: Any) -> None:
     read-only), with a progress bar on stderr when it is a lot."""
     from rich.progress import Progress
 
-    from sessionstore.storage.search import pending_count, update_index
+    from sessionstore.storage.derived.search import pending_count, update_index
 
     waiting = pending_count(store.db)
     if waiting < PROGRESS_FROM:

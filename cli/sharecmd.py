@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sessionstore.storage.ownership import share, shares, unshare
+from sessionstore.storage.team.ownership import share, shares, unshare
 
 from .common import DbOption, JsonOption, open_store, print_json
 

@@ -32,8 +32,8 @@ def show_cmd(
 
       sessionstore show SESSION 42 --json
     """
-    from sessionstore.storage.apicompaction import server_notes
-    from sessionstore.storage.message_info import message_info
+    from sessionstore.storage.write.apicompaction import server_notes
+    from sessionstore.storage.read.message_info import message_info
 
     with open_store(db) as store:
         info = message_info(store.get(session), message)

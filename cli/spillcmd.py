@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from sessionstore.storage.output import STDIO
-from sessionstore.storage.spill import list_spills, materialize_spill, spill_original
+from sessionstore.storage.core.output import STDIO
+from sessionstore.storage.write.spill import list_spills, materialize_spill, spill_original
 
 from .common import DbOption, JsonOption, cell, console, echo, fmt_time, open_store, print_json
 

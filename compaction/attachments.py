@@ -11,10 +11,10 @@ import json
 import os
 from typing import Iterable, Sequence
 
-from sessionstore.storage.config import Config
-from sessionstore.storage.tokens import estimate_text
-from sessionstore.storage.types import ViewEntry
-from sessionstore.storage.validate import NewMessage
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.codecs.tokens import estimate_text
+from sessionstore.storage.core.types import ViewEntry
+from sessionstore.storage.records.validate import NewMessage
 
 from .messages import attachment_message
 

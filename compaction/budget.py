@@ -29,10 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessionstore.storage.blobs import blob_sha
-from sessionstore.storage.config import Config
-from sessionstore.storage.replacements import SPILLED, Replacement
-from sessionstore.storage.validate import storable_text
+from sessionstore.storage.codecs.blobs import blob_sha
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.write.replacements import SPILLED, Replacement
+from sessionstore.storage.records.validate import storable_text
 
 from .working import LayerReport, Spill, WorkingView, blocks
 

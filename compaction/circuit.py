@@ -7,8 +7,8 @@ its own rewrite transaction.
 
 from __future__ import annotations
 
-from sessionstore.storage.db import Database
-from sessionstore.storage.session import Session
+from sessionstore.storage.engine.db import Database
+from sessionstore.storage.write.session import Session
 
 
 def compact_failures(session: Session) -> int:

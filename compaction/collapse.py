@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
-from sessionstore.storage.types import ViewEntry
-from sessionstore.storage.validate import normalize
+from sessionstore.storage.core.types import ViewEntry
+from sessionstore.storage.records.validate import normalize
 
 from .pressure import usage_credit
 from .rounds import group_rounds

@@ -9,16 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
-from sessionstore.storage.history import boundary_count
-from sessionstore.storage.rewrite import Add, CompactionRecord, Keep, RewriteResult, commit_rewrite
-from sessionstore.storage.session import Session, ViewSnapshot
-from sessionstore.storage.tokens import estimate_content
-from sessionstore.storage.types import ViewEntry
-from sessionstore.storage.validate import NewMessage
+from sessionstore.storage.read.history import boundary_count
+from sessionstore.storage.write.rewrite import Add, CompactionRecord, Keep, RewriteResult, commit_rewrite
+from sessionstore.storage.records.state import ViewSnapshot
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.codecs.tokens import estimate_content
+from sessionstore.storage.core.types import ViewEntry
+from sessionstore.storage.records.validate import NewMessage
 
-from sessionstore.storage.config import Config
-from sessionstore.storage.recall import era_of
-from sessionstore.storage.tokens import estimate_text
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.read.recall import era_of
+from sessionstore.storage.codecs.tokens import estimate_text
 
 from .errors import CompactionWouldNotShrink
 from .facts import METADATA_KEY as FACTS_KEY

@@ -27,7 +27,7 @@ from sessionstore.compaction.facts import (
     SummaryIndex,
 )
 from sessionstore.compaction.summarizers.carried import SECTION_HEADING
-from sessionstore.storage.tokens import estimate_text
+from sessionstore.storage.codecs.tokens import estimate_text
 
 #: Which boundary's stretch of the transcript a seq lies in (1 + boundaries recorded before it).
 EraOf = Callable[[int], int]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from sessionstore.storage.config import Config
-from sessionstore.storage.session import Session
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.write.session import Session
 
 from .commit import CompactionOutcome
 from .full import compact_full

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sessionstore.storage.errors import SessionStoreError
+from sessionstore.storage.core.errors import SessionStoreError
 
 from .summarizers.base import SummarizerError
 

@@ -34,7 +34,7 @@ from sessionstore.compaction.summarizers.extractive import (
     tool_calls,
     user_text,
 )
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.core.types import ViewEntry
 
 FACT_KINDS: tuple[str, ...] = ("user_messages", "paths", "failures", "open_items")
 KIND_TITLES = {

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from sessionstore.storage.config import Config
-from sessionstore.storage.session import Session
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.core.types import ViewEntry
 
 from .attachments import carried_attachments, file_attachments
 from .commit import CompactionOutcome, commit_compaction, summary_budget

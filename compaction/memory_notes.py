@@ -31,7 +31,7 @@ from sessionstore.compaction.summarizers.extractive import (
     pending_todos,
     user_text,
 )
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.core.types import ViewEntry
 
 INIT_TOKENS = 10_000
 UPDATE_TOKENS = 5_000

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid as uuid_mod
 from typing import Any
 
-from sessionstore.storage.types import BOUNDARY_SUBTYPE
-from sessionstore.storage.validate import NewMessage, normalize
+from sessionstore.storage.core.types import BOUNDARY_SUBTYPE
+from sessionstore.storage.records.validate import NewMessage, normalize
 
 from .prompt import summary_message_text
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
-from sessionstore.storage.config import Config
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.core.types import ViewEntry
 
 from .pressure import Thresholds, usage_credit
 from .working import LayerReport, WorkingView, blocks, system_marker

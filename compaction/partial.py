@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal, Sequence
 
-from sessionstore.storage.config import Config
-from sessionstore.storage.errors import MessageNotFound
-from sessionstore.storage.session import Session
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.core.errors import MessageNotFound
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.core.types import ViewEntry
 
 from .commit import CompactionOutcome, Layout, commit_compaction, summary_budget
 from .pinning import plan_pins

@@ -17,8 +17,8 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from sessionstore.storage.config import Config
-from sessionstore.storage.session import Session
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.write.session import Session
 
 from .budget import BudgetState
 from .microcompact import MicroState

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from sessionstore.compaction.summarizers.extractive import is_request, is_user_authored, user_text
-from sessionstore.storage.pins import Pin, carried_pins, list_pins, pin_cost, pins_budget
-from sessionstore.storage.session import Session
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.write.pins import Pin, carried_pins, list_pins, pin_cost, pins_budget
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.core.types import ViewEntry
 
 PINS_HEADING = "Pinned messages (carried verbatim through every compaction, oldest first):"
 STANDING_MAX_CHARS = 400

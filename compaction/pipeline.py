@@ -26,15 +26,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from sessionstore.storage.config import Config
-from sessionstore.storage.errors import RewriteConflict
-from sessionstore.storage.replacements import load_replacements, load_replacements_for
-from sessionstore.storage.session import Session, ViewSnapshot
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.core.errors import RewriteConflict
+from sessionstore.storage.write.replacements import load_replacements, load_replacements_for
+from sessionstore.storage.records.state import ViewSnapshot
+from sessionstore.storage.write.session import Session
 from sessionstore.storage.store import SessionStore
-from sessionstore.storage.types import StoredMessage
-from sessionstore.storage.view import to_api_messages
+from sessionstore.storage.core.types import StoredMessage
+from sessionstore.storage.records.view import to_api_messages
 
-from sessionstore.storage.memory import load_memory
+from sessionstore.storage.write.memory import load_memory
 
 from .budget import BudgetState, apply_budget
 from .circuit import compact_failures, record_compact_failure

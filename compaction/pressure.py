@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from sessionstore.storage.config import Config
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.core.types import ViewEntry
 
 USAGE_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 

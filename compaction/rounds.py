@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Literal, Sequence
 
-from sessionstore.storage.types import Content, ViewEntry
+from sessionstore.storage.core.types import Content, ViewEntry
 
 Direction = Literal["earlier", "later"]
 #: What the newer part of a split may open with: "user" (it opens the request:

@@ -5,7 +5,7 @@
 
 * `on-demand` (default): at the auto-compact threshold, `prepare()` sends the
   view with `compaction={"type": "summarize", "instructions": ...}` and commits
-  the signed block as a boundary (`sessionstore.storage.apicompaction`). When
+  the signed block as a boundary (`sessionstore.storage.write.apicompaction`). When
   the API refuses, times out or returns no summary, our own compaction runs
   instead, recorded as a `compaction_fallback` system message and in the report
   (`details["server_fallback"]`).
@@ -30,10 +30,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sessionstore.storage.apicompaction import ServerCompactionFailed, commit_api_compaction
-from sessionstore.storage.session import Session, ViewSnapshot
-from sessionstore.storage.types import StoredMessage
-from sessionstore.storage.view import to_api_messages
+from sessionstore.storage.write.apicompaction import ServerCompactionFailed, commit_api_compaction
+from sessionstore.storage.records.state import ViewSnapshot
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.core.types import StoredMessage
+from sessionstore.storage.records.view import to_api_messages
 
 from .pinning import pins_block
 

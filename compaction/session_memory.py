@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from sessionstore.storage.config import Config
-from sessionstore.storage.memory import SessionMemory, load_memory, save_memory
-from sessionstore.storage.session import Session
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.write.memory import SessionMemory, load_memory, save_memory
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.core.types import ViewEntry
 
 from .commit import CompactionOutcome, commit_compaction, summary_budget
 from .pinning import plan_pins
@@ -101,7 +101,7 @@ def compact_with_memory(
     gated = gate_notes(notes, summarized, cwd=session.cwd, config=config, budget=summary_budget(session, config, pins))
     notes = gated.text if gated is not None else notes
     if threshold is not None:
-        from sessionstore.storage.tokens import estimate_text
+        from sessionstore.storage.codecs.tokens import estimate_text
 
         if sum(e.tokens for e in kept) + estimate_text(notes) >= threshold:
             return None

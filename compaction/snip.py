@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.core.types import ViewEntry
 
 from .pressure import usage_credit
 from .rounds import group_rounds

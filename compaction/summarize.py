@@ -17,8 +17,8 @@ from sessionstore.compaction.condense import EraOf, fit_body, hold_to_budget
 from sessionstore.compaction.facts import Facts, GateReport, apply_gate, span_facts
 from sessionstore.compaction.rounds import group_rounds
 from sessionstore.compaction.summarizers.base import PromptTooLong, Summarizer, SummarizerError, SummaryResult
-from sessionstore.storage.config import Config
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.core.types import ViewEntry
 
 #: Share of the rounds dropped per retry when the error states no token counts.
 FALLBACK_DROP_SHARE = 0.2

@@ -13,15 +13,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from sessionstore.storage.blobs import put_blob
-from sessionstore.storage.faults import fault_in
-from sessionstore.storage.replacements import Replacement, save_cleared, save_spills
-from sessionstore.storage.rewrite import Add, Keep, RewriteResult, commit_rewrite
-from sessionstore.storage.rows import stored_from_new
-from sessionstore.storage.session import Session, ViewSnapshot
-from sessionstore.storage.tokens import estimate_content
-from sessionstore.storage.types import Content, ViewEntry
-from sessionstore.storage.validate import NewMessage, normalize
+from sessionstore.storage.codecs.blobs import put_blob
+from sessionstore.storage.core.faults import fault_in
+from sessionstore.storage.write.replacements import Replacement, save_cleared, save_spills
+from sessionstore.storage.write.rewrite import Add, Keep, RewriteResult, commit_rewrite
+from sessionstore.storage.records.rows import stored_from_new
+from sessionstore.storage.records.state import ViewSnapshot
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.codecs.tokens import estimate_content
+from sessionstore.storage.core.types import Content, ViewEntry
+from sessionstore.storage.records.validate import NewMessage, normalize
 
 #: Subtypes of the system messages the layers append; never snipped, never counted as notices.
 MARKER_SUBTYPES = frozenset({"snip_marker", "microcompact_boundary", "collapse_commit", "compact_boundary"})

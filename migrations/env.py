@@ -5,9 +5,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, text
 
-from sessionstore.storage.config import default_db_url
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.models import Base, include_name
+from sessionstore.storage.engine.config import default_db_url
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.engine.models import Base, include_name
 
 config = context.config
 target_metadata = Base.metadata
@@ -29,7 +29,7 @@ def _configure_and_run(connection: Connection) -> None:
             return
         connection.execute(
             text("SELECT pg_advisory_xact_lock(735501)")
-        )  # MIGRATION_LOCK in sessionstore.storage.migrate
+        )  # MIGRATION_LOCK in sessionstore.storage.engine.migrate
         forced = _unforce_row_security(connection)
         context.run_migrations()
         for table in forced:

@@ -9,7 +9,7 @@ with compaction/, cli/ and migrations/ inside it), which `PYTHONPATH` puts ahead
 install: the checkout itself is never changed, so a killed run leaves nothing behind.
 
     python scripts/mutate.py                      # every module below
-    python scripts/mutate.py sessionstore/storage/fork.py --limit 50
+    python scripts/mutate.py sessionstore/storage/write/fork.py --limit 50
 """
 
 from __future__ import annotations
@@ -34,23 +34,23 @@ MAPPED = ("compaction", "cli", "migrations")
 
 #: Module -> the test files that exercise it; coverage then narrows each mutant to the tests of its line.
 TARGETS: dict[str, list[str]] = {
-    "sessionstore/storage/rewrite.py": [
+    "sessionstore/storage/write/rewrite.py": [
         "tests/test_compaction.py",
         "tests/test_budget_spill.py",
         "tests/test_microcompact.py",
         "tests/test_snip.py",
         "tests/test_compact_pivot.py",
     ],
-    "sessionstore/storage/fork.py": ["tests/test_fork.py", "tests/test_fork_cli.py"],
-    "sessionstore/storage/linepack.py": ["tests/test_line_blocks.py", "tests/test_storage_packing.py"],
-    "sessionstore/storage/history.py": [
+    "sessionstore/storage/write/fork.py": ["tests/test_fork.py", "tests/test_fork_cli.py"],
+    "sessionstore/storage/codecs/linepack.py": ["tests/test_line_blocks.py", "tests/test_storage_packing.py"],
+    "sessionstore/storage/read/history.py": [
         "tests/test_history_paging.py",
         "tests/test_history_summary.py",
         "tests/test_compaction.py",
     ],
     "compaction/commit.py": ["tests/test_summary_budget.py", "tests/test_pins.py", "tests/test_compact_pivot.py"],
     "compaction/partial.py": ["tests/test_compact_pivot.py", "tests/test_pins.py"],
-    "sessionstore/storage/ownership.py": ["tests/test_ownership.py"],
+    "sessionstore/storage/team/ownership.py": ["tests/test_ownership.py"],
 }
 
 #: Token -> what it becomes (one mutant per replacement).

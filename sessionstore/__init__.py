@@ -7,8 +7,8 @@ session.append({"role": "user", "content": "The tests fail, can you look?"})
 client.messages.create(model=..., max_tokens=..., messages=session.active_view())
 """
 
-from .storage.config import Config
-from .storage.errors import (
+from .storage.engine.config import Config
+from .storage.core.errors import (
     AmbiguousSession,
     ConfigError,
     DatabaseUnavailable,
@@ -28,11 +28,11 @@ from .storage.errors import (
     StoreBusy,
     UnknownBlockType,
 )
-from .storage.fork import ForkPoint, InvalidForkPoint, Lineage
-from .storage.search import Hit, SearchIndexError, SearchQueryError
-from .storage.session import Session
+from .storage.write.fork import ForkPoint, InvalidForkPoint, Lineage
+from .storage.derived.search import Hit, SearchIndexError, SearchQueryError
+from .storage.write.session import Session
 from .storage.store import SessionStore
-from .storage.types import StoredMessage, ViewEntry
+from .storage.core.types import StoredMessage, ViewEntry
 
 __all__ = [
     "AmbiguousSession",

@@ -3,23 +3,22 @@
 Browsing a session by compaction boundary: `boundaries`, `boundary`, `view_before`
 (what the model saw before boundary K), `summarized_messages` (what K replaced) and
 `recall` (the exact earlier messages as text within a token budget). The code lives in
-`sessionstore.storage.history` and `sessionstore.storage.recall`; this module only
+`sessionstore.storage.read.history` and `sessionstore.storage.read.recall`; this module only
 gives them the path the README uses.
 """
 
-from .storage.history import (
+from .storage.read.history import (
     Boundary,
     BoundaryNotFound,
     boundaries,
     boundary,
     boundary_count,
-    recall,
     summarized_messages,
     view_at,
     view_before,
     view_tokens,
 )
-from .storage.recall import Recall, RecallError
+from .storage.read.recall import Recall, RecallError, recall
 
 __all__ = [
     "Boundary",

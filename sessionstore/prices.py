@@ -18,8 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .storage.errors import SessionStoreError
-from .storage.usage_counts import PROMPT_BANDS
+from .storage.core.errors import SessionStoreError
+from .storage.derived.usage_counts import PROMPT_BANDS
 
 #: The rate names of a price entry, in the order of the token kinds (usage_counts.KINDS).
 RATES = ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read")

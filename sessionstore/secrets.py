@@ -40,7 +40,7 @@ from detect_secrets.plugins.twilio import TwilioKeyDetector
 from sessionstore.credentials import URL_USERINFO
 
 if TYPE_CHECKING:
-    from sessionstore.storage.session import Session
+    from sessionstore.storage.write.session import Session
     from sessionstore.storage.store import SessionStore
 
 #: detect-secrets plugins used, each with the kind its findings are named by.
@@ -341,7 +341,7 @@ def session_hits(session: "Session") -> Iterator[_Hit]:
     A message's secret is listed once per message (a spill repeats its result); a secret in
     metadata or a session field once per session (every line of a file repeats its cwd).
     """
-    from sessionstore.storage.spill import list_spills, spill_original
+    from sessionstore.storage.write.spill import list_spills, spill_original
 
     seen: set[tuple[int, str, str]] = set()
     for where, text in (("title", session.title), ("cwd", session.cwd)):

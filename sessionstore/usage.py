@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .prices import PriceTable, Rates, load_prices
-from .storage.errors import SessionStoreError
-from .storage.usage_counts import KINDS, catch_up
+from .storage.core.errors import SessionStoreError
+from .storage.derived.usage_counts import KINDS, catch_up
 
 if TYPE_CHECKING:
     from .storage.store import SessionStore

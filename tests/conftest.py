@@ -213,7 +213,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     kills = _kills()
     if not kills:
         return
-    from sessionstore.storage.faults import POINTS
+    from sessionstore.storage.core.faults import POINTS
 
     engines = sorted({engine for engine, _ in kills})
     covered = {point for _, point in kills}

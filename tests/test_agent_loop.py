@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.storage.history import boundaries
+from sessionstore.storage.read.history import boundaries
 from tests.support.fakeapi import RecordedRequest, Reply, start_fake_api
 from tests.support.validity import check_messages
 

@@ -21,7 +21,7 @@ from sessionstore.compaction.summarizers.anthropic import (
     parse_token_counts,
 )
 from sessionstore.compaction.summarizers.base import PromptTooLong, Summarizer, SummarizerError
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.core.types import ViewEntry
 from tests.support.factory import (
     assistant_text,
     assistant_tool_use,

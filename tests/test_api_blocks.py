@@ -21,7 +21,7 @@ import pytest
 from anthropic._models import construct_type
 
 from sessionstore import SessionStore, UnknownBlockType
-from sessionstore.storage.blocktypes import KNOWN_BLOCK_TYPES, RESPONSE_BLOCK_TYPES, VALIDATED_BLOCK_TYPES
+from sessionstore.storage.core.blocktypes import KNOWN_BLOCK_TYPES, RESPONSE_BLOCK_TYPES, VALIDATED_BLOCK_TYPES
 
 #: Blocks the API returns today that the store refused before issue 38, as the API sends them.
 RESPONSE_BLOCKS: list[dict[str, Any]] = [

@@ -21,7 +21,7 @@ import pytest
 from anthropic._models import construct_type
 
 from sessionstore import OrphanToolResult, SessionStore
-from sessionstore.storage.history import boundaries, summarized_messages, view_before
+from sessionstore.storage.read.history import boundaries, summarized_messages, view_before
 from tests.support.validity import assert_valid
 
 #: The issue's snippet: a threshold compaction reply, as a user of the SDK appends it.
@@ -154,7 +154,7 @@ def test_compactions_in_a_row_keep_the_view_short_and_every_past_request(store: 
     assert [b.summary for b in found] == [f"summary {k}" for k in range(1, 11)]
     for k, request in enumerate(requests, 1):
         past = view_before(session, k)
-        from sessionstore.storage.view import to_api_messages
+        from sessionstore.storage.records.view import to_api_messages
 
         assert to_api_messages(past) == request
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sessionstore import InvalidContent, SessionStore
-from sessionstore.storage.validate import normalize
+from sessionstore.storage.records.validate import normalize
 from tests.support.cli import run_cli
 from tests.support.validity import check_messages
 

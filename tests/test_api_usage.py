@@ -145,7 +145,7 @@ def test_browse_message_screen_says_what_the_server_cleared(store: SessionStore)
     from sessionstore.cli.browse.app import make_app
     from sessionstore.cli.browse.message import MessageScreen
     from sessionstore.cli.browse.viewlist import ViewList
-    from sessionstore.storage import paging
+    from sessionstore.storage.read import paging
     from textual.widgets import Static
     from tests.test_browse import drive, settle
 

@@ -9,7 +9,7 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact, make_summarizer
-from sessionstore.storage.errors import PendingToolUse
+from sessionstore.storage.core.errors import PendingToolUse
 from tests.support.messages import conversation
 
 TOOL_USE = {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a.py"}}

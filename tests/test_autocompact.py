@@ -11,9 +11,9 @@ from sessionstore.compaction.engine import compact
 from sessionstore.compaction.pipeline import Pipeline
 from sessionstore.compaction.summarizers.base import SummarizerError, SummaryResult
 from sessionstore import SessionStore
-from sessionstore.storage.history import boundaries
-from sessionstore.storage.memory import save_memory
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.read.history import boundaries
+from sessionstore.storage.write.memory import save_memory
+from sessionstore.storage.core.types import ViewEntry
 from tests.support.fakeapi import estimate_prompt_tokens, start_fake_api
 from tests.support.messages import conversation
 from tests.support.validity import check_messages
@@ -182,7 +182,7 @@ def _complete(n: int) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("tokens_below", [True, False])
 def test_memory_notes_update_on_the_trigger(store: SessionStore, tokens_below: bool) -> None:
-    from sessionstore.storage.memory import load_memory
+    from sessionstore.storage.write.memory import load_memory
 
     s = store.create_session(context_window=1_000_000)
     msgs = _complete(30 if tokens_below else 300)

@@ -26,8 +26,8 @@ from sessionstore import (
     SessionStore,
     UnknownBlockType,
 )
-from sessionstore.storage.doctor import check
-from sessionstore.storage.session import Session
+from sessionstore.storage.upkeep.doctor import check
+from sessionstore.storage.write.session import Session
 from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.cli import run_cli
 

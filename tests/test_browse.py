@@ -28,9 +28,9 @@ from sessionstore.compaction.engine import compact
 from sessionstore.compaction.pipeline import Pipeline
 from sessionstore.interchange.importing import import_paths
 from sessionstore.interchange.install import resume_command
-from sessionstore.storage import paging
-from sessionstore.storage.history import boundaries
-from sessionstore.storage.spill import list_spills, spill_original
+from sessionstore.storage.read import paging
+from sessionstore.storage.read.history import boundaries
+from sessionstore.storage.write.spill import list_spills, spill_original
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 from tests.conftest import ENGINES, PG_URL, TRANSCRIPTS, _pg_schema_url, shared_transcripts
@@ -271,7 +271,7 @@ def test_preserved_segment_and_moving_between_boundaries(store_url: str) -> None
     assert seen["after_n_at_last"] == 3
     assert seen["after_pp"] == 1 and seen["after_ppp"] == 1
     with SessionStore.open(store_url) as store:
-        from sessionstore.storage.history import view_before
+        from sessionstore.storage.read.history import view_before
 
         assert seen["before_total"] == len(view_before(store.get(session_id), 1))
     assert isinstance(seen["back"], SessionScreen)
@@ -626,9 +626,9 @@ def test_timeline_follows_the_records_and_marks_each_boundary(sqlite_url: str) -
 
 
 def test_past_views_read_by_pages_match_view_before(store_url: str) -> None:
-    from sessionstore.storage.history import boundary_floor, view_before
+    from sessionstore.storage.read.history import boundary_floor, view_before
 
-    from sessionstore.storage.rewrite import Keep, commit_rewrite
+    from sessionstore.storage.write.rewrite import Keep, commit_rewrite
 
     with SessionStore.open(store_url) as store:
         s = grown_session(store, 2)

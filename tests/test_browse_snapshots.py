@@ -21,7 +21,7 @@ import pytest
 from sessionstore import SessionStore
 from sessionstore.cli.browse.app import make_app
 from sessionstore.compaction.engine import compact
-from sessionstore.storage import validate
+from sessionstore.storage.records import validate
 from textual.pilot import Pilot
 from tests.support.messages import conversation
 

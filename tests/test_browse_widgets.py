@@ -15,7 +15,7 @@ from textual.pilot import Pilot
 
 from sessionstore.cli.browse.timeline import Timeline
 from sessionstore.cli.browse.viewlist import PAGE, ViewList
-from sessionstore.storage.paging import TimelinePoint, ViewRow
+from sessionstore.storage.read.paging import TimelinePoint, ViewRow
 
 
 class MemoryRows:

@@ -13,10 +13,10 @@ from sessionstore.cli.app import main
 from sessionstore.compaction.budget import CLOSE_TAG, OPEN_TAG, preview
 from sessionstore.compaction.pipeline import Pipeline
 from sessionstore import SessionStore
-from sessionstore.storage.blobs import BlobNotFound, get_blob, put_blob
-from sessionstore.storage.replacements import get_replacement, load_replacements
-from sessionstore.storage.rewrite import Keep, commit_rewrite
-from sessionstore.storage.spill import SpillNotFound, materialize_spill, spill_filename, spill_original
+from sessionstore.storage.codecs.blobs import BlobNotFound, get_blob, put_blob
+from sessionstore.storage.write.replacements import get_replacement, load_replacements
+from sessionstore.storage.write.rewrite import Keep, commit_rewrite
+from sessionstore.storage.write.spill import SpillNotFound, materialize_spill, spill_filename, spill_original
 from tests.support.cli import run_cli
 from tests.support.layers import (
     assert_transcript_kept,

@@ -23,7 +23,7 @@ import pytest
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.watch import Watcher, WatchEvent
-from sessionstore.storage.fork import lineage
+from sessionstore.storage.write.fork import lineage
 from tests.support.cli import run_cli
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"

@@ -26,7 +26,7 @@ ROLLOUT_COMPACTED = "codex/localpush/rollout-2026-02-23T12-54-34-019c8a59-e9dd-7
 
 def snapshot(store: SessionStore, session_id: str) -> tuple[Any, ...]:
     """Transcript, active view and every past view: what must not depend on how the lines came in."""
-    from sessionstore.storage.history import boundaries, view_before
+    from sessionstore.storage.read.history import boundaries, view_before
 
     session = store.get(session_id)
     out = io.StringIO()

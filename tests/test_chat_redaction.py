@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sessionstore.credentials import hide_credentials, hide_url_credentials
-from sessionstore.storage.db import shown_url
+from sessionstore.storage.engine.db import shown_url
 from tests.support.fakeapi import Reply, start_fake_api
 from tests.test_chat_repl import _chat, _closed_port_url, _env
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
-from sessionstore.storage.doctor import check
+from sessionstore.storage.upkeep.doctor import check
 from tests.support.fakeapi import FakeAPI, Reply, start_fake_api
 from tests.support.validity import check_messages
 
@@ -283,7 +283,7 @@ def test_a_reply_with_terminal_escapes_is_printed_as_text(sqlite_url: str, tmp_p
 def test_chat_compacts_through_the_api_when_asked(sqlite_url: str, tmp_path: Path) -> None:
     """`chat SESSION --compaction on-demand` past the threshold: the server writes the summary, the store keeps
     an api-on-demand boundary, and the model's next request opens with the compaction message."""
-    from sessionstore.storage.history import boundaries
+    from sessionstore.storage.read.history import boundaries
 
     with SessionStore.open(sqlite_url) as store:
         s = store.create_session(title="api", model="claude-sonnet-4-6", cwd="/tmp", context_window=40_000)

@@ -20,8 +20,8 @@ from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.fidelity import UnfaithfulExport
 from sessionstore.interchange.importers import parse_file
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage.continuation import continuation_of
-from sessionstore.storage.history import boundaries
+from sessionstore.storage.write.continuation import continuation_of
+from sessionstore.storage.read.history import boundaries
 from tests.support.cli import claude_code_round_trip, run_cli
 from tests.test_claude_code_roundtrip import other_url, round_trip, snapshot  # noqa: F401  (other_url is a fixture)
 from tests.test_roundtrip import build_session

@@ -18,8 +18,8 @@ from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
 from sessionstore.interchange.export import export_claude_code, export_jsonl
 from sessionstore.interchange.importing import import_paths
-from sessionstore.storage.history import boundaries, summarized_messages, view_before
-from sessionstore.storage.session import Session
+from sessionstore.storage.read.history import boundaries, summarized_messages, view_before
+from sessionstore.storage.write.session import Session
 from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
@@ -234,7 +234,7 @@ def test_cli_claude_code_export_imports_back(
 
 def test_every_compaction_kind_survives_the_claude_code_format(store_url: str, other_url: str, tmp_path: Path) -> None:
     """Full, partial-from, partial-up_to, session-memory, an in-flight turn, messages appended while summarizing."""
-    from sessionstore.storage.view import to_api_messages
+    from sessionstore.storage.records.view import to_api_messages
     from tests.test_roundtrip import build_session
 
     with SessionStore.open(store_url) as st, SessionStore.open(other_url) as other:
@@ -294,7 +294,7 @@ def test_a_snipped_view_comes_back(store: SessionStore, other_url: str, tmp_path
 def test_cleared_tool_results_stay_cleared(store: SessionStore, other_url: str, tmp_path: Path, fmt: str) -> None:
     from sessionstore.compaction.microcompact import CLEARED_TEXT
     from sessionstore.compaction.pipeline import Pipeline
-    from sessionstore.storage.doctor import check
+    from sessionstore.storage.upkeep.doctor import check
 
     s = store.create_session(title="cleared")
     s.append_many(finished(120, 5))

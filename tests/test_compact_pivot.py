@@ -18,7 +18,7 @@ from sessionstore.compaction.circuit import compact_failures
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.full import NothingToCompact
 from sessionstore.compaction.pipeline import Pipeline
-from sessionstore.storage.history import boundaries
+from sessionstore.storage.read.history import boundaries
 from tests.support.cli import run_cli
 from tests.support.validity import check_messages
 

@@ -17,9 +17,9 @@ from sessionstore.compaction.session_memory import compact_with_memory, maybe_up
 from sessionstore.compaction.summarizers.base import SummaryResult
 from sessionstore.compaction.summarizers.extractive import ExtractiveSummarizer
 from sessionstore import RewriteConflict, SessionStore
-from sessionstore.storage.history import boundaries, summarized_messages, view_before
-from sessionstore.storage.memory import save_memory
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.read.history import boundaries, summarized_messages, view_before
+from sessionstore.storage.write.memory import save_memory
+from sessionstore.storage.core.types import ViewEntry
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
 from tests.support.validity import check_messages

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import create_engine
 
 from sessionstore import SessionStore
-from sessionstore.storage.db import enable_wal
-from sessionstore.storage.migrate import SCHEMA_HEAD, current_revision, ensure_current
+from sessionstore.storage.engine.db import enable_wal
+from sessionstore.storage.engine.migrate import SCHEMA_HEAD, current_revision, ensure_current
 
 
 def test_a_schema_committed_after_the_first_read_is_ours(empty_store_url: str) -> None:

@@ -75,7 +75,7 @@ def test_an_unknown_setting_is_named_in_a_warning(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`SESSIONSTORE_CONTEXT_WINDOW` (the setting is DEFAULT_CONTEXT_WINDOW) was ignored without a word."""
-    from sessionstore.storage import config as config_module
+    from sessionstore.storage.engine import config as config_module
 
     monkeypatch.setattr(config_module, "_warned", set())  # each name is warned about once per process
     with caplog.at_level("WARNING", logger="sessionstore.config"):
@@ -98,7 +98,7 @@ def test_the_warning_names_the_setting_meant(
     typed: str, meant: str | None, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A new user typed SESSIONSTORE_DB and only learned that it was ignored, not what to use instead."""
-    from sessionstore.storage import config as config_module
+    from sessionstore.storage.engine import config as config_module
 
     monkeypatch.setattr(config_module, "_warned", set())
     with caplog.at_level("WARNING", logger="sessionstore.config"):

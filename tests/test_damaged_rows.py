@@ -13,7 +13,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from sessionstore.storage.db import make_engine
+from sessionstore.storage.engine.db import make_engine
 from tests.support.outside import private_env, sessionstore
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.storage.blobs import put_blob
-from sessionstore.storage.db import Database
-from sessionstore.storage.doctor import Report, api_problems, check, repair
-from sessionstore.storage.session import Session
+from sessionstore.storage.codecs.blobs import put_blob
+from sessionstore.storage.engine.db import Database
+from sessionstore.storage.upkeep.doctor import Report, api_problems, check, repair
+from sessionstore.storage.write.session import Session
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
 

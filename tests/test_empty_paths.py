@@ -71,7 +71,7 @@ def test_a_folder_without_transcripts_is_nothing_to_import(
 
 def test_materialize_into_an_empty_folder_name_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`spill materialize S T ''` wrote the spill into the current folder."""
-    from sessionstore.storage.output import OutputError, write_into_folder
+    from sessionstore.storage.core.output import OutputError, write_into_folder
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(OutputError, match="empty path"):

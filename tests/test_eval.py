@@ -13,8 +13,8 @@ from sessionstore.agent.evaluation import STRATEGIES, masked
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.facts import FACT_KINDS, GATE_HEADING
 from sessionstore.interchange.importing import import_paths
-from sessionstore.storage.history import boundaries
-from sessionstore.storage.session import Session
+from sessionstore.storage.read.history import boundaries
+from sessionstore.storage.write.session import Session
 from tests.support.cli import run_cli
 from tests.support.convo import Convo, tool_result, tool_use
 from tests.support.fakeapi import start_fake_api

@@ -27,8 +27,8 @@ from sessionstore.interchange.export_html import (
 )
 from sessionstore.interchange.importers import ImportPlan, parse_file
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage.rows import dumps
-from sessionstore.storage.types import StoredMessage
+from sessionstore.storage.records.rows import dumps
+from sessionstore.storage.core.types import StoredMessage
 from tests.conftest import TRANSCRIPTS, missing
 from tests.support.browser import chromium, click_everything, problems
 from tests.support.browser import open_page as load_page

@@ -19,7 +19,7 @@ from sessionstore.compaction.summarizers.extractive import (
     estimate_tokens,
     outcome_of,
 )
-from sessionstore.storage.types import StoredMessage, ViewEntry
+from sessionstore.storage.core.types import StoredMessage, ViewEntry
 from tests.conftest import TRANSCRIPTS as SHARED
 from tests.conftest import absent
 from tests.support.convo import Convo, text, thinking, tool_result, tool_use

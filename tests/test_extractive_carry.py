@@ -13,7 +13,7 @@ from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.summarizers.carried import carried_facts
 from sessionstore.compaction.summarizers.extractive import USER_MESSAGE_BUDGET, summary_section
-from sessionstore.storage.history import boundaries
+from sessionstore.storage.read.history import boundaries
 
 FILLER = "output line of the build that goes on for a while\n" * 80
 

@@ -18,8 +18,8 @@ from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.facts import FACT_KINDS, GATE_HEADING, Facts, apply_gate, normalize, span_facts
 from sessionstore.compaction.summarizers.anthropic import AnthropicSummarizer
-from sessionstore.storage.history import boundaries
-from sessionstore.storage.session import Session
+from sessionstore.storage.read.history import boundaries
+from sessionstore.storage.write.session import Session
 from tests.support.cli import run_cli
 from tests.support.convo import Convo, text, tool_result, tool_use
 from tests.support.fakeapi import FakeAPI, start_fake_api
@@ -273,7 +273,7 @@ def test_two_extractive_compactions_keep_the_first_user_messages(store: SessionS
 
 def test_session_memory_notes_go_through_the_gate_too(store: SessionStore) -> None:
     from sessionstore.compaction.session_memory import compact_with_memory
-    from sessionstore.storage.memory import save_memory
+    from sessionstore.storage.write.memory import save_memory
 
     session = store.create_session(title="notes", cwd=CWD)
     _work(session)

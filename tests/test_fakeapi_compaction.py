@@ -22,7 +22,7 @@ from anthropic.types.beta import (
 )
 
 from sessionstore import SessionStore
-from sessionstore.storage.history import boundaries
+from sessionstore.storage.read.history import boundaries
 from tests.support.fakeapi import FakeAPI, Reply, start_fake_api
 
 MODEL = "claude-opus-4-7"

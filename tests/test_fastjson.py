@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from sessionstore.storage.fastjson import compact_dumps, loads_line, spaced_dumps
-from sessionstore.storage.rows import dumps
+from sessionstore.storage.codecs.fastjson import compact_dumps, loads_line, spaced_dumps
+from sessionstore.storage.records.rows import dumps
 
 
 def same(a: Any, b: Any) -> bool:

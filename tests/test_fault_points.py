@@ -1,6 +1,6 @@
 """Fault injection at every named point of every write path, on each engine.
 
-For each point of `sessionstore.storage.faults.POINTS` a forked child runs the
+For each point of `sessionstore.storage.core.faults.POINTS` a forked child runs the
 operation with that point armed and SIGKILLs itself there. The parent recorded
 the state before the operation (the view as the API request and as view rows,
 the transcript with each message's stored content, the spill decisions and
@@ -31,13 +31,15 @@ from sqlalchemy import inspect
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage import doctor, faults, textpack
-from sessionstore.storage.linepack import BLOCK, SPLICE_OF, session_lines
-from sessionstore.storage.blobs import get_blob
-from sessionstore.storage.migrate import head_revision
-from sessionstore.storage.models import Base
-from sessionstore.storage.session import load_state
-from sessionstore.storage.vacuum import vacuum
+from sessionstore.storage.upkeep import doctor
+from sessionstore.storage.core import faults
+from sessionstore.storage.codecs import textpack
+from sessionstore.storage.codecs.linepack import BLOCK, SPLICE_OF, session_lines
+from sessionstore.storage.codecs.blobs import get_blob
+from sessionstore.storage.engine.migrate import head_revision
+from sessionstore.storage.engine.models import Base
+from sessionstore.storage.records.state import load_state
+from sessionstore.storage.upkeep.vacuum import vacuum
 from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.cli import run_cli
 from tests.support.faultcases import (

@@ -12,7 +12,8 @@ from typing import Any, Callable
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.storage import faults, ownership
+from sessionstore.storage.core import faults
+from sessionstore.storage.team import ownership
 from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.faultcases import SHARING, case_for
 from tests.support.pgadmin import create_role, drop_role

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sessionstore.compaction.condense import fit_body
-from sessionstore.storage.tokens import estimate_text
+from sessionstore.storage.codecs.tokens import estimate_text
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 

@@ -11,12 +11,12 @@ from sessionstore import MessageNotFound, SessionStore, SessionStoreError
 from sessionstore.compaction.engine import compact, make_summarizer
 from sessionstore.compaction.pipeline import Pipeline
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage import history as hist
-from sessionstore.storage.doctor import check
-from sessionstore.storage.fork import InvalidForkPoint, ancestry, forks_of, lineage
-from sessionstore.storage.replacements import load_replacements
-from sessionstore.storage.session import Session
-from sessionstore.storage.view import to_api_messages
+from sessionstore.storage.read import history as hist
+from sessionstore.storage.upkeep.doctor import check
+from sessionstore.storage.write.fork import InvalidForkPoint, ancestry, forks_of, lineage
+from sessionstore.storage.write.replacements import load_replacements
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.records.view import to_api_messages
 from tests.support.messages import conversation
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"

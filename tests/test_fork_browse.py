@@ -14,8 +14,8 @@ from sessionstore.cli.browse.boundary import BoundaryScreen
 from sessionstore.cli.browse.message import MessageScreen
 from sessionstore.cli.browse.session import SessionScreen
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage import history as hist
-from sessionstore.storage.fork import lineage
+from sessionstore.storage.read import history as hist
+from sessionstore.storage.write.fork import lineage
 
 FASTHOOKS = "claude-code/fasthooks/sample_main_transcript.jsonl"
 CODEX = "codex/localpush/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"

@@ -11,8 +11,8 @@ import pytest
 from sessionstore import SessionStore
 from sessionstore.interchange.importing import import_file
 from sessionstore.compaction.engine import compact, make_summarizer
-from sessionstore.storage import history as hist
-from sessionstore.storage.view import to_api_messages
+from sessionstore.storage.read import history as hist
+from sessionstore.storage.records.view import to_api_messages
 from tests.support.cli import run_cli
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"

@@ -13,7 +13,7 @@ import pytest
 from sessionstore import SessionStore
 from sessionstore.interchange.importing import import_file
 from sessionstore.interchange.install import InstallError, install_claude_code, install_codex
-from sessionstore.storage.doctor import check
+from sessionstore.storage.upkeep.doctor import check
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 FASTHOOKS = "claude-code/fasthooks/sample_main_transcript.jsonl"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from sessionstore import SessionStore
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage import search
-from sessionstore.storage.db import FREE_PAGES_KEPT
-from sessionstore.storage.vacuum import vacuum
+from sessionstore.storage.derived import search
+from sessionstore.storage.engine.db import FREE_PAGES_KEPT
+from sessionstore.storage.upkeep.vacuum import vacuum
 
 
 def _pragma(path: Path, name: str) -> int:

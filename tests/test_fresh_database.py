@@ -14,8 +14,8 @@ from typing import Iterator
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.migrate import current_revision, head_revision
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.engine.migrate import current_revision, head_revision
 from tests.conftest import PG_URL
 from tests.support.cli import run_cli
 from tests.support.pgadmin import admin_execute, catalogue, create_role, drop_role, fresh_database, url_for

@@ -9,8 +9,8 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact, make_summarizer
-from sessionstore.storage import history as hist
-from sessionstore.storage.session import Session
+from sessionstore.storage.read import history as hist
+from sessionstore.storage.write.session import Session
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
 

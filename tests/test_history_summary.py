@@ -14,7 +14,7 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
-from sessionstore.storage.history import boundaries
+from sessionstore.storage.read.history import boundaries
 from tests.support.cli import run_cli
 
 FILLER = "a long line of tool output that makes the view worth compacting\n" * 60
@@ -77,7 +77,7 @@ def test_table_shows_each_summarys_first_informative_line(
 
 
 def test_first_informative_line_skips_headings_of_any_summarizer() -> None:
-    from sessionstore.storage.history import first_informative_line
+    from sessionstore.storage.read.history import first_informative_line
 
     text = (
         "This session is being continued from a previous conversation.\n\n## 1. Primary Request and Intent:\n"

@@ -25,7 +25,7 @@ from sessionstore.cli.browse.exporting import export_to_file
 from sessionstore.cli.browse.exportscreen import ExportScreen
 from sessionstore.cli.browse.message import MessageScreen, OriginalScreen
 from sessionstore.cli.browse.session import SessionScreen
-from sessionstore.storage.spill import list_spills
+from sessionstore.storage.write.spill import list_spills
 from tests.conftest import ENGINES, PG_URL
 from tests.support.hostile import HOSTILE, MEDIUM, NEEDLE, HostileStore, hostile_store, hostile_text, unsafe_bytes
 

@@ -17,7 +17,7 @@ import pytest
 from sessionstore import Config, SessionStore
 from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage.paging import list_sessions
+from sessionstore.storage.read.paging import list_sessions
 from tests.support.cli import run_cli
 from tests.test_watch import FASTHOOKS, WatchProcess, watchers, writer  # noqa: F401  (watchers: a fixture)
 

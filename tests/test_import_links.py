@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.storage.doctor import check
+from sessionstore.storage.upkeep.doctor import check
 from tests.support.cli import run_cli
 from tests.support.validity import check_messages
 

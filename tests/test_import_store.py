@@ -30,7 +30,7 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code
-from sessionstore.storage.history import boundaries
+from sessionstore.storage.read.history import boundaries
 from sessionstore.interchange.importing import import_paths
 from tests.conftest import TRANSCRIPTS
 from tests.support.cli import Result, run_cli

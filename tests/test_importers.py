@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from sessionstore.interchange.importers import ImportPlan, detect_source, parse_file
-from sessionstore.storage.types import StoredMessage, ViewEntry
-from sessionstore.storage.view import to_api_messages
+from sessionstore.storage.core.types import StoredMessage, ViewEntry
+from sessionstore.storage.records.view import to_api_messages
 from tests.conftest import TRANSCRIPTS, absent, missing
 from tests.support.validity import check_messages
 

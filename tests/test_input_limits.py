@@ -19,8 +19,8 @@ from mcp import Client
 from sessionstore import SessionStore
 from sessionstore.agent.mcp_server import build_server
 from sessionstore.compaction.engine import compact
-from sessionstore.storage.recall import MAX_QUERY_CHARS, RecallError, recall
-from sessionstore.storage.search import MAX_TERMS, SearchQueryError
+from sessionstore.storage.read.recall import MAX_QUERY_CHARS, RecallError, recall
+from sessionstore.storage.derived.search import MAX_TERMS, SearchQueryError
 from tests.support.cli import Result, run_cli, run_cli_process
 
 #: Distinct two-letter words: short terms are each a clause of their own in the SQLite query.

@@ -76,7 +76,7 @@ def imported(module: str, path: Path) -> set[str]:
 
 def test_every_folder_is_mapped_to_a_layer() -> None:
     found = modules()
-    assert "sessionstore.storage.session" in found
+    assert "sessionstore.storage.write.session" in found
     assert "sessionstore.compaction.pipeline" in found
     assert "sessionstore.cli.app" in found
     for name in found:

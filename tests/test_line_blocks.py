@@ -15,8 +15,8 @@ from sqlalchemy import text
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code, export_jsonl
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.linepack import (
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.codecs.linepack import (
     BLOCK,
     BLOCK_BYTES,
     BLOCK_LINES,
@@ -30,8 +30,8 @@ from sessionstore.storage.linepack import (
     session_packer,
     train,
 )
-from sessionstore.storage.migrate import downgrade, upgrade
-from sessionstore.storage.vacuum import vacuum
+from sessionstore.storage.engine.migrate import downgrade, upgrade
+from sessionstore.storage.upkeep.vacuum import vacuum
 from tests.support.cli import claude_code_round_trip, run_cli_process
 from tests.support.wholestate import session_rows
 

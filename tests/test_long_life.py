@@ -22,9 +22,9 @@ from sessionstore.compaction.engine import compact
 from sessionstore.compaction.facts import KIND_TITLES
 from sessionstore.compaction.pinning import split_pins
 from sessionstore.interchange.export import export_jsonl
-from sessionstore.storage.recall import recall
-from sessionstore.storage.session import Session
-from sessionstore.storage.tokens import estimate_content, estimate_text
+from sessionstore.storage.read.recall import recall
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.codecs.tokens import estimate_content, estimate_text
 from tests.conftest import TRANSCRIPTS, shared_transcripts
 from tests.support.replay import ROOT, load_span, replay
 from tests.support.validity import assert_valid

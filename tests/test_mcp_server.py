@@ -15,8 +15,8 @@ from sessionstore import SessionStore
 from sessionstore.agent.mcp_server import GATE_ITEMS, build_server, encode_cursor
 from sessionstore.compaction.summarizers.base import SummaryResult
 from sessionstore.compaction.engine import compact
-from sessionstore.storage.history import view_before
-from sessionstore.storage.session import Session
+from sessionstore.storage.read.history import view_before
+from sessionstore.storage.write.session import Session
 from tests.support.convo import tool_result, tool_use
 
 ROOT = Path(__file__).resolve().parent.parent

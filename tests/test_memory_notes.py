@@ -24,7 +24,7 @@ from sessionstore.compaction.memory_notes import (
     update_notes,
 )
 from sessionstore.compaction.rounds import group_rounds
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.core.types import ViewEntry
 from tests.support.convo import Convo, text, thinking, tool_result, tool_use
 
 

@@ -9,8 +9,8 @@ import pytest
 from sessionstore.compaction.microcompact import CLEARED_TEXT
 from sessionstore.compaction.pipeline import Pipeline
 from sessionstore import SessionStore
-from sessionstore.storage.replacements import load_replacements
-from sessionstore.storage.spill import list_spills, spill_original
+from sessionstore.storage.write.replacements import load_replacements
+from sessionstore.storage.write.spill import list_spills, spill_original
 from tests.support.layers import (
     T0,
     assert_transcript_kept,

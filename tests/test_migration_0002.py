@@ -6,9 +6,9 @@ from sqlalchemy import inspect
 
 from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.doctor import check
-from sessionstore.storage.migrate import SCHEMA_HEAD, current_revision, downgrade
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.upkeep.doctor import check
+from sessionstore.storage.engine.migrate import SCHEMA_HEAD, current_revision, downgrade
 
 #: Filler that makes a conversation worth compacting (a summary must shrink the view).
 PAD = "The long explanation goes on with more detail than any summary keeps. " * 12

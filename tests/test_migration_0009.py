@@ -4,8 +4,8 @@ downgrade gives back every row (a batch copy of `sessions` on SQLite would have 
 from __future__ import annotations
 
 from sessionstore import SessionStore
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.migrate import downgrade, upgrade
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.engine.migrate import downgrade, upgrade
 from tests.test_migration_safety import A, _build, _snapshot
 
 

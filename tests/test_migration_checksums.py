@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sessionstore.storage.migrate import MIGRATIONS_DIR
+from sessionstore.storage.engine.migrate import MIGRATIONS_DIR
 
 VERSIONS = MIGRATIONS_DIR / "versions"
 

@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy import inspect
 
 from sessionstore import MigrationError, SessionStore
-from sessionstore.storage import migrate
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.migrate import current_revision, head_revision
+from sessionstore.storage.engine import migrate
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.engine.migrate import current_revision, head_revision
 from tests.support.revisions import use_test_revisions
 from tests.test_migration_safety import _assert_backup, _backups, _build, _snapshot
 

@@ -25,14 +25,14 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine, make_url
 
 from sessionstore import MigrationError, SessionStore
-from sessionstore.storage import history as hist
-from sessionstore.storage import migrate
+from sessionstore.storage.read import history as hist
+from sessionstore.storage.engine import migrate
 from sessionstore.storage import store as store_module
-from sessionstore.storage.db import make_engine
+from sessionstore.storage.engine.db import make_engine
 from sessionstore.interchange.export import _copy_source_lines
-from sessionstore.storage.doctor import check
-from sessionstore.storage.linepack import BLOCK, DICT_LINE, LinePacker, block_columns, session_packer
-from sessionstore.storage.migrate import alembic_config, current_revision, head_revision, upgrade
+from sessionstore.storage.upkeep.doctor import check
+from sessionstore.storage.codecs.linepack import BLOCK, DICT_LINE, LinePacker, block_columns, session_packer
+from sessionstore.storage.engine.migrate import alembic_config, current_revision, head_revision, upgrade
 from tests.support.validity import check_messages
 
 REVISIONS = [r.revision for r in reversed(list(ScriptDirectory.from_config(alembic_config()).walk_revisions()))]

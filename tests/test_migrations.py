@@ -15,10 +15,10 @@ from sqlalchemy.engine import Engine
 from sessionstore import MigrationError, SessionStore
 from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage.linepack import RAW, SPLICE_OF, ZSTD, ZSTD_DICT, session_packer
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.migrate import current_revision, downgrade, ensure_current, head_revision, upgrade
-from sessionstore.storage.models import Base, include_name
+from sessionstore.storage.codecs.linepack import RAW, SPLICE_OF, ZSTD, ZSTD_DICT, session_packer
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.engine.migrate import current_revision, downgrade, ensure_current, head_revision, upgrade
+from sessionstore.storage.engine.models import Base, include_name
 from tests.support.cli import run_cli
 
 TABLES = {
@@ -100,10 +100,10 @@ def test_db_commands(capsys: pytest.CaptureFixture[str], sqlite_url: str) -> Non
 
 
 def test_schema_head_constant_matches_alembic() -> None:
-    from sessionstore.storage.migrate import SCHEMA_HEAD
+    from sessionstore.storage.engine.migrate import SCHEMA_HEAD
 
     assert SCHEMA_HEAD == head_revision(), (
-        "update SCHEMA_HEAD in sessionstore/storage/migrate.py with each new revision"
+        "update SCHEMA_HEAD in sessionstore/storage/engine/migrate.py with each new revision"
     )
 
 

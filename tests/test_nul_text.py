@@ -16,9 +16,9 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore.compaction.pipeline import Pipeline
-from sessionstore.storage.memory import load_memory
-from sessionstore.storage.session import Session
-from sessionstore.storage.validate import storable_text
+from sessionstore.storage.write.memory import load_memory
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.records.validate import storable_text
 from tests.support.cli import run_cli
 
 NUL_OUTPUT = "line one\x00line two " * 300

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.storage.blobs import put_blob
-from sessionstore.storage.output import OutputError, open_output
-from sessionstore.storage.spill import spill_filename
+from sessionstore.storage.codecs.blobs import put_blob
+from sessionstore.storage.core.output import OutputError, open_output
+from sessionstore.storage.write.spill import spill_filename
 from tests.support.cli import run_cli, run_cli_process
 
 FORMATS = ["jsonl", "markdown", "html", "claude-code"]

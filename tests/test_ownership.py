@@ -23,9 +23,9 @@ from mcp import Client
 from sessionstore import ReadOnlySession, SessionNotFound, SessionStore
 from sessionstore.agent.mcp_server import build_server
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.linepack import BLOCK, SPLICE_OF
-from sessionstore.storage.migrate import downgrade, upgrade
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.codecs.linepack import BLOCK, SPLICE_OF
+from sessionstore.storage.engine.migrate import downgrade, upgrade
 from tests.conftest import PG_URL
 from tests.support.cli import run_cli
 from tests.support.pgadmin import admin_url, catalogue, create_role, drop_role, fresh_database, url_for
@@ -412,7 +412,7 @@ def test_a_writable_share_lets_b_append_as_the_owners_rows(roles: Roles) -> None
         session.append({"role": "user", "content": "start"})
         session.append({"role": "assistant", "content": [{"type": "text", "text": "ready"}]})
     with SessionStore.open(roles.url(roles.a)) as store:
-        from sessionstore.storage.ownership import share
+        from sessionstore.storage.team.ownership import share
 
         share(store, session.id, roles.b)
     with SessionStore.open(roles.url(roles.b)) as store:
@@ -432,8 +432,8 @@ def test_b_forks_a_shared_session_into_a_session_of_b(
 ) -> None:
     """A fork is the forking role's own session, its view copied (a spilled result's blob too), A's untouched."""
     from sessionstore.compaction.pipeline import Pipeline
-    from sessionstore.storage.ownership import share, unshare
-    from sessionstore.storage.spill import spill_original
+    from sessionstore.storage.team.ownership import share, unshare
+    from sessionstore.storage.write.spill import spill_original
     from tests.support.layers import tool_round, user
 
     with SessionStore.open(roles.url(roles.a)) as store:

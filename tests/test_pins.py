@@ -10,8 +10,8 @@ from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.facts import GATE_HEADING
 from sessionstore.compaction.pinning import PINS_HEADING, is_standing_instruction, split_pins
-from sessionstore.storage.pins import PinBudgetExceeded
-from sessionstore.storage.session import Session
+from sessionstore.storage.write.pins import PinBudgetExceeded
+from sessionstore.storage.write.session import Session
 from tests.support.cli import run_cli
 from tests.support.convo import tool_result, tool_use
 from tests.support.validity import assert_valid
@@ -73,7 +73,7 @@ def test_pins_survive_full_partial_and_session_memory_compactions_verbatim_and_i
     assert RULE in block and LANGUAGE in block
     _work(session, "four")
     from sessionstore.compaction.session_memory import compact_with_memory
-    from sessionstore.storage.memory import save_memory
+    from sessionstore.storage.write.memory import save_memory
 
     covered = session.active_entries()[-2]
     save_memory(

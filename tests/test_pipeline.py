@@ -209,7 +209,7 @@ def test_steady_state_neither_tokenizes_nor_reads_the_transcript(
 
     monkeypatch.setattr(s.db, "execute", spy_execute)
     monkeypatch.setattr("sessionstore.compaction.working.estimate_content", no_estimate)
-    monkeypatch.setattr("sessionstore.storage.session.estimate_content", no_estimate)
+    monkeypatch.setattr("sessionstore.storage.write.session.estimate_content", no_estimate)
     prepared = pipe.prepare(s)
     assert not prepared.acted
     assert estimates == []

@@ -12,9 +12,9 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from sessionstore import SessionStore
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.errors import SchemaOutdated
-from sessionstore.storage.migrate import alembic_config, current_revision, head_revision
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.core.errors import SchemaOutdated
+from sessionstore.storage.engine.migrate import alembic_config, current_revision, head_revision
 from tests.support.cli import run_cli, run_cli_process
 from tests.test_migration_safety import A, _backups, _build, _snapshot
 

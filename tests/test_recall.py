@@ -12,10 +12,11 @@ from sessionstore import Config, SessionStore
 from sessionstore.agent.loop import Agent
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.pipeline import Pipeline
-from sessionstore.storage.errors import MessageNotFound, SessionStoreError
-from sessionstore.storage.history import BoundaryNotFound, recall, view_before
-from sessionstore.storage.recall import RecallError
-from sessionstore.storage.session import Session
+from sessionstore.storage.core.errors import MessageNotFound, SessionStoreError
+from sessionstore.storage.read.history import BoundaryNotFound, view_before
+from sessionstore.storage.read.recall import recall
+from sessionstore.storage.read.recall import RecallError
+from sessionstore.storage.write.session import Session
 from tests.support.convo import tool_result, tool_use
 from tests.support.fakeapi import RecordedRequest, Reply, start_fake_api
 
@@ -234,7 +235,7 @@ def test_a_small_page_of_huge_messages_holds_few_of_them_in_memory(store: Sessio
     """
     import tracemalloc
 
-    from sessionstore.storage.recall import view_before_page
+    from sessionstore.storage.read.recall import view_before_page
 
     session = store.create_session(title="big rows")
     for i in range(40):

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.storage.db import Database
-from sessionstore.storage.paging import list_sessions, session_row
-from sessionstore.storage.session import load_state
+from sessionstore.storage.engine.db import Database
+from sessionstore.storage.read.paging import list_sessions, session_row
+from sessionstore.storage.records.state import load_state
 from tests.conftest import PG_URL
 from tests.support.pgadmin import admin_url, url_for
 

@@ -16,8 +16,8 @@ from sessionstore.compaction.rounds import (
     kept_suffix_start,
     valid_splits,
 )
-from sessionstore.storage.types import ViewEntry
-from sessionstore.storage.view import as_blocks, to_api_messages
+from sessionstore.storage.core.types import ViewEntry
+from sessionstore.storage.records.view import as_blocks, to_api_messages
 from tests.support.convo import Convo, text, thinking, tool_result, tool_use
 
 

@@ -18,11 +18,11 @@ from sessionstore.compaction.engine import compact
 from sessionstore.compaction.summarizers.base import SummaryResult
 from sessionstore.compaction.summarizers.extractive import ExtractiveSummarizer
 from sessionstore import SessionStore
-from sessionstore.storage.history import boundaries, summarized_messages, view_before
+from sessionstore.storage.read.history import boundaries, summarized_messages, view_before
 from sessionstore.interchange.importing import import_paths
-from sessionstore.storage.memory import save_memory
-from sessionstore.storage.session import Session
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.write.memory import save_memory
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.core.types import ViewEntry
 from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.cli import run_cli
 from tests.support.messages import FILES, conversation

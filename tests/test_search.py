@@ -13,7 +13,7 @@ import pytest
 from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
 from sessionstore.interchange.importing import import_paths
-from sessionstore.storage.search import SearchQueryError, message_text, parse_query, snippet
+from sessionstore.storage.derived.search import SearchQueryError, message_text, parse_query, snippet
 
 JAPANESE = "東京都の天気は晴れです。明日は大阪に行きます"
 

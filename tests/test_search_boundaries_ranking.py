@@ -8,8 +8,8 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
-from sessionstore.storage.history import boundaries, summarized_messages
-from sessionstore.storage.session import Session
+from sessionstore.storage.read.history import boundaries, summarized_messages
+from sessionstore.storage.write.session import Session
 from tests.support.convo import tool_result, tool_use
 
 PHASES = ("alpha", "bravo", "charlie", "delta")

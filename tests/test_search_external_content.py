@@ -19,11 +19,12 @@ import pytest
 import sqlalchemy as sa
 
 from sessionstore import SessionStore
-from sessionstore.storage import doctor, faults
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.migrate import downgrade, head_revision, upgrade
-from sessionstore.storage.search import index_problems, indexed_body, rebuild, search_role
-from sessionstore.storage.searchpack import COLUMN, TABLE
+from sessionstore.storage.upkeep import doctor
+from sessionstore.storage.core import faults
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.engine.migrate import downgrade, head_revision, upgrade
+from sessionstore.storage.derived.search import index_problems, indexed_body, rebuild, search_role
+from sessionstore.storage.codecs.searchpack import COLUMN, TABLE
 from tests.support.faultcases import case_for
 
 #: Long enough to be packed, varied enough that a dictionary is trained on 300 of them.
@@ -117,7 +118,7 @@ def test_rebuild_and_reindex_leave_the_same_results(store_url: str) -> None:
         before = _hits(store, "TypeError") + _hits(store, '"exit code 1"') + _hits(store, "src/socket.py")
         assert rebuild(store) == 180
         assert _hits(store, "TypeError") + _hits(store, '"exit code 1"') + _hits(store, "src/socket.py") == before
-        from sessionstore.storage.search import reindex_session
+        from sessionstore.storage.derived.search import reindex_session
 
         assert reindex_session(store, a) == 120
         assert _hits(store, "TypeError") + _hits(store, '"exit code 1"') + _hits(store, "src/socket.py") == before

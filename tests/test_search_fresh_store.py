@@ -33,8 +33,8 @@ from rich.cells import cell_len
 
 from sessionstore import SearchIndexError, SessionStore
 from sessionstore.cli.searchcmd import PROGRESS_FROM
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.migrate import downgrade, upgrade
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.engine.migrate import downgrade, upgrade
 from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.pgadmin import admin_execute, admin_url, create_role, drop_role, url_for
 

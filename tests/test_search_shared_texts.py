@@ -17,11 +17,11 @@ from pathlib import Path
 
 from sessionstore import SessionStore
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage import doctor
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.migrate import downgrade, head_revision
-from sessionstore.storage.search import index_problems, rebuild, reindex_session
-from sessionstore.storage.searchpack import text_hash
+from sessionstore.storage.upkeep import doctor
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.engine.migrate import downgrade, head_revision
+from sessionstore.storage.derived.search import index_problems, rebuild, reindex_session
+from sessionstore.storage.codecs.searchpack import text_hash
 
 TOOL_OUTPUT = "PASSED tests/test_parser.py::test_quotes\n" * 20 + "142 passed in 3.21s"
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.storage import search as search_module
+from sessionstore.storage.derived import search as search_module
 
 
 def _started(store: SessionStore, title: str, cwd: str | None = None) -> Any:

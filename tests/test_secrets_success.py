@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from sessionstore import SessionStore
-from sessionstore.storage import textpack
-from sessionstore.storage.db import make_engine
+from sessionstore.storage.codecs import textpack
+from sessionstore.storage.engine.db import make_engine
 from tests.support.fakeapi import start_fake_api
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -22,9 +22,9 @@ from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.pipeline import Pipeline
 from sessionstore.compaction.server import ServerCompactor
-from sessionstore.storage.errors import RewriteConflict
-from sessionstore.storage.history import boundaries, view_before
-from sessionstore.storage.view import to_api_messages
+from sessionstore.storage.core.errors import RewriteConflict
+from sessionstore.storage.read.history import boundaries, view_before
+from sessionstore.storage.records.view import to_api_messages
 from tests.support.fakeapi import FakeAPI, Reply, start_fake_api
 from tests.support.validity import assert_valid
 

@@ -106,7 +106,7 @@ def test_stats_counts_a_spill_a_compaction_removed_from_the_view_as_gone(
 
 def test_the_latest_typed_message_is_never_the_compact_summary(store: SessionStore) -> None:
     from sessionstore.compaction.engine import compact
-    from sessionstore.storage.paging import typed_user_text
+    from sessionstore.storage.read.paging import typed_user_text
 
     s = store.create_session(title="preview")
     s.append_many(list(conversation(30, seed=4)))

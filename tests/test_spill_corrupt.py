@@ -9,7 +9,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from sessionstore.storage.db import make_engine
+from sessionstore.storage.engine.db import make_engine
 from tests.support.outside import private_env, sessionstore
 
 BIG = "".join(f"line {i}: some build output that goes on and on\n" for i in range(8000))

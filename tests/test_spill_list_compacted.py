@@ -12,7 +12,7 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore.compaction.pipeline import Pipeline
-from sessionstore.storage.spill import list_spills, spill_original
+from sessionstore.storage.write.spill import list_spills, spill_original
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
 

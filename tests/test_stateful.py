@@ -19,9 +19,9 @@ from sessionstore.compaction.engine import compact
 from sessionstore.compaction.full import NothingToCompact
 from sessionstore.compaction.pipeline import Pipeline
 from sessionstore import SessionStore
-from sessionstore.storage.history import boundaries, view_before
-from sessionstore.storage.memory import save_memory
-from sessionstore.storage.view import to_api_messages
+from sessionstore.storage.read.history import boundaries, view_before
+from sessionstore.storage.write.memory import save_memory
+from sessionstore.storage.records.view import to_api_messages
 from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.validity import check_messages
 

@@ -15,8 +15,8 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore.compaction.pipeline import Pipeline
-from sessionstore.storage.spill import list_spills
-from sessionstore.storage.stats import session_stats
+from sessionstore.storage.write.spill import list_spills
+from sessionstore.storage.upkeep.stats import session_stats
 from tests.support.cli import run_cli
 from tests.support.layers import T0, tool_round, user
 

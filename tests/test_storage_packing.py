@@ -16,7 +16,7 @@ import zstandard
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage.linepack import (
+from sessionstore.storage.codecs.linepack import (
     BLOCK,
     COLUMNS,
     DICT_KIND,
@@ -41,7 +41,7 @@ from sessionstore.storage.linepack import (
     session_packer,
     train,
 )
-from sessionstore.storage.vacuum import vacuum
+from sessionstore.storage.upkeep.vacuum import vacuum
 from tests.support.cli import run_cli
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"

@@ -11,7 +11,7 @@ import anthropic.types as at
 import pytest
 
 from sessionstore import SessionNotFound, SessionStore
-from sessionstore.storage.view import to_api_messages
+from sessionstore.storage.records.view import to_api_messages
 from tests.support.messages import conversation
 from tests.support.validity import check_messages
 

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from sessionstore import SessionStore
-from sessionstore.storage.db import make_engine
+from sessionstore.storage.engine.db import make_engine
 from tests.conftest import ENGINES, PG_URL, Templates, _pg_schema_url
 
 #: What a PostgreSQL schema holds, each row with the schema's name replaced by `S`.

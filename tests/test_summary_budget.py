@@ -19,11 +19,11 @@ from sessionstore.compaction.pinning import split_pins
 from sessionstore.compaction.prompt import SUMMARY_SECTIONS, summary_message_text
 from sessionstore.compaction.summarizers.anthropic import AnthropicSummarizer
 from sessionstore.interchange.importing import import_paths
-from sessionstore.storage.config import Config
-from sessionstore.storage.history import boundaries
-from sessionstore.storage.recall import RecallError, recall
-from sessionstore.storage.session import Session
-from sessionstore.storage.tokens import estimate_text
+from sessionstore.storage.engine.config import Config
+from sessionstore.storage.read.history import boundaries
+from sessionstore.storage.read.recall import RecallError, recall
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.codecs.tokens import estimate_text
 from tests.support.cli import run_cli
 from tests.support.convo import tool_result, tool_use
 from tests.support.fakeapi import FakeAPI, start_fake_api
@@ -170,7 +170,7 @@ def test_a_model_summary_over_the_budget_is_cut_and_keeps_its_facts(store: Sessi
 
 def test_session_memory_compaction_is_held_to_the_budget(store: SessionStore) -> None:
     from sessionstore.compaction.session_memory import compact_with_memory
-    from sessionstore.storage.memory import save_memory
+    from sessionstore.storage.write.memory import save_memory
 
     session = store.create_session(cwd=CWD, context_window=10_000)
     session.append({"role": "user", "content": "Read everything."})

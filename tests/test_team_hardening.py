@@ -171,7 +171,7 @@ def test_a_write_share_cannot_plant_a_blob_under_the_owner_s_key(team: Team) -> 
 
 
 def test_the_owner_and_a_read_share_still_read_spills(team: Team) -> None:
-    from sessionstore.storage.blobs import get_blob
+    from sessionstore.storage.codecs.blobs import get_blob
 
     with SessionStore.open(team.url(team.alice)) as store:
         assert get_blob(store.db, team.blob) == SPILLED
@@ -179,7 +179,7 @@ def test_the_owner_and_a_read_share_still_read_spills(team: Team) -> None:
 
 def test_a_share_writer_s_own_spill_is_readable_by_it_the_owner_and_a_reader(team: Team) -> None:
     """What a write share spills into the shared session (its bytes checked against their key) stays readable."""
-    from sessionstore.storage.blobs import get_blob, put_blob
+    from sessionstore.storage.codecs.blobs import get_blob, put_blob
 
     data = b"bob's tool output " * 500
     with SessionStore.open(team.url(team.bob)) as store:

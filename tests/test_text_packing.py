@@ -26,13 +26,13 @@ from hypothesis import strategies as st
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code
 from sessionstore.interchange.importing import ImportWarnings, import_file
-from sessionstore.storage import textpack
-from sessionstore.storage.db import make_engine
-from sessionstore.storage.fastjson import compact_dumps, loads_stored
-from sessionstore.storage.migrate import downgrade, head_revision, upgrade
-from sessionstore.storage.recall import _like_pattern, like_clause
-from sessionstore.storage.spill import results_in_view
-from sessionstore.storage.vacuum import vacuum
+from sessionstore.storage.codecs import textpack
+from sessionstore.storage.engine.db import make_engine
+from sessionstore.storage.codecs.fastjson import compact_dumps, loads_stored
+from sessionstore.storage.engine.migrate import downgrade, head_revision, upgrade
+from sessionstore.storage.read.recall import _like_pattern, like_clause
+from sessionstore.storage.write.spill import results_in_view
+from sessionstore.storage.upkeep.vacuum import vacuum
 from tests.support.cli import run_cli
 
 SPOTTER = "claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"

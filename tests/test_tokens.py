@@ -21,9 +21,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from sessionstore.storage import tokens
+from sessionstore.storage.codecs import tokens
 from tests.conftest import TRANSCRIPTS, missing
-from sessionstore.storage.tokens import (
+from sessionstore.storage.codecs.tokens import (
     DOCUMENT_TOKENS,
     IMAGE_TOKENS,
     MESSAGE_TOKENS,

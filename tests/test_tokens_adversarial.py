@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessionstore.storage import tokens
-from sessionstore.storage.tokens import GUARD_UPPER_RUN, estimate_content, estimate_text, exact_count
+from sessionstore.storage.codecs import tokens
+from sessionstore.storage.codecs.tokens import GUARD_UPPER_RUN, estimate_content, estimate_text, exact_count
 
 TOLERANCE = 0.10
 #: Rounding and a piece cut at a slice or chunk edge: a couple of tokens on any text.

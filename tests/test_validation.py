@@ -218,7 +218,7 @@ def nest(levels: int) -> Any:
 
 @pytest.mark.parametrize("levels, accepted", [(1, True), (99, True), (100, True), (101, False), (500, False)])
 def test_depth_limit_is_exact(levels: int, accepted: bool) -> None:
-    from sessionstore.storage.validate import check_depth, normalize
+    from sessionstore.storage.records.validate import check_depth, normalize
 
     value = nest(levels)
     if accepted:
@@ -234,7 +234,7 @@ def test_depth_limit_is_exact(levels: int, accepted: bool) -> None:
 
 
 def test_depth_check_edges() -> None:
-    from sessionstore.storage.validate import check_depth
+    from sessionstore.storage.records.validate import check_depth
 
     check_depth("scalar", "x", limit=1)
     check_depth({"a": 1, "b": [1, 2]}, "x", limit=2)

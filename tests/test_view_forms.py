@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionstore.storage.fastjson import loads_stored
-from sessionstore.storage.rows import dumps
-from sessionstore.storage.textpack import StoredJsonCorrupt
-from sessionstore.storage.view import api_messages_from_json, to_api_messages
+from sessionstore.storage.codecs.fastjson import loads_stored
+from sessionstore.storage.records.rows import dumps
+from sessionstore.storage.codecs.textpack import StoredJsonCorrupt
+from sessionstore.storage.records.view import api_messages_from_json, to_api_messages
 from tests.support.convo import Convo
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)

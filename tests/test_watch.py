@@ -428,7 +428,7 @@ def test_sigkilled_watchers_lose_and_duplicate_nothing(
 
 def store_snapshot(store: SessionStore, session_id: str) -> tuple[Any, ...]:
     """Transcript, active view and every past view of a session: what must not depend on how it came in."""
-    from sessionstore.storage.history import boundaries, view_before
+    from sessionstore.storage.read.history import boundaries, view_before
 
     session = store.get(session_id)
     out = io.StringIO()

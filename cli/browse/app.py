@@ -15,7 +15,7 @@ from textual.binding import Binding
 
 from sessionstore import SessionStore
 from sessionstore.sanitize import one_line
-from sessionstore.storage.config import default_db_url
+from sessionstore.storage.engine.config import default_db_url
 
 from .exporting import export_to_file
 from .search import run_search
@@ -59,7 +59,7 @@ class BrowseApp(App[None]):
 
     def open_hit(self, session_id: str, seq: int, boundary: int | None = None) -> None:
         """Open a search hit where it lives: in the active view, or in the view before the boundary that replaced it."""
-        from sessionstore.storage import paging
+        from sessionstore.storage.read import paging
 
         from .boundary import BoundaryScreen
         from .message import MessageScreen

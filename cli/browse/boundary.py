@@ -19,8 +19,9 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Static
 
 from sessionstore.sanitize import one_line, visible
-from sessionstore.storage import history, paging
-from sessionstore.storage.session import Session
+from sessionstore.storage.read import history
+from sessionstore.storage.read import paging
+from sessionstore.storage.write.session import Session
 
 from ..tables import when
 from .keybar import KeyBar

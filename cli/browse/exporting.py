@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
-from sessionstore.storage.output import open_output
+from sessionstore.storage.core.output import open_output
 
 #: Format -> file extension, in the order the picker offers them.
 FORMATS = {"jsonl": "jsonl", "markdown": "md", "html": "html", "claude-code": "jsonl"}

@@ -18,12 +18,12 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static, TextArea
 
-from sessionstore.storage.apicompaction import server_notes
+from sessionstore.storage.write.apicompaction import server_notes
 from sessionstore.sanitize import one_line, visible
-from sessionstore.storage.paging import message_at
-from sessionstore.storage.replacements import Replacement, get_replacement
-from sessionstore.storage.session import Session
-from sessionstore.storage.spill import spill_original
+from sessionstore.storage.read.paging import message_at
+from sessionstore.storage.write.replacements import Replacement, get_replacement
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.write.spill import spill_original
 
 from .keybar import KeyBar
 

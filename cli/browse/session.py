@@ -15,8 +15,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from sessionstore.sanitize import one_line
-from sessionstore.storage import history, paging
-from sessionstore.storage.session import Session
+from sessionstore.storage.read import history
+from sessionstore.storage.read import paging
+from sessionstore.storage.write.session import Session
 
 from ..forkcmd import lineage_of
 from ..tables import ellipsize, short_model, when

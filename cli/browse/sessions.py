@@ -19,9 +19,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from sessionstore.sanitize import one_line
-from sessionstore.storage import paging
-from sessionstore.storage.paging import SessionRow
-from sessionstore.storage.search import MARK_CLOSE, MARK_OPEN
+from sessionstore.storage.read import paging
+from sessionstore.storage.read.paging import SessionRow
+from sessionstore.storage.derived.search import MARK_CLOSE, MARK_OPEN
 
 from ..tables import ellipsize, short_model, short_path, short_time, when
 from .keybar import KeyBar

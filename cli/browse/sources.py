@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sessionstore.storage import paging
-from sessionstore.storage.paging import ViewRow
-from sessionstore.storage.session import Session
+from sessionstore.storage.read import paging
+from sessionstore.storage.read.paging import ViewRow
+from sessionstore.storage.write.session import Session
 
 
 class RowSource(Protocol):

@@ -14,7 +14,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
-from sessionstore.storage.paging import TimelinePoint
+from sessionstore.storage.read.paging import TimelinePoint
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 

@@ -23,7 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from sessionstore.sanitize import one_line
-from sessionstore.storage.paging import ViewRow
+from sessionstore.storage.read.paging import ViewRow
 
 from ..tables import ellipsize
 from .sources import RowSource

@@ -25,8 +25,8 @@ from sessionstore.compaction.summarizers.base import (
     SummaryResult,
 )
 from sessionstore.credentials import hide_credentials
-from sessionstore.storage.types import Content, ViewEntry
-from sessionstore.storage.view import as_blocks, to_api_messages
+from sessionstore.storage.core.types import Content, ViewEntry
+from sessionstore.storage.records.view import as_blocks, to_api_messages
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 MODEL_ENV = "SESSIONSTORE_SUMMARY_MODEL"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
-from sessionstore.storage.errors import SessionStoreError
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.core.errors import SessionStoreError
+from sessionstore.storage.core.types import ViewEntry
 
 
 class SummarizerError(SessionStoreError):

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 from sessionstore.compaction.prompt import SUMMARY_SECTIONS
 from sessionstore.compaction.summarizers.base import SummaryResult
 from sessionstore.compaction.summarizers.carried import CarriedFacts, carried_facts, summary_section
-from sessionstore.storage.types import Content, ViewEntry
+from sessionstore.storage.core.types import Content, ViewEntry
 
 USER_MESSAGE_BUDGET = 20_000
 FIRST_LINE_CHARS = 300

@@ -39,12 +39,12 @@ from sessionstore.compaction.prompt import summary_message_text
 from sessionstore.compaction.summarize import summarize_with_retry
 from sessionstore.compaction.summarizers.base import Summarizer
 from sessionstore.compaction.summarizers.extractive import collect_activity
-from sessionstore.storage.errors import SessionStoreError
-from sessionstore.storage.history import Boundary, boundaries, view_at
-from sessionstore.storage.recall import content_as_text
-from sessionstore.storage.session import Session
-from sessionstore.storage.tokens import estimate_content
-from sessionstore.storage.types import ViewEntry
+from sessionstore.storage.core.errors import SessionStoreError
+from sessionstore.storage.read.history import Boundary, boundaries, view_at
+from sessionstore.storage.read.recall import content_as_text
+from sessionstore.storage.write.session import Session
+from sessionstore.storage.codecs.tokens import estimate_content
+from sessionstore.storage.core.types import ViewEntry
 
 STRATEGIES: tuple[str, ...] = ("extractive", "gated", "anthropic", "recorded", "mask", "user-only")
 DEFAULT_STRATEGIES: tuple[str, ...] = ("extractive", "gated", "recorded", "mask", "user-only")
@@ -129,7 +129,7 @@ def session_spans(session: Session) -> list[Span]:
 
 def boundary_span(session: Session, b: Boundary) -> Span:
     """The entries boundary `b` summarized, from the exact view before it."""
-    from sessionstore.storage.history import summarized_messages
+    from sessionstore.storage.read.history import summarized_messages
 
     view = view_at(session, b.replaced_version)
     seqs = {m.seq for m in summarized_messages(session, b.index)}
@@ -199,7 +199,7 @@ def score_gated(session: Session, span: Span, facts: Facts, summarizer: Summariz
     """The extractive summary held to the session's budget by the gate: facts kept verbatim or by reference."""
     from sessionstore.compaction.condense import hold_to_budget, reference_line
     from sessionstore.compaction.summarizers.extractive import ExtractiveSummarizer
-    from sessionstore.storage.recall import era_of
+    from sessionstore.storage.read.recall import era_of
 
     result, _ = summarize_with_retry(summarizer or ExtractiveSummarizer(), span.entries)
     limit = session.store.config.summary_budget(session.context_window)
@@ -317,7 +317,7 @@ def recompact(
     """Summarize boundary `index`'s span again with `strategy`, gate it, diff it; nothing written."""
     if strategy not in RECOMPACT_STRATEGIES:
         raise EvalError(f"cannot recompact with {strategy!r}: use {', '.join(RECOMPACT_STRATEGIES)}")
-    from sessionstore.storage.history import boundary
+    from sessionstore.storage.read.history import boundary
 
     b = boundary(session, index)
     span = boundary_span(session, b)

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from sessionstore.storage.errors import SessionStoreError
+from sessionstore.storage.core.errors import SessionStoreError
 
 if TYPE_CHECKING:
     from sessionstore.compaction.pipeline import Pipeline
 
-    from sessionstore.storage.session import Session
+    from sessionstore.storage.write.session import Session
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 SYSTEM_PROMPT = (
@@ -48,7 +48,7 @@ MAX_OUTPUT_CHARS = 100_000
 #: the model and indexed for search.
 TOOL_ENV_NAMES = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL"})
 TOOL_ENV_PREFIXES = ("LC_",)
-#: The tool that reads back what a compaction summarized (sessionstore.storage.recall).
+#: The tool that reads back what a compaction summarized (sessionstore.storage.read.recall).
 RECALL_TOOL: dict[str, Any] = {
     "name": "recall",
     "description": (
@@ -219,7 +219,7 @@ class Agent:
 
     def _recall(self, args: dict[str, Any]) -> str:
         """The recall tool: exact earlier messages of this session, as text within a budget."""
-        from sessionstore.storage.recall import DEFAULT_MAX_TOKENS, recall
+        from sessionstore.storage.read.recall import DEFAULT_MAX_TOKENS, recall
 
         options: dict[str, Any] = {}
         for name, kind in (

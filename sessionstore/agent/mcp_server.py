@@ -26,10 +26,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from sessionstore.storage.errors import SessionStoreError
-from sessionstore.storage.history import boundaries, boundary_count
-from sessionstore.storage.recall import DEFAULT_MAX_TOKENS, MAX_CURSOR, recall, view_before_page
-from sessionstore.storage.spill import spill_original
+from sessionstore.storage.core.errors import SessionStoreError
+from sessionstore.storage.read.history import boundaries, boundary_count
+from sessionstore.storage.read.recall import DEFAULT_MAX_TOKENS, MAX_CURSOR, recall, view_before_page
+from sessionstore.storage.write.spill import spill_original
 from sessionstore.storage.store import SessionStore
 
 SERVER_NAME = "sessionstore"
@@ -349,7 +349,7 @@ def build_server(store: SessionStore) -> MCPServer:
 
 
 def _add_search(server: MCPServer, store: SessionStore, reading: Any) -> None:
-    """The search tool over the store's full-text search (sessionstore.storage.search)."""
+    """The search tool over the store's full-text search (sessionstore.storage.derived.search)."""
 
     @server.tool(annotations=READ_ONLY)
     def search(

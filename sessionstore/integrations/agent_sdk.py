@@ -44,16 +44,16 @@ from sessionstore.interchange.copies import PREFIX_BYTES, stream_of
 from sessionstore.interchange.importers.claude_code import CONVERSATION_TYPES, ClaudeCodeImport
 from sessionstore.interchange.importers.plan import ImportedLine
 from sessionstore.interchange.importing import DuplicateImport, EmptyTranscript, ImportConflict, _Writer
-from sessionstore.storage.errors import SessionStoreError
-from sessionstore.storage.fastjson import compact_dumps, loads_stored
-from sessionstore.storage.faults import fault_in
-from sessionstore.storage.gcpause import gc_paused
+from sessionstore.storage.core.errors import SessionStoreError
+from sessionstore.storage.codecs.fastjson import compact_dumps, loads_stored
+from sessionstore.storage.core.faults import fault_in
+from sessionstore.storage.core.gcpause import gc_paused
 from sessionstore.storage.store import SessionStore, delete_session_rows
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from sessionstore.storage.db import Database
+    from sessionstore.storage.engine.db import Database
 
 __all__ = ["AgentSdkStore", "entry_line"]
 
@@ -61,7 +61,7 @@ __all__ = ["AgentSdkStore", "entry_line"]
 SOURCE = "claude-code"
 #: How a key is named where an import names its file (warnings, `imports.path`): never a real file.
 PATH_SCHEME = "agent-sdk:"
-#: The fault points of an append are `agent_sdk.append.<group>` (see sessionstore.storage.faults).
+#: The fault points of an append are `agent_sdk.append.<group>` (see sessionstore.storage.core.faults).
 POINT = "agent_sdk.append"
 #: Keys whose importer (the graph facts of their lines so far) an adapter keeps between appends.
 KEPT_IMPORTERS = 64

@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
-from sessionstore.storage.linepack import session_lines
+from sessionstore.storage.codecs.linepack import session_lines
 
 if TYPE_CHECKING:
-    from sessionstore.storage.db import Database
+    from sessionstore.storage.engine.db import Database
 
 #: Bytes hashed to recognise the same file grown (its first 64 KiB).
 PREFIX_BYTES = 65536

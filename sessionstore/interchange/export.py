@@ -24,17 +24,17 @@ from sessionstore.interchange.links import Link, linked_transcript
 from sessionstore.interchange.markdown_text import code_span, markdown_body, markdown_inline
 from sessionstore.interchange.sinks import ByteSink, TextSink
 from sessionstore.sanitize import visible
-from sessionstore.storage.history import Boundary, boundaries
-from sessionstore.storage.linepack import session_lines
-from sessionstore.storage.search import document_text
-from sessionstore.storage.fastjson import is_stored_json
-from sessionstore.storage.textpack import TextCorrupt, text_of
-from sessionstore.storage.rows import dumps, iter_message_rows
+from sessionstore.storage.read.history import Boundary, boundaries
+from sessionstore.storage.codecs.linepack import session_lines
+from sessionstore.storage.derived.search import document_text
+from sessionstore.storage.codecs.fastjson import is_stored_json
+from sessionstore.storage.codecs.textpack import TextCorrupt, text_of
+from sessionstore.storage.records.rows import dumps, iter_message_rows
 
 if TYPE_CHECKING:
     from sessionstore.secrets import Redactor
-    from sessionstore.storage.session import Session
-    from sessionstore.storage.types import StoredMessage
+    from sessionstore.storage.write.session import Session
+    from sessionstore.storage.core.types import StoredMessage
 
 FORMATS = ("jsonl", "markdown", "html", "claude-code")
 log = logging.getLogger("sessionstore.export")
@@ -45,7 +45,7 @@ OFF_VIEW = '"in_view":false,'
 
 def fork_note(session: "Session") -> str | None:
     """`forked from <parent> <point>` for a fork (what its exports say in their header), else None."""
-    from sessionstore.storage.fork import lineage
+    from sessionstore.storage.write.fork import lineage
 
     info = lineage(session.db, session.id)
     if info is None:
@@ -529,7 +529,7 @@ def usage_line(session: "Session") -> str:
 def _html_rows(session: "Session") -> Iterator[Any]:
     """The transcript as export_html.ROW_COLUMNS rows (only what the page shows), in batches: constant memory."""
     from sessionstore.interchange.export_html import ROW_COLUMNS
-    from sessionstore.storage.session import TRANSCRIPT_BATCH
+    from sessionstore.storage.write.session import TRANSCRIPT_BATCH
 
     return iter_message_rows(session.db, session.id, batch=TRANSCRIPT_BATCH, columns=ROW_COLUMNS)
 

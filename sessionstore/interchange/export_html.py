@@ -33,10 +33,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from sessionstore.interchange.sinks import TextSink
 from sessionstore.sanitize import one_line
-from sessionstore.storage.fastjson import loads_stored
-from sessionstore.storage.rows import message_content
-from sessionstore.storage.textpack import text_of
-from sessionstore.storage.types import StoredMessage
+from sessionstore.storage.codecs.fastjson import loads_stored
+from sessionstore.storage.records.rows import message_content
+from sessionstore.storage.codecs.textpack import text_of
+from sessionstore.storage.core.types import StoredMessage
 
 SCRIPT = """(function () {
   function reveal(id) {

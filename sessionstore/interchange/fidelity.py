@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sessionstore.interchange.importers.claude_code import ClaudeCodeImport
-from sessionstore.storage.errors import SessionStoreError
-from sessionstore.storage.history import boundaries, view_before
+from sessionstore.storage.core.errors import SessionStoreError
+from sessionstore.storage.read.history import boundaries, view_before
 
 if TYPE_CHECKING:
-    from sessionstore.storage.session import Session
+    from sessionstore.storage.write.session import Session
 
 
 class UnfaithfulExport(SessionStoreError):

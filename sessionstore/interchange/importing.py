@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from sessionstore.compaction.microcompact import CLEARED_TEXT
 from sessionstore.interchange.confine import escape_note, inside_root
-from sessionstore.storage.errors import InvalidMessage, SessionStoreError
-from sessionstore.storage.fastjson import loads_stored
-from sessionstore.storage.faults import fault_in
-from sessionstore.storage.gcpause import gc_paused
-from sessionstore.storage.linepack import (
+from sessionstore.storage.core.errors import InvalidMessage, SessionStoreError
+from sessionstore.storage.codecs.fastjson import loads_stored
+from sessionstore.storage.core.faults import fault_in
+from sessionstore.storage.core.gcpause import gc_paused
+from sessionstore.storage.codecs.linepack import (
     BLOCK,
     BLOCK_COLUMNS,
     BLOCK_LINES,
@@ -51,12 +51,12 @@ from sessionstore.interchange.copies import (
 from sessionstore.interchange.importers import open_import, sniff_source
 from sessionstore.interchange.tree import transcripts_under
 from sessionstore.interchange.importers.plan import ImportedBoundary, ImportedLine, ImportPlan, whole_lines_end
-from sessionstore.storage.rewrite import KEY_GAP, tail_state_for
-from sessionstore.storage.session import load_state
-from sessionstore.storage.rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
-from sessionstore.storage.tokens import estimate_content
-from sessionstore.storage.replacements import save_cleared
-from sessionstore.storage.validate import (
+from sessionstore.storage.write.rewrite import KEY_GAP, tail_state_for
+from sessionstore.storage.records.state import load_state
+from sessionstore.storage.records.rows import MESSAGE_INSERT_COLUMNS, dumps, message_row
+from sessionstore.storage.codecs.tokens import estimate_content
+from sessionstore.storage.write.replacements import save_cleared
+from sessionstore.storage.records.validate import (
     check_depth,
     check_timestamp,
     check_usage,
@@ -67,7 +67,7 @@ from sessionstore.storage.validate import (
 
 if TYPE_CHECKING:
     from sessionstore.interchange.importers import SourceImport
-    from sessionstore.storage.db import Database
+    from sessionstore.storage.engine.db import Database
     from sessionstore.storage.store import SessionStore
 
 BATCH = 1000

@@ -29,17 +29,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from sessionstore.storage.errors import SessionStoreError
-from sessionstore.storage.history import boundaries
-from sessionstore.storage.types import BOUNDARY_SUBTYPE
+from sessionstore.storage.core.errors import SessionStoreError
+from sessionstore.storage.read.history import boundaries
+from sessionstore.storage.core.types import BOUNDARY_SUBTYPE
 
 from .export import claude_code_line
 from .links import Link
 
 if TYPE_CHECKING:
     from sessionstore.secrets import Redactor
-    from sessionstore.storage.session import Session
-    from sessionstore.storage.types import ViewEntry
+    from sessionstore.storage.write.session import Session
+    from sessionstore.storage.core.types import ViewEntry
 
 #: Longest project folder name Claude Code writes without shortening it (longer ones get a hash suffix).
 CLAUDE_MAX_PROJECT_NAME = 200

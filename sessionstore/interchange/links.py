@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from sessionstore.storage.history import Boundary, boundaries, view_at
-from sessionstore.storage.types import BOUNDARY_SUBTYPE
+from sessionstore.storage.read.history import Boundary, boundaries, view_at
+from sessionstore.storage.core.types import BOUNDARY_SUBTYPE
 
 if TYPE_CHECKING:
-    from sessionstore.storage.session import Session
-    from sessionstore.storage.types import StoredMessage
+    from sessionstore.storage.write.session import Session
+    from sessionstore.storage.core.types import StoredMessage
 
 
 @dataclass(frozen=True, slots=True)

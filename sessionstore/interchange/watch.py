@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from sessionstore.storage.errors import SessionStoreError
+from sessionstore.storage.core.errors import SessionStoreError
 from .confine import escape_note, inside_root
 from .copies import file_session
 from .tree import transcripts_under

@@ -7,16 +7,16 @@ import time
 import uuid as uuid_mod
 from typing import TYPE_CHECKING, Any
 
-from .config import Config, default_db_url
-from .db import Database, open_database, shown_url
-from .errors import ReadOnlySession, SessionNotFound, SessionStoreError
-from .migrate import SCHEMA_HEAD, ensure_current, require_current, stored_revision
-from .resolve import resolve_session_id
-from .session import Session
-from .usage_counts import release as release_usage
+from .engine.config import Config, default_db_url
+from .engine.db import Database, open_database, shown_url
+from .core.errors import ReadOnlySession, SessionNotFound, SessionStoreError
+from .engine.migrate import SCHEMA_HEAD, ensure_current, require_current, stored_revision
+from .engine.resolve import resolve_session_id
+from .write.session import Session
+from .derived.usage_counts import release as release_usage
 
 if TYPE_CHECKING:
-    from .search import Hit
+    from .derived.search import Hit
 
 #: Largest context window the sessions table holds (a 32-bit INTEGER on PostgreSQL).
 MAX_CONTEXT_WINDOW = 2**31 - 1
@@ -58,7 +58,7 @@ class SessionStore:
                     elif read_only:
                         _create_schema(url, config)
                     elif ensure_current(db.engine, current, known=True):
-                        from .search import forget_cut_index
+                        from .derived.search import forget_cut_index
 
                         forget_cut_index(db, current)
                 except BaseException:
@@ -205,7 +205,7 @@ class SessionStore:
 
     def search(self, query: str, **filters: Any) -> builtins.list[Hit]:
         """Messages of every session matching `query`, best first; filters: session, role, since, cwd, in_, limit."""
-        from .search import Filters, search
+        from .derived.search import Filters, search
 
         return search(self, query, Filters(**filters))
 
@@ -242,7 +242,7 @@ def delete_session_rows(db: Database, session_id: str) -> None:
 
 def _with_lineage(db: Database, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each listed session with `fork`: its lineage (parent, kind, point) when it is a fork, else None."""
-    from .fork import lineages
+    from .write.fork import lineages
 
     found = lineages(db, [r["id"] for r in rows])
     for row in rows:

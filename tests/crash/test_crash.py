@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.storage import doctor
-from sessionstore.storage.history import boundaries, view_at
-from sessionstore.storage.view import to_api_messages
+from sessionstore.storage.upkeep import doctor
+from sessionstore.storage.read.history import boundaries, view_at
+from sessionstore.storage.records.view import to_api_messages
 from tests.crash.worker import content_digest, view_digest
 from tests.support.faultcases import child_url
 from tests.support.validity import check_messages
@@ -180,7 +180,7 @@ def _check_spills(s, prepared: list[tuple[str, int]]) -> int:
     A later microcompact may clear a spilled result (kind "cleared"); the decision keeps its blob
     reference, so the spill must still be there and still be the original.
     """
-    from sessionstore.storage.spill import spill_original
+    from sessionstore.storage.write.spill import spill_original
 
     rows = s.db.all("SELECT tool_use_id, kind, blob_sha256 FROM replacements WHERE session_id = :id", {"id": s.id})
     decided = {r[0]: (r[1], r[2]) for r in rows}

@@ -24,7 +24,7 @@ from sessionstore.compaction.full import NothingToCompact
 from sessionstore.compaction.pipeline import Pipeline
 from sessionstore import RewriteConflict, SessionStore
 from sessionstore.interchange.importing import import_file
-from sessionstore.storage.memory import save_memory
+from sessionstore.storage.write.memory import save_memory
 
 
 def _round(rng: random.Random, tag: str, big: bool = False) -> list[dict]:

@@ -8,7 +8,7 @@ from alembic import op
 from alembic.script import ScriptDirectory
 import sqlalchemy as sa
 
-from sessionstore.storage.migrate import MIGRATIONS_DIR
+from sessionstore.storage.engine.migrate import MIGRATIONS_DIR
 
 revision = "tfail_half_way"
 down_revision = ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()

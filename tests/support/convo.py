@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sessionstore.storage.types import Content, StoredMessage, ViewEntry
+from sessionstore.storage.core.types import Content, StoredMessage, ViewEntry
 
 
 def text(value: str) -> dict[str, Any]:

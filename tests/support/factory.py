@@ -12,7 +12,7 @@ import json
 import uuid as uuidlib
 from typing import Any, Iterable
 
-from sessionstore.storage.types import Content, StoredMessage, ViewEntry
+from sessionstore.storage.core.types import Content, StoredMessage, ViewEntry
 
 
 def message(

@@ -19,11 +19,11 @@ from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.pipeline import Pipeline
 from sessionstore.interchange.importing import import_paths
-from sessionstore.storage import doctor
-from sessionstore.storage.memory import save_memory
-from sessionstore.storage.apicompaction import commit_api_compaction
-from sessionstore.storage.pins import pin, unpin
-from sessionstore.storage.session import ViewSnapshot
+from sessionstore.storage.upkeep import doctor
+from sessionstore.storage.write.memory import save_memory
+from sessionstore.storage.write.apicompaction import commit_api_compaction
+from sessionstore.storage.write.pins import pin, unpin
+from sessionstore.storage.records.state import ViewSnapshot
 from tests.support.layers import T0, assistant, at, parallel_round, tool_round, user
 from tests.support.messages import conversation
 

@@ -1,7 +1,8 @@
 """The module import graph of the installed package, read from the source files.
 
-Every `import` and `from … import` counts: at module level, under TYPE_CHECKING, and
-inside functions (a deferred import still ties two modules together). `from pkg import name`
+Every `import` and `from … import` that runs counts: at module level and inside functions
+(a deferred import still ties two modules together). Imports under `if TYPE_CHECKING:` do
+not: they never run, they only name a type for an annotation. `from pkg import name`
 is an arrow to `pkg.name` when that is a module, else to `pkg` itself. Used by the
 cycle test and the layer test; the folder map is setup.py's.
 """
@@ -46,7 +47,11 @@ def imports_of(module: str, path: Path, known: set[str] | dict[str, Path]) -> se
     is_package = path.name == "__init__.py"
     base = module.split(".") if is_package else module.split(".")[:-1]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    type_only = {id(n) for block in _type_checking_blocks(tree) for stmt in block.body for n in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name in known)
         elif isinstance(node, ast.ImportFrom):
@@ -62,6 +67,15 @@ def imports_of(module: str, path: Path, known: set[str] | dict[str, Path]) -> se
                     found.add(target)
     found.discard(module)
     return found
+
+
+def _type_checking_blocks(tree: ast.AST) -> list[ast.If]:
+    """The `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`) blocks of a module."""
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+    ]
 
 
 def graph(root: Path = REPO) -> dict[str, set[str]]:

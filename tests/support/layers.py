@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sessionstore.storage.session import Session
+from sessionstore.storage.write.session import Session
 
 from .validity import check_messages
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from sessionstore import SessionStore
 from sessionstore.interchange.importing import import_paths
-from sessionstore.storage.errors import InvalidMessage
+from sessionstore.storage.core.errors import InvalidMessage
 
 SPOTTER = Path("claude-code") / "spotter" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 ROOT = "/home/USER/projects/spotter-worktrees/spotter-gqc"

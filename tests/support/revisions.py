@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from alembic.script import ScriptDirectory
 
-from sessionstore.storage import migrate
+from sessionstore.storage.engine import migrate
 from sessionstore.storage import store as store_module
 
 TESTS = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ from typing import Any, Iterator
 import psycopg
 
 from sessionstore import SessionStore
-from sessionstore.storage.blobs import put_blob
-from sessionstore.storage.ownership import grant, revoke, share
+from sessionstore.storage.codecs.blobs import put_blob
+from sessionstore.storage.team.ownership import grant, revoke, share
 
 from .pgadmin import admin_url, create_role, drop_role, fresh_database, url_for
 
@@ -90,8 +90,8 @@ def team_store(base: str, *, superuser_owned: bool = False) -> Iterator[Team]:
 
 def _fill(team: Team) -> None:
     """The owner upgrades and grants; alice records her sessions and shares two with bob; dave is revoked."""
-    from sessionstore.storage.migrate import upgrade
-    from sessionstore.storage.db import make_engine
+    from sessionstore.storage.engine.migrate import upgrade
+    from sessionstore.storage.engine.db import make_engine
 
     engine = make_engine(team.url(None if team.superuser_owned else team.owner))
     try:

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import inspect
 
 from sessionstore import SessionStore
-from sessionstore.storage import textpack
+from sessionstore.storage.codecs import textpack
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")

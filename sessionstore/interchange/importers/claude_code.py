@@ -21,7 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from sessionstore.storage.fastjson import spaced_dumps
+from sessionstore.storage.codecs.fastjson import spaced_dumps
 from .plan import (
     TITLE_LENGTH,
     LineStream,

@@ -40,9 +40,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Final, Sequence
 
-from sessionstore.storage.errors import InvalidMessage
-from sessionstore.storage.types import BOUNDARY_SUBTYPE, ENVELOPE_KEYS
-from sessionstore.storage.validate import normalize
+from sessionstore.storage.core.errors import InvalidMessage
+from sessionstore.storage.core.types import BOUNDARY_SUBTYPE, ENVELOPE_KEYS
+from sessionstore.storage.records.validate import normalize
 from .plan import (
     TITLE_LENGTH,
     LineStream,

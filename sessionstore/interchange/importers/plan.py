@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal
 
-from sessionstore.storage.fastjson import loads_line
-from sessionstore.storage.validate import BLOCK_TYPES
+from sessionstore.storage.codecs.fastjson import loads_line
+from sessionstore.storage.records.validate import BLOCK_TYPES
 
 LineKind = Literal["message", "side", "bad"]
 Source = Literal["claude-code", "codex", "jsonl"]

@@ -1,0 +1,1 @@
+"""The shared PostgreSQL: who owns a session, shares, and the role grants."""

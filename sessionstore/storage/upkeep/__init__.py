@@ -1,0 +1,1 @@
+"""Looking after a store: `doctor`, `vacuum` and the counts that describe a session."""
