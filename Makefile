@@ -26,10 +26,12 @@ demo: $(STAMP)
 test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30
 
-# ruff: the linter over everything, the formatter check over the files in scripts/formatted.txt.
+# ruff: the linter over everything, the formatter check over the files in scripts/formatted.txt;
+# import-linter: the layers' and storage rooms' one-way doors (contracts in pyproject.toml).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check $$(grep -v '^\#' scripts/formatted.txt)
+	LINT_IMPORTS=$(CURDIR)/$(BIN)/lint-imports scripts/lint-imports
 
 # mypy, strict on sessionstore.storage and sessionstore.compaction (settings in pyproject.toml).
 typecheck: $(STAMP)

@@ -6,7 +6,7 @@ door) and `upkeep`. A room imports only the rooms below it (pyproject.toml's imp
 contracts, `make lint`). Everything else in sessionstore is built on this package; it imports
 nothing from the layers above it.
 
-Old module paths (`sessionstore.storage.session`, ...) still import, as aliases of the moved
+Old module paths (the modules' names directly under `storage`) still import, as aliases of the moved
 modules, until release 0.3.0 (`moved.py`).
 """
 

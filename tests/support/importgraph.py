@@ -42,15 +42,15 @@ def modules(root: Path = REPO) -> dict[str, Path]:
     return found
 
 
-def imports_of(module: str, path: Path, known: set[str] | dict[str, Path]) -> set[str]:
-    """The package's modules that one file imports, anywhere in it."""
+def imports_of(module: str, path: Path, known: set[str] | dict[str, Path], *, type_only: bool = False) -> set[str]:
+    """The package's modules that one file imports, anywhere in it (with the TYPE_CHECKING ones if `type_only`)."""
     is_package = path.name == "__init__.py"
     base = module.split(".") if is_package else module.split(".")[:-1]
     found: set[str] = set()
     tree = ast.parse(path.read_text(), str(path))
-    type_only = {id(n) for block in _type_checking_blocks(tree) for stmt in block.body for n in ast.walk(stmt)}
+    skipped = set() if type_only else {id(n) for b in _type_checking_blocks(tree) for s in b.body for n in ast.walk(s)}
     for node in ast.walk(tree):
-        if id(node) in type_only:
+        if id(node) in skipped:
             continue
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name in known)
@@ -78,10 +78,10 @@ def _type_checking_blocks(tree: ast.AST) -> list[ast.If]:
     ]
 
 
-def graph(root: Path = REPO) -> dict[str, set[str]]:
-    """Module -> the modules it imports."""
+def graph(root: Path = REPO, *, type_only: bool = False) -> dict[str, set[str]]:
+    """Module -> the modules it imports (the TYPE_CHECKING ones too if `type_only`)."""
     known = modules(root)
-    return {name: imports_of(name, path, known) for name, path in known.items()}
+    return {name: imports_of(name, path, known, type_only=type_only) for name, path in known.items()}
 
 
 def cycles(arrows: dict[str, set[str]]) -> list[list[str]]:
