@@ -12,6 +12,8 @@ from sessionstore.sanitize import visible
 from sessionstore.storage.read import history as hist
 from sessionstore.storage.core.output import STDIO, open_output
 
+from .forkcmd import install as install_view, lineage_of
+from .redaction import say_secrets
 from .tables import ellipsize, short_time
 from .common import (
     INT64_MAX,
@@ -31,7 +33,6 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from sessionstore.secrets import Redactor
     from sessionstore.storage.write.session import Session
     from sessionstore.storage.core.types import ViewEntry
 
@@ -242,8 +243,6 @@ def _list_boundaries(s: Session, json_out: bool, limit: int, offset: int, full: 
         for b in found
     ]
     echo(one_line(title))
-    from .forkcmd import lineage_of
-
     lineage = lineage_of(s.store, s.id)
     if lineage:
         echo(one_line(lineage))
@@ -402,8 +401,6 @@ def export_cmd(
       sessionstore export SESSION -f codex --install --codex-home ~/.codex
     """
     if install or claude_dir is not None or codex_home is not None or format == "codex":
-        from .forkcmd import install as install_view
-
         if not install:
             raise UsageError("--claude-dir, --codex-home and -f codex go with --install")
         if output is not None:
@@ -456,15 +453,3 @@ class _Visible:
     def write(self, text: str) -> int:
         """Write `text` with its controls made visible."""
         return int(self.out.write(visible(text)))
-
-
-def say_secrets(redactor: Redactor, session_id: str) -> None:
-    """One stderr line: how many secrets were redacted, or that some were left in a shareable export."""
-    if redactor.redact:
-        echo(f"redacted {redactor.found} secret(s)", err=True)
-    elif redactor.found:
-        echo(
-            f"hint: this export holds {redactor.found} secret(s) (keys, tokens, passwords); before sharing "
-            f"it, export again with --redact (`sessionstore secrets {session_id}` lists them)",
-            err=True,
-        )

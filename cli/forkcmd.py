@@ -10,6 +10,7 @@ from sessionstore.sanitize import one_line
 from sessionstore.storage.write.fork import Lineage, ancestry, forks_of
 
 from .common import INT64_MAX, DbOption, JsonOption, UsageError, bounded, open_store, print_json
+from .redaction import say_secrets
 
 
 def register(app: typer.Typer) -> None:
@@ -120,8 +121,6 @@ def install(
     """
     from sessionstore.interchange.install import install_claude_code, install_codex
     from sessionstore.secrets import Redactor
-
-    from .compactcmd import say_secrets
 
     s = store.get(session)
     if fmt not in ("claude-code", "codex"):

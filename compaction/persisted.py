@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sessionstore.storage.engine.config import Config
 from sessionstore.storage.write.session import Session
 
 from .budget import BudgetState
 from .microcompact import MicroState
+from .pipeline_state import PipelineState
 from .snip import SnipState
-
-if TYPE_CHECKING:
-    from .pipeline import PipelineState
 
 #: Entries scanned since the last save before the state is saved again.
 SAVE_EVERY = 256
@@ -38,7 +36,7 @@ def fingerprint(config: Config) -> list[Any]:
     return [FORMAT, sorted(config.compactable_tools)]
 
 
-def dumps_state(state: "PipelineState", config: Config) -> str:
+def dumps_state(state: PipelineState, config: Config) -> str:
     """The state as JSON (replacement decisions are not in it: they are rows of their own)."""
     return json.dumps(
         {
@@ -58,10 +56,8 @@ def dumps_state(state: "PipelineState", config: Config) -> str:
     )
 
 
-def load_state(session: Session, view_version: int, entries: int, config: Config) -> "PipelineState | None":
+def load_state(session: Session, view_version: int, entries: int, config: Config) -> PipelineState | None:
     """The saved state when it is for this version, covers at most `entries` and this configuration."""
-    from .pipeline import PipelineState
-
     row = session.db.one(
         "SELECT view_version, scanned, state_json FROM pipeline_states WHERE session_id = :id", {"id": session.id}
     )
@@ -89,7 +85,7 @@ def load_state(session: Session, view_version: int, entries: int, config: Config
     return state
 
 
-def save_if_due(session: Session, state: "PipelineState", config: Config) -> None:
+def save_if_due(session: Session, state: PipelineState, config: Config) -> None:
     """Upsert the state when its version changed or SAVE_EVERY more entries were scanned since the last save."""
     saved = state.saved
     if saved is not None and saved[0] == state.view_version and state.scanned - saved[1] < SAVE_EVERY:

@@ -37,7 +37,7 @@ from sessionstore.storage.records.view import to_api_messages
 
 from sessionstore.storage.write.memory import load_memory
 
-from .budget import BudgetState, apply_budget
+from .budget import apply_budget
 from .circuit import compact_failures, record_compact_failure
 from .commit import CompactionOutcome
 from .errors import CompactionWouldNotShrink, InvalidQuerySource
@@ -51,8 +51,9 @@ from .errors import ContextFull
 from .microcompact import CONTEXT_MANAGEMENT_BETA, MicroState, apply_microcompact, observe
 from .persisted import load_state as load_saved_state
 from .persisted import save_if_due
+from .pipeline_state import PipelineState
 from .pressure import Thresholds, count_tokens, last_usage_index
-from .snip import SnipState, apply_snip
+from .snip import apply_snip
 from .working import LayerReport, WorkingView, blocks, commit_working
 
 #: How many sessions' incremental state one pipeline keeps.
@@ -80,22 +81,6 @@ def check_query_source(value: str) -> str:
 
 
 LAYERS = ("budget", "snip", "microcompact", "collapse", "autocompact")
-
-
-@dataclass(slots=True)
-class PipelineState:
-    """Everything the layers remember about one session between calls."""
-
-    view_version: int
-    scanned: int = 0
-    budget: BudgetState = field(default_factory=BudgetState)
-    snip: SnipState = field(default_factory=SnipState)
-    micro: MicroState = field(default_factory=MicroState)
-    usage_index: int | None = None
-    #: View tokens when the session notes were last written (None: not known yet).
-    memory_tokens: int | None = None
-    #: (view_version, scanned) as last saved to the store (None: never saved).
-    saved: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)

@@ -4,6 +4,10 @@ Screens: sessions (list, filter, search) -> session (timeline, boundaries,
 active view) -> boundary (view before, summary, preserved segment) and
 message detail. Every screen reads pages from the store on the app's thread;
 exports and searches run in worker threads on their own connections.
+
+The app imports the screens and opens them; a screen never imports the app: what it
+asks of it (open a session, search, fork, export, copy) it posts as a message from
+`requests`, which bubbles up to the handlers here.
 """
 
 from __future__ import annotations
@@ -17,8 +21,14 @@ from sessionstore import SessionStore
 from sessionstore.sanitize import one_line
 from sessionstore.storage.engine.config import default_db_url
 
+from .boundary import BoundaryScreen
 from .exporting import export_to_file
+from .exportscreen import ExportScreen
+from .message import MessageScreen
+from .requests import CopyResume, ExportSession, Fork, OpenHit, OpenSession, Search
 from .search import run_search
+from .session import SessionScreen
+from .sessions import SessionsScreen
 
 
 class BrowseApp(App[None]):
@@ -41,28 +51,41 @@ class BrowseApp(App[None]):
         self.light = light
 
     def on_mount(self) -> None:
-        from .sessions import SessionsScreen
-
         self.theme = "textual-light" if self.light else "textual-dark"
         if self.start_session:
             self.open_session(self.start_session)
         else:
-            self.push_screen(SessionsScreen())
+            self.push_screen(SessionsScreen(self.store))
+
+    # ---------------------------------------------------------- screens' requests
+
+    def on_open_session(self, request: OpenSession) -> None:
+        self.open_session(request.session_id)
+
+    def on_open_hit(self, request: OpenHit) -> None:
+        self.open_hit(request.session_id, request.seq, request.boundary)
+
+    def on_search(self, request: Search) -> None:
+        self.search(request.query)
+
+    def on_fork(self, request: Fork) -> None:
+        self.fork(request.session_id, at=request.at, before_boundary=request.before_boundary)
+
+    def on_export_session(self, request: ExportSession) -> None:
+        self.ask_export(request.session_id)
+
+    def on_copy_resume(self, request: CopyResume) -> None:
+        self.copy_resume(request.session_id)
 
     # ---------------------------------------------------------------- navigation
 
     def open_session(self, session_id: str, *, seq: int | None = None) -> None:
         """Push the session screen, its message list on `seq` when that message is in the active view."""
-        from .session import SessionScreen
-
         self.push_screen(SessionScreen(self.store.get(session_id), seq=seq))
 
     def open_hit(self, session_id: str, seq: int, boundary: int | None = None) -> None:
         """Open a search hit where it lives: in the active view, or in the view before the boundary that replaced it."""
         from sessionstore.storage.read import paging
-
-        from .boundary import BoundaryScreen
-        from .message import MessageScreen
 
         session = self.store.get(session_id)
         if boundary is None and paging.active_position(session, seq) is not None:
@@ -79,12 +102,10 @@ class BrowseApp(App[None]):
 
     def action_search_everywhere(self) -> None:
         """Back to the sessions screen with the search box focused."""
-        from .sessions import SessionsScreen
-
         while len(self.screen_stack) > 2 and not isinstance(self.screen, SessionsScreen):
             self.pop_screen()
         if not isinstance(self.screen, SessionsScreen):
-            self.switch_screen(SessionsScreen())
+            self.switch_screen(SessionsScreen(self.store))
         self.call_after_refresh(
             lambda: self.screen.action_search() if isinstance(self.screen, SessionsScreen) else None
         )
@@ -125,7 +146,6 @@ class BrowseApp(App[None]):
 
     def ask_export(self, session_id: str) -> None:
         """Pick a format and a file, then export the whole session in the background."""
-        from .exportscreen import ExportScreen
 
         def chosen(result: tuple[str, str] | None) -> None:
             if result is not None:
@@ -148,8 +168,6 @@ class BrowseApp(App[None]):
     @work(thread=True, exclusive=True, group="search")
     def search(self, query: str) -> None:
         """Run the full-text search off the UI thread and hand the hits to the sessions screen."""
-        from .sessions import SessionsScreen
-
         outcome = run_search(self.store.url, query)
         screen = next((s for s in self.screen_stack if isinstance(s, SessionsScreen)), None)
         if screen is not None:
@@ -157,12 +175,10 @@ class BrowseApp(App[None]):
 
     def action_back(self) -> None:  # type: ignore[override]  # Textual runs sync actions too; nothing to await
         """q: back to the screen below; from a session opened directly, to the sessions list; else quit."""
-        from .sessions import SessionsScreen
-
         if len(self.screen_stack) > 2:
             self.pop_screen()
         elif not isinstance(self.screen, SessionsScreen):
-            self.switch_screen(SessionsScreen())
+            self.switch_screen(SessionsScreen(self.store))
         else:
             self.exit()
 

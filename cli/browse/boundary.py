@@ -9,8 +9,6 @@ preserved segment is the run K kept verbatim, read from the view K made.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -25,20 +23,14 @@ from sessionstore.storage.write.session import Session
 
 from ..tables import when
 from .keybar import KeyBar
+from .message import MessageScreen
+from .requests import Fork
 from .sources import PastView, Segment
 from .viewlist import ViewList
-
-if TYPE_CHECKING:
-    from textual import getters
-
-    from .app import BrowseApp
 
 
 class BoundaryScreen(Screen[None]):
     """Boundary K of a session, in three panes."""
-
-    if TYPE_CHECKING:  # `self.app` is the browser (Textual's own idiom, for the type checker only)
-        app = getters.app(BrowseApp)
 
     BINDINGS = [
         Binding("q,escape", "app.back", "Back", id="back"),
@@ -124,13 +116,11 @@ class BoundaryScreen(Screen[None]):
         self.ready = True
 
     def on_view_list_selected(self, event: ViewList.Selected) -> None:
-        from .message import MessageScreen
-
         self.app.push_screen(MessageScreen(self.session, event.row.seq, version=event.view_list.source.version))
 
     def action_fork(self) -> None:
         """A new session holding exactly the view before this boundary (undo the compaction, apart)."""
-        self.app.fork(self.session.id, before_boundary=self.index)
+        self.post_message(Fork(self.session.id, before_boundary=self.index))
 
     def action_move(self, step: int) -> None:
         target = self.index + step

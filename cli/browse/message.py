@@ -8,7 +8,7 @@ the blob store.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -26,11 +26,7 @@ from sessionstore.storage.write.session import Session
 from sessionstore.storage.write.spill import spill_original
 
 from .keybar import KeyBar
-
-if TYPE_CHECKING:
-    from textual import getters
-
-    from .app import BrowseApp
+from .requests import Fork
 
 #: Characters of one block drawn on screen; the rest is named, not drawn.
 BLOCK_CHARS = 100_000
@@ -64,9 +60,6 @@ def result_text(content: Any) -> str:
 
 class MessageScreen(Screen[None]):
     """One message in full."""
-
-    if TYPE_CHECKING:  # `self.app` is the browser (Textual's own idiom, for the type checker only)
-        app = getters.app(BrowseApp)
 
     BINDINGS = [
         Binding("q,escape", "app.back", "Back", id="back"),
@@ -174,7 +167,7 @@ class MessageScreen(Screen[None]):
 
     def action_fork(self) -> None:
         """A new session holding the view as it stood right after this message."""
-        self.app.fork(self.session.id, at=self.shown.message.seq)
+        self.post_message(Fork(self.session.id, at=self.shown.message.seq))
 
     def action_original(self) -> None:
         if self.spills:

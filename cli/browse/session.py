@@ -6,7 +6,7 @@ view: its cost does not grow with the transcript.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,16 +21,15 @@ from sessionstore.storage.write.session import Session
 
 from ..forkcmd import lineage_of
 from ..tables import ellipsize, short_model, when
+from .boundary import BoundaryScreen
 from .keybar import KeyBar
 from .listtable import ListTable
+from .message import MessageScreen
+from .requests import CopyResume, ExportSession
 from .sources import ActiveView
 from .timeline import Timeline
+from .usage import UsageScreen
 from .viewlist import ViewList
-
-if TYPE_CHECKING:
-    from textual import getters
-
-    from .app import BrowseApp
 
 #: Boundary rows shown before the list scrolls.
 BOUNDARY_ROWS = 5
@@ -38,9 +37,6 @@ BOUNDARY_ROWS = 5
 
 class SessionScreen(Screen[None]):
     """One session; Enter on a boundary opens it, Enter on a message opens the message."""
-
-    if TYPE_CHECKING:  # `self.app` is the browser (Textual's own idiom, for the type checker only)
-        app = getters.app(BrowseApp)
 
     BINDINGS = [
         Binding("q,escape", "app.back", "Back", id="back"),
@@ -118,14 +114,10 @@ class SessionScreen(Screen[None]):
         self.ready = True
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        from .boundary import BoundaryScreen
-
         if event.row_key.value:
             self.app.push_screen(BoundaryScreen(self.session, int(event.row_key.value), total=len(self.found)))
 
     def on_view_list_selected(self, event: ViewList.Selected) -> None:
-        from .message import MessageScreen
-
         self.app.push_screen(MessageScreen(self.session, event.row.seq))
 
     def action_focus_boundaries(self) -> None:
@@ -136,13 +128,11 @@ class SessionScreen(Screen[None]):
         self.query_one("#messages", ViewList).focus()
 
     def action_export(self) -> None:
-        self.app.ask_export(self.session.id)
+        self.post_message(ExportSession(self.session.id))
 
     def action_copy(self) -> None:
-        self.app.copy_resume(self.session.id)
+        self.post_message(CopyResume(self.session.id))
 
     def action_usage(self) -> None:
         """The usage screen of this session and its sub-agents."""
-        from .usage import UsageScreen
-
-        self.app.push_screen(UsageScreen(self.session.id))
+        self.app.push_screen(UsageScreen(self.session.store.url, self.session.id))

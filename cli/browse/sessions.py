@@ -9,7 +9,7 @@ boundaries, nothing more.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,6 +18,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
+from sessionstore import SessionStore
 from sessionstore.sanitize import one_line
 from sessionstore.storage.read import paging
 from sessionstore.storage.read.paging import SessionRow
@@ -26,12 +27,9 @@ from sessionstore.storage.derived.search import MARK_CLOSE, MARK_OPEN
 from ..tables import ellipsize, short_model, short_path, short_time, when
 from .keybar import KeyBar
 from .listtable import ListTable
+from .requests import CopyResume, ExportSession, OpenHit, OpenSession, Search
 from .search import SearchOutcome
-
-if TYPE_CHECKING:
-    from textual import getters
-
-    from .app import BrowseApp
+from .usage import UsageScreen
 
 PAGE = 100
 #: Below this width the cwd column is left to the preview pane.
@@ -40,9 +38,6 @@ WIDE = 100
 
 class SessionsScreen(Screen[None]):
     """Sessions, newest first; Enter opens one."""
-
-    if TYPE_CHECKING:  # `self.app` is the browser (Textual's own idiom, for the type checker only)
-        app = getters.app(BrowseApp)
 
     BINDINGS = [
         Binding("q", "back_or_quit", "Quit", id="quit"),
@@ -54,8 +49,10 @@ class SessionsScreen(Screen[None]):
         Binding("escape", "clear", "Clear", show=False),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, store: SessionStore) -> None:
+        """`store`: the browser's store, read a page at a time on the UI thread."""
         super().__init__()
+        self.store = store
         self.rows: list[SessionRow] = []
         self.more = False
         self.hits: list[Any] = []
@@ -72,9 +69,7 @@ class SessionsScreen(Screen[None]):
 
     def action_usage(self) -> None:
         """The usage screen of every session."""
-        from .usage import UsageScreen
-
-        self.app.push_screen(UsageScreen())
+        self.app.push_screen(UsageScreen(self.store.url))
 
     def on_mount(self) -> None:
         self.load(reset=True)
@@ -90,7 +85,7 @@ class SessionsScreen(Screen[None]):
         """Read the first page (reset) or the next one, for the current filter."""
         text = self.query_one("#filter", Input).value
         offset = 0 if reset else len(self.rows)
-        page = paging.list_sessions(self.app.store.db, text=text, limit=PAGE + 1, offset=offset)
+        page = paging.list_sessions(self.store.db, text=text, limit=PAGE + 1, offset=offset)
         self.more = len(page) > PAGE
         page = page[:PAGE]
         self.rows = page if reset else self.rows + page
@@ -154,10 +149,10 @@ class SessionsScreen(Screen[None]):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "sessions" and event.row_key.value:
-            self.app.open_session(str(event.row_key.value))
+            self.post_message(OpenSession(str(event.row_key.value)))
         elif event.data_table.id == "hits" and 0 <= event.cursor_row < len(self.hits):
             hit = self.hits[event.cursor_row]
-            self.app.open_hit(hit.session, int(hit.seq), getattr(hit, "boundary", None))
+            self.post_message(OpenHit(hit.session, int(hit.seq), getattr(hit, "boundary", None)))
 
     @property
     def highlighted(self) -> SessionRow | None:
@@ -178,10 +173,10 @@ class SessionsScreen(Screen[None]):
                 )
             )
             return
-        session = self.app.store.get(row.id)
+        session = self.store.get(row.id)
         first = paging.typed_user_text(session, latest=False)
         latest = paging.typed_user_text(session, latest=True)
-        recent = paging.recent_boundaries(self.app.store.db, row.id)
+        recent = paging.recent_boundaries(self.store.db, row.id)
         text = Text(no_wrap=False)
         text.append(ellipsize(row.title or "(untitled)", 300), "bold")
         text.append(
@@ -211,7 +206,7 @@ class SessionsScreen(Screen[None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "search":
             self.query_one("#preview", Static).update(Text(one_line(f"searching for {event.value!r}…")))
-            self.app.search(event.value)
+            self.post_message(Search(event.value))
         else:
             self.table.focus()
 
@@ -281,22 +276,22 @@ class SessionsScreen(Screen[None]):
             self.query_one("#filter", Input).value = ""
         self.table.focus()
 
-    def action_back_or_quit(self) -> None:
-        """q: close the search hits when they are shown, else quit."""
+    async def action_back_or_quit(self) -> None:
+        """q: close the search hits when they are shown, else the app's back (which quits from here)."""
         if not self.query_one("#hits", DataTable).has_class("hidden"):
             self.action_clear()
         else:
-            self.app.action_back()
+            await self.run_action("app.back")
 
     def action_export(self) -> None:
         row = self.highlighted
         if row is not None:
-            self.app.ask_export(row.id)
+            self.post_message(ExportSession(row.id))
 
     def action_copy(self) -> None:
         row = self.highlighted
         if row is not None:
-            self.app.copy_resume(row.id)
+            self.post_message(CopyResume(row.id))
 
 
 def marked_snippet(snippet: Any) -> Text:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
@@ -28,11 +28,6 @@ from sessionstore.usage import Usage, UsageReport, UsageRow, cost_text, hit_rate
 from .keybar import KeyBar
 from .listtable import ListTable
 from .timeline import BLOCKS
-
-if TYPE_CHECKING:
-    from textual import getters
-
-    from .app import BrowseApp
 
 
 @dataclass(frozen=True)
@@ -170,9 +165,6 @@ class UsageScreen(Screen[None]):
     appended since the last report (a first report after an upgrade counts everything) never blocks the screen.
     """
 
-    if TYPE_CHECKING:  # `self.app` is the browser (Textual's own idiom, for the type checker only)
-        app = getters.app(BrowseApp)
-
     BINDINGS = [Binding("q,escape", "app.pop_screen", "Back", id="back")]
 
     DEFAULT_CSS = """
@@ -180,8 +172,10 @@ class UsageScreen(Screen[None]):
     #usage-days { height: 1fr; }
     """
 
-    def __init__(self, session_id: str | None = None):
+    def __init__(self, url: str, session_id: str | None = None):
+        """`url`: the store the report is read from, on a connection of its own."""
         super().__init__()
+        self.url = url
         self.session_id = session_id
         self.report: UsageReport | None = None
 
@@ -211,7 +205,7 @@ class UsageScreen(Screen[None]):
     def load(self) -> None:
         """Read the report off the UI thread, then show it."""
         try:
-            report = read_report(self.app.store.url, self.session_id)
+            report = read_report(self.url, self.session_id)
         except SessionStoreError as exc:
             self.app.call_from_thread(self.app.notify, f"usage: {one_line(str(exc))}", severity="error")
             return
