@@ -21,7 +21,7 @@ from tests.support.cli import run_cli
 from tests.support.secret_corpus import Planted, corpus, plant
 
 SOURCE = "claude-code/claude-code-viewer/fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
-#: Findings on the unmodified shared transcripts (stated in README.md, "Secrets you did not mean to keep").
+#: Findings on the unmodified shared transcripts (stated in README.md, "Guarantees", and docs/security.md).
 FALSE_POSITIVES = 0
 PLANTED = corpus()
 

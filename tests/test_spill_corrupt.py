@@ -1,5 +1,5 @@
 """A spilled result whose stored blob was damaged (issue #35): `spill cat` and `spill materialize` stop
-with one line and exit 1 (README: a corrupt blob is a runtime failure), never a traceback; `doctor`
+with one line and exit 1 (docs/command-line.md: a corrupt blob is a runtime failure), never a traceback; `doctor`
 reports it. On both engines, from the console script."""
 
 from __future__ import annotations

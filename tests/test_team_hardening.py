@@ -354,14 +354,14 @@ def test_search_costs_what_the_caller_may_read_not_what_others_hold(team: Team) 
             assert _rows_read(conn, word) <= 4 * readable + 50, word
 
 
-# ------------------------------------------------------------------ finding 6: what a member can learn, as the README says
+# ------------------------------------------------------------ finding 6: what a member can learn, as docs/teams.md says
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+TEAMS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "teams.md"
 
 
-def _readme_learns() -> str:
-    """The README's bullet on what a member can learn of another's sessions."""
-    text = README.read_text()
+def _docs_learns() -> str:
+    """The teams page's bullet on what a member can learn of another's sessions."""
+    text = TEAMS_PAGE.read_text()
     start = text.index("- **What another member can learn.**")
     end = text.index("\n- **", start + 5)
     return " ".join(text[start:end].split())
@@ -379,9 +379,9 @@ def _removed_by_policy(conn: Any, sql: str, params: tuple[Any, ...]) -> int:
     return walk(doc[0]["Plan"])
 
 
-def test_the_readme_states_what_a_member_learns_and_it_holds(team: Team) -> None:
-    """Each channel the README names shows what it says (counts and existence), and none shows a row."""
-    stated = _readme_learns()
+def test_the_docs_state_what_a_member_learns_and_it_holds(team: Team) -> None:
+    """Each channel docs/teams.md names shows what it says (counts and existence), and none shows a row."""
+    stated = _docs_learns()
     for channel in ("EXPLAIN", "duplicate key", "pg_stat_user_tables", "session ids", "host names", "import paths"):
         assert channel in stated, channel
     for hidden in ("message", "title", "spilled result", "search"):

@@ -40,7 +40,7 @@ PROFILES = {
 }
 #: Profiles that may use the store at all.
 USERS = ("granted", "read-share", "write-share")
-#: The record: rows only their owner updates or deletes (README, "Sharing"), shared or not.
+#: The record: rows only their owner updates or deletes (docs/teams.md, "Sharing"), shared or not.
 RECORD = ("messages", "compactions", "source_lines", "imports", "import_files", "session_forks")
 #: Dummy values by type, for an INSERT that fills every required column.
 _DUMMY = {
@@ -424,7 +424,7 @@ def _cli(*args: str, env: dict[str, str]) -> Any:
 @pytest.mark.parametrize("profile", USERS)
 def test_explain_shows_counts_never_rows(team: Team, catalogue: Catalogue, profile: str) -> None:
     """EXPLAIN ANALYZE as a member, on every table with a session column, filtered to alice's unshared session:
-    no row comes back (what it may count is stated in the README, pinned by tests/test_team_hardening.py)."""
+    no row comes back (what it may count is stated in docs/teams.md, pinned by tests/test_team_hardening.py)."""
     with _connect(team, profile) as conn:
         for name, columns in catalogue.tables.items():
             if "session_id" not in {c[0] for c in columns}:

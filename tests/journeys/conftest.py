@@ -3,8 +3,7 @@
 Each engine's store is made once for the package (every shared transcript imported through the CLI) and
 copied for the journeys that write. On PostgreSQL the store belongs to an owner role that ran
 `db upgrade` and `db grant`, and every journey command logs in as an ordinary person role under
-row-level security (README, "One store for all your machines, or for your team"); both roles and
-the databases are dropped afterwards. Commands run with COLUMNS=80 in a temporary HOME.
+row-level security (docs/teams.md); both roles and the databases are dropped afterwards. Commands run with COLUMNS=80 in a temporary HOME.
 """
 
 from __future__ import annotations

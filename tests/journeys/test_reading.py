@@ -1,4 +1,5 @@
-"""What a person does first with a store of their own transcripts, reading only (README: CLI, Find a past session).
+"""What a person does first with a store of their own transcripts, reading only (docs/command-line.md,
+docs/search-and-browse.md).
 
 Every command runs through the installed script on the store the journeys' conftest imported, on
 SQLite and on PostgreSQL as an ordinary role; each checks what the person looks at.

@@ -1,4 +1,4 @@
-"""What a person does to their store after the import (README: CLI, fork, hand it back, usage, secrets).
+"""What a person does to their store after the import (docs/: command-line, fork, usage-and-cost, security).
 
 Each journey writes to its own copy of the imported store, through the installed script, on SQLite
 and on PostgreSQL as an ordinary role, and checks what the person looks at.

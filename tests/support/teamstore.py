@@ -1,4 +1,4 @@
-"""Test-only: a team store as the README sets one up, with the roles an attacker can be.
+"""Test-only: a team store as docs/teams.md sets one up, with the roles an attacker can be.
 
 A new database; its tables owned by an ordinary owner role (`db upgrade` as the owner) or by the
 superuser the tests were given (`db upgrade` as `postgres`, the most common first try). Roles,
