@@ -7,16 +7,15 @@ spilled original from `spill_original`, exports from `sessionstore export`.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.cli.browse.app import BrowseApp, make_app
+from sessionstore.cli.browse.app import make_app
 from sessionstore.cli.browse.boundary import BoundaryScreen
 from sessionstore.cli.browse.exportscreen import ExportScreen
 from sessionstore.cli.browse.message import MessageScreen, OriginalScreen
@@ -36,8 +35,7 @@ from textual.widgets import DataTable, Input, Static
 from tests.conftest import ENGINES, PG_URL, TRANSCRIPTS, _pg_schema_url, shared_transcripts
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
-
-Steps = Callable[[Pilot[None]], Awaitable[None]]
+from tests.support.pilot import drive, settle
 
 
 @dataclasses.dataclass
@@ -74,26 +72,6 @@ def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         store.close()
         for _ in urls:
             pass
-
-
-def drive(app: BrowseApp, steps: Steps, size: tuple[int, int] = (120, 40)) -> None:
-    """Run the app headless, perform `steps`, then close it and its store."""
-
-    async def main() -> None:
-        async with app.run_test(size=size) as pilot:
-            await settle(pilot)
-            await steps(pilot)
-
-    try:
-        asyncio.run(main())
-    finally:
-        app.store.close()
-
-
-async def settle(pilot: Pilot[None]) -> None:
-    """Let workers finish and the screen catch up."""
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 def all_rows(listing: ViewList) -> list[Any]:
