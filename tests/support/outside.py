@@ -1,4 +1,7 @@
-"""Run the installed console script as a person does: a subprocess on a store URL, in a private home."""
+"""Run the installed console script as a person does: a subprocess on a store URL, in a private home.
+
+`run_ok` runs it in the test process's own environment, for a step whose success is all that matters.
+"""
 
 from __future__ import annotations
 
@@ -52,3 +55,10 @@ def sessionstore(url: str, env: dict[str, str], *args: str, stdin: str = "") -> 
         timeout=300,
     )
     return Ran(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+def run_ok(*args: str) -> str:
+    """`sessionstore ARGS` through the installed script in this process's environment, which must exit 0: its stdout."""
+    done = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
