@@ -29,18 +29,32 @@ class Ran:
         return "Traceback (most recent call last)" in self.out + self.err
 
 
+#: A person's own folders: the variable a program finds each by, and the folder's name under a private root.
+PRIVATE_FOLDERS = (
+    ("HOME", "home"),
+    ("XDG_DATA_HOME", "data"),
+    ("XDG_STATE_HOME", "state"),
+    ("XDG_CACHE_HOME", "cache"),
+    ("XDG_CONFIG_HOME", "config"),
+)
+
+
+def private_folders(root: Path, *extra: tuple[str, str]) -> dict[str, str]:
+    """HOME and the XDG folders (and `extra` (variable, folder) pairs) made under `root`: variable -> folder.
+
+    So nothing a command writes or reads as per-user state is the caller's.
+    """
+    folders = {}
+    for var, sub in (*PRIVATE_FOLDERS, *extra):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        folders[var] = str(root / sub)
+    return folders
+
+
 def private_env(home: Path) -> dict[str, str]:
     """The environment with HOME and the XDG folders under `home` and no store URL of the caller's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONSTORE_DB", "ANTHROPIC_"))}
-    for var, sub in (
-        ("HOME", "home"),
-        ("XDG_DATA_HOME", "data"),
-        ("XDG_STATE_HOME", "state"),
-        ("XDG_CACHE_HOME", "cache"),
-        ("XDG_CONFIG_HOME", "config"),
-    ):
-        (home / sub).mkdir(parents=True, exist_ok=True)
-        env[var] = str(home / sub)
+    env.update(private_folders(home))
     env["COLUMNS"] = "80"
     return env
 
