@@ -3,22 +3,19 @@ client session leaves every table but the derived search index exactly as it was
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
 from sessionstore import ReadOnlyStore, SessionStore
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.pipeline import Pipeline
 from tests.support.convo import tool_result, tool_use
+from tests.support.mcpstdio import stdio_server
 from tests.support.tabledigest import table_digests
 
-ROOT = Path(__file__).resolve().parent.parent
 #: The derived search index: the only tables a search may write (it catches up at query time).
 INDEX_TABLES = ("search_",)
 HOSTILE = ["\x1b]52;c;cHduZWQ=\x07", "[/]", "[link=https://evil.example]x[/link]", "' OR 1=1 --", "\x00", "é" * 3000]
@@ -84,12 +81,7 @@ async def test_a_client_session_over_stdio_changes_no_table_but_the_search_index
     with SessionStore.open(store_url) as store:
         session_id = _filled(store)
     before = table_digests(store_url, INDEX_TABLES)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "sessionstore", "mcp", "--db", store_url],
-        env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")},
-        cwd=str(ROOT),
-    )
+    params = stdio_server(store_url)
     with anyio.fail_after(120):
         async with Client(params) as client:
             refused = await _every_tool(client, session_id)
