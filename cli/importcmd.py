@@ -58,57 +58,49 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="import")
 
 
-@app.command("claude-code")
-def claude_code_cmd(
-    paths: PathsArg,
-    db: DbOption = None,
-    strict: StrictOption = False,
-    json_out: JsonOption = False,
-    progress: ProgressOption = None,
-    follow_symlinks: FollowOption = False,
-) -> None:
+def _add_import_command(source: str, help_text: str) -> None:
+    """Add `import SOURCE`: every format takes the same paths and options, so one signature serves them all."""
+
+    def command(
+        paths: PathsArg,
+        db: DbOption = None,
+        strict: StrictOption = False,
+        json_out: JsonOption = False,
+        progress: ProgressOption = None,
+        follow_symlinks: FollowOption = False,
+    ) -> None:
+        _run(source, paths, db, strict, json_out, progress, follow_symlinks)
+
+    command.__doc__ = help_text
+    app.command(source)(command)
+
+
+_add_import_command(
+    "claude-code",
     """Import Claude Code transcripts (~/.claude/projects/<project>/*.jsonl).
 
     Re-importing adds nothing; a file that has grown adds only its new lines.
 
     Example: sessionstore import claude-code ~/.claude/projects/my-project
-    """
-    _run("claude-code", paths, db, strict, json_out, progress, follow_symlinks)
-
-
-@app.command("codex")
-def codex_cmd(
-    paths: PathsArg,
-    db: DbOption = None,
-    strict: StrictOption = False,
-    json_out: JsonOption = False,
-    progress: ProgressOption = None,
-    follow_symlinks: FollowOption = False,
-) -> None:
+    """,
+)
+_add_import_command(
+    "codex",
     """Import Codex CLI rollout files (~/.codex/sessions/**/rollout-*.jsonl).
 
     Example: sessionstore import codex ~/.codex/sessions
-    """
-    _run("codex", paths, db, strict, json_out, progress, follow_symlinks)
-
-
-@app.command("jsonl")
-def jsonl_cmd(
-    paths: PathsArg,
-    db: DbOption = None,
-    strict: StrictOption = False,
-    json_out: JsonOption = False,
-    progress: ProgressOption = None,
-    follow_symlinks: FollowOption = False,
-) -> None:
+    """,
+)
+_add_import_command(
+    "jsonl",
     """Import sessions written by `sessionstore export --format jsonl` (into another store, say).
 
     The transcript comes back exactly (exporting it again gives the same
     bytes); the views are rebuilt from its compaction boundaries.
 
     Example: sessionstore export SESSION -f jsonl -o s.jsonl && sessionstore import jsonl s.jsonl --db sqlite:///other.db
-    """
-    _run("jsonl", paths, db, strict, json_out, progress, follow_symlinks)
+    """,
+)
 
 
 def _run(

@@ -14,10 +14,9 @@ from sessionstore.storage.write.session import Session
 from sessionstore.storage.core.types import ViewEntry
 
 from .attachments import carried_attachments, file_attachments
-from .commit import CompactionOutcome, commit_compaction, summary_budget
-from .pinning import plan_pins
+from .commit import CompactionOutcome, commit_compaction
+from .pinned_summary import summarize_with_pins
 from .rounds import adjust_split
-from .summarize import summarize_gated
 from .errors import NothingToCompact
 from .summarizers.base import Summarizer
 
@@ -60,14 +59,8 @@ def compact_full(
     summarized, kept = entries[:cut], entries[cut:]
     if not any(e.message.is_sent for e in summarized):
         raise NothingToCompact(f"session {session.id} has nothing to compact yet")
-    pins = plan_pins(session, summarized, kept, auto=config.auto_pin_instructions)
-    gated = summarize_gated(
-        summarizer,
-        summarized,
-        cwd=session.cwd,
-        config=config,
-        custom_instructions=custom_instructions,
-        budget=summary_budget(session, config, pins),
+    pins, gated = summarize_with_pins(
+        session, summarizer, summarized, kept, config=config, custom_instructions=custom_instructions
     )
     attachments = file_attachments(entries, kept, cwd=session.cwd, config=config) + carried_attachments(entries, config)
     return commit_compaction(

@@ -20,12 +20,11 @@ from sessionstore.storage.core.errors import MessageNotFound
 from sessionstore.storage.write.session import Session
 from sessionstore.storage.core.types import ViewEntry
 
-from .commit import CompactionOutcome, Layout, commit_compaction, summary_budget
-from .pinning import plan_pins
+from .commit import CompactionOutcome, Layout, commit_compaction
+from .pinned_summary import summarize_with_pins
 from .full import NothingToCompact
 from .messages import is_boundary
 from .rounds import adjust_split, split_problem
-from .summarize import summarize_gated
 from .summarizers.base import Summarizer
 
 Direction = Literal["from", "up_to"]
@@ -63,14 +62,8 @@ def compact_partial(
     if not any(e.message.is_sent for e in summarized):
         side = "after" if direction == "from" else "before"
         raise NothingToCompact(f"nothing to summarize {side} message {pivot_uuid}" + (f" ({note})" if note else ""))
-    pins = plan_pins(session, summarized, kept, auto=config.auto_pin_instructions)
-    gated = summarize_gated(
-        summarizer,
-        summarized,
-        cwd=session.cwd,
-        config=config,
-        custom_instructions=custom_instructions,
-        budget=summary_budget(session, config, pins),
+    pins, gated = summarize_with_pins(
+        session, summarizer, summarized, kept, config=config, custom_instructions=custom_instructions
     )
     outcome = commit_compaction(
         session,

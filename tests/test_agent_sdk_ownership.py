@@ -30,7 +30,8 @@ from sessionstore.integrations.agent_sdk import AgentSdkStore  # noqa: E402
 from tests.conftest import PG_URL  # noqa: E402
 from tests.support.agent_sdk import Laid, lay_out, main_files  # noqa: E402
 from tests.support.cli import run_cli  # noqa: E402
-from tests.support.pgadmin import admin_url, create_role, drop_role, fresh_database, url_for  # noqa: E402
+from tests.support.pgadmin import admin_url, url_for  # noqa: E402
+from tests.support.tworoles import granted_store  # noqa: E402
 
 
 class Roles:
@@ -50,25 +51,8 @@ class Roles:
 def roles() -> Iterator[Roles]:
     if not PG_URL:
         pytest.skip("needs SESSIONSTORE_TEST_PG_URL (a PostgreSQL superuser)")
-    base = PG_URL
-    owner, a, b = create_role(base, "t39own"), create_role(base, "t39a"), create_role(base, "t39b")
-    try:
-        with fresh_database(base) as name:
-            with psycopg.connect(url_for(admin_url(base), database=name), autocommit=True) as conn:
-                conn.execute(f'ALTER DATABASE "{name}" OWNER TO "{owner}"')
-                conn.execute(f'ALTER SCHEMA public OWNER TO "{owner}"')
-            r = Roles(name, owner, a, b)
-            from sessionstore.cli.app import main
-
-            for args in (["db", "upgrade"], ["db", "grant", a], ["db", "grant", b]):
-                try:
-                    main([*args, "--db", r.url(owner)])
-                except SystemExit as exc:
-                    assert exc.code in (0, None), args
-            yield r
-    finally:
-        for role in (a, b, owner):
-            drop_role(base, role)
+    with granted_store(PG_URL, "t39") as made:
+        yield Roles(made.database, made.owner, made.a, made.b)
 
 
 def _empty_for(roles: Roles, role: str) -> AgentSdkStore:

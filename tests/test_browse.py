@@ -7,16 +7,15 @@ spilled original from `spill_original`, exports from `sessionstore export`.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.cli.browse.app import BrowseApp, make_app
+from sessionstore.cli.browse.app import make_app
 from sessionstore.cli.browse.boundary import BoundaryScreen
 from sessionstore.cli.browse.exportscreen import ExportScreen
 from sessionstore.cli.browse.message import MessageScreen, OriginalScreen
@@ -33,11 +32,11 @@ from sessionstore.storage.read.history import boundaries
 from sessionstore.storage.write.spill import list_spills, spill_original
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
-from tests.conftest import ENGINES, PG_URL, TRANSCRIPTS, _pg_schema_url, shared_transcripts
+from tests.conftest import ENGINES, TRANSCRIPTS, shared_transcripts
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
-
-Steps = Callable[[Pilot[None]], Awaitable[None]]
+from tests.support.newstore import new_store_url
+from tests.support.pilot import drive, settle
 
 
 @dataclasses.dataclass
@@ -51,49 +50,21 @@ class Corpus:
 def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
     """Every shared transcript imported; the tool-heavy one prepared with a small budget so it has spills."""
     shared_transcripts()
-    if request.param == "sqlite":
-        urls: Iterator[str] = iter([f"sqlite:///{tmp_path_factory.mktemp('browse') / 'corpus.db'}"])
-    elif not PG_URL:
-        pytest.skip("PostgreSQL tests need SESSIONSTORE_TEST_PG_URL (.ci/run sets it)")
-    else:
-        urls = _pg_schema_url(PG_URL)
-    url = next(urls)
-    store = SessionStore.open(url)
-    import_paths(store, [TRANSCRIPTS / "claude-code"], source="claude-code")
-    import_paths(store, [TRANSCRIPTS / "codex"], source="codex")
-    heavy = store.db.one("SELECT session_id FROM imports WHERE path LIKE '%tool_heavy.jsonl'")[0]
-    config = dataclasses.replace(
-        store.config, tool_result_max_chars=1000, microcompact_enabled=False, snip_enabled=False
-    )
-    session = store.get(heavy)
-    Pipeline(store, config=config).prepare(session)  # a local write: it lands on the local continuation
-    assert list_spills(session), "the small budget spills some of the real tool results"
-    try:
-        yield Corpus(url, store, session.id)
-    finally:
-        store.close()
-        for _ in urls:
-            pass
-
-
-def drive(app: BrowseApp, steps: Steps, size: tuple[int, int] = (120, 40)) -> None:
-    """Run the app headless, perform `steps`, then close it and its store."""
-
-    async def main() -> None:
-        async with app.run_test(size=size) as pilot:
-            await settle(pilot)
-            await steps(pilot)
-
-    try:
-        asyncio.run(main())
-    finally:
-        app.store.close()
-
-
-async def settle(pilot: Pilot[None]) -> None:
-    """Let workers finish and the screen catch up."""
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    with new_store_url(request.param, tmp_path_factory.mktemp("browse") / "corpus.db") as url:
+        store = SessionStore.open(url)
+        import_paths(store, [TRANSCRIPTS / "claude-code"], source="claude-code")
+        import_paths(store, [TRANSCRIPTS / "codex"], source="codex")
+        heavy = store.db.one("SELECT session_id FROM imports WHERE path LIKE '%tool_heavy.jsonl'")[0]
+        config = dataclasses.replace(
+            store.config, tool_result_max_chars=1000, microcompact_enabled=False, snip_enabled=False
+        )
+        session = store.get(heavy)
+        Pipeline(store, config=config).prepare(session)  # a local write: it lands on the local continuation
+        assert list_spills(session), "the small budget spills some of the real tool results"
+        try:
+            yield Corpus(url, store, session.id)
+        finally:
+            store.close()
 
 
 def all_rows(listing: ViewList) -> list[Any]:

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.conftest import PG_URL, _pg_schema_url
+from tests.support.newstore import engine_of, new_store_url
 from tests.support.outside import private_env, sessionstore
 
 MODEL = "claude-sonnet-4-5-20250929"
@@ -22,11 +22,8 @@ CODEX_COMPACTED = "codex/localpush/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f
 @pytest.fixture
 def other_url(store_url: str, tmp_path: Path) -> Iterator[str]:
     """A second, empty database on the engine of `store_url`."""
-    if store_url.startswith("sqlite"):
-        yield f"sqlite:///{tmp_path / 'other.db'}"
-        return
-    assert PG_URL
-    yield from _pg_schema_url(PG_URL)
+    with new_store_url(engine_of(store_url), tmp_path / "other.db") as url:
+        yield url
 
 
 def _reply(i: int) -> str:

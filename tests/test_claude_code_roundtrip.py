@@ -20,9 +20,9 @@ from sessionstore.interchange.export import export_claude_code, export_jsonl
 from sessionstore.interchange.importing import import_paths
 from sessionstore.storage.read.history import boundaries, summarized_messages, view_before
 from sessionstore.storage.write.session import Session
-from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
+from tests.support.newstore import engine_of, new_store_url
 from tests.support.validity import check_messages
 
 SHARED = [
@@ -39,11 +39,8 @@ SHARED = [
 @pytest.fixture
 def other_url(store_url: str, tmp_path: Path) -> Iterator[str]:
     """A second, empty database on the same engine as `store_url`."""
-    if store_url.startswith("sqlite"):
-        yield f"sqlite:///{tmp_path / 'other.db'}"
-        return
-    assert PG_URL
-    yield from _pg_schema_url(PG_URL)
+    with new_store_url(engine_of(store_url), tmp_path / "other.db") as url:
+        yield url
 
 
 def finished(n: int, seed: int) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.hostile import HOSTILE, SHORT, unsafe_bytes
+from tests.support.outside import run_ok
 
 SESSIONSTORE = Path(sys.executable).parent / "sessionstore"
 SOURCE_ID = "36e0c0de-0000-4000-8000-000000000036"
@@ -75,15 +76,10 @@ def hostile_transcript(path: Path) -> Path:
 @pytest.fixture
 def hostile_store(store_url: str, tmp_path: Path) -> tuple[str, str]:
     """(store URL, session id) of the hostile transcript imported by the console script."""
-    done = subprocess.run(
-        [str(SESSIONSTORE), "import", "claude-code", str(hostile_transcript(tmp_path / "h.jsonl")), "--json"]
-        + ["--db", store_url],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    imported = run_ok(
+        "import", "claude-code", str(hostile_transcript(tmp_path / "h.jsonl")), "--json", "--db", store_url
     )
-    assert done.returncode == 0, done.stderr
-    [result] = json.loads(done.stdout)["files"]
+    [result] = json.loads(imported)["files"]
     return store_url, result["session"]
 
 
@@ -134,13 +130,7 @@ def test_markdown_to_a_terminal_shows_controls_as_text(hostile_store: tuple[str,
 def test_html_title_and_headings_show_controls_as_text(hostile_store: tuple[str, str], tmp_path: Path) -> None:
     url, sid = hostile_store
     page = tmp_path / "export.html"
-    done = subprocess.run(
-        [str(SESSIONSTORE), "export", sid, "-f", "html", "-o", str(page), "--db", url],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
+    run_ok("export", sid, "-f", "html", "-o", str(page), "--db", url)
     html = page.read_text(encoding="utf-8")
     title = html.split("<title>", 1)[1].split("</title>", 1)[0]
     heading = html.split('<h1 id="top">', 1)[1].split("</h1>", 1)[0]
@@ -154,13 +144,7 @@ def test_a_browser_shows_the_title_and_heading_controls_as_text(hostile_store: t
 
     url, sid = hostile_store
     page = tmp_path / "export.html"
-    done = subprocess.run(
-        [str(SESSIONSTORE), "export", sid, "-f", "html", "-o", str(page), "--db", url],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
+    run_ok("export", sid, "-f", "html", "-o", str(page), "--db", url)
     with chromium() as driver:
         open_page(driver, page)
         title = driver.execute_script("return document.title")

@@ -20,9 +20,8 @@ import subprocess
 import sys
 import time
 import traceback
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 import zstandard
@@ -40,7 +39,7 @@ from sessionstore.storage.engine.migrate import head_revision
 from sessionstore.storage.engine.models import Base
 from sessionstore.storage.records.state import load_state
 from sessionstore.storage.upkeep.vacuum import vacuum
-from tests.conftest import PG_URL, _pg_schema_url
+from tests.conftest import PG_URL
 from tests.support.cli import run_cli
 from tests.support.faultcases import (
     CASES,
@@ -51,6 +50,7 @@ from tests.support.faultcases import (
     write_import_files,
 )
 from tests.support.layers import at
+from tests.support.newstore import new_store_url
 from tests.support.revisions import use_test_revisions
 from tests.support.validity import check_messages
 from tests.support.wholestate import session_rows
@@ -341,20 +341,10 @@ def test_every_point_of_a_growth_import_rewriting_the_last_block_keeps_the_old_l
 # ------------------------------------------------------------------ migration
 
 
-@contextmanager
-def _fresh_database(engine: str, tmp_path: Path, n: int) -> Iterator[str]:
-    if engine == "sqlite":
-        yield f"sqlite:///{tmp_path / f'migrate-{n}.db'}"
-        return
-    if not PG_URL:
-        pytest.skip("PostgreSQL tests need SESSIONSTORE_TEST_PG_URL (.ci/run sets it)")
-    yield from _pg_schema_url(PG_URL)
-
-
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_every_point_of_a_migration_leaves_no_schema_or_all_of_it(engine: str, tmp_path: Path) -> None:
     for n, point in enumerate(_points("migration")):
-        with _fresh_database(engine, tmp_path, n) as url:
+        with new_store_url(engine, tmp_path / f"migrate-{n}.db") as url:
             _assert_killed_at(_fork(url, point, lambda st: None), point, url)
             from sqlalchemy import create_engine
 
@@ -392,7 +382,7 @@ def test_every_point_of_an_upgrade_of_a_filled_database_keeps_every_row(
     from tests.test_migration_safety import _assert_backup, _build, _snapshot
 
     for n, point in enumerate(_points("migration")):
-        with _fresh_database(engine, tmp_path, n) as url:
+        with new_store_url(engine, tmp_path / f"migrate-{n}.db") as url:
             before = _build(url, grown_head)
             _assert_killed_at(_fork(url, point, lambda st: None), point, url)
             with SessionStore.open(url, upgrade=False) as store:
@@ -422,7 +412,7 @@ def _every_point_of_an_upgrade(
     from tests.test_migration_safety import A, _assert_backup, _assert_source_exports, _build, _snapshot
 
     for n, point in enumerate(_points("migration")):
-        with _fresh_database(engine, tmp_path, n) as url:
+        with new_store_url(engine, tmp_path / f"migrate-{n}.db") as url:
             before = _build(url, start)
             _assert_killed_at(_fork(url, point, lambda st: None), point, url)
             committed = point.endswith(".after_commit")

@@ -8,7 +8,6 @@ hostile message looks. The browser's export goes through the CLI's output file (
 
 from __future__ import annotations
 
-import asyncio
 import os
 import stat
 from pathlib import Path
@@ -19,7 +18,7 @@ from textual.pilot import Pilot
 from textual.widgets import Collapsible
 
 from sessionstore import SessionStore
-from sessionstore.cli.browse.app import BrowseApp, make_app
+from sessionstore.cli.browse.app import make_app
 from sessionstore.cli.browse.boundary import BoundaryScreen
 from sessionstore.cli.browse.exporting import export_to_file
 from sessionstore.cli.browse.exportscreen import ExportScreen
@@ -28,6 +27,7 @@ from sessionstore.cli.browse.session import SessionScreen
 from sessionstore.storage.write.spill import list_spills
 from tests.conftest import ENGINES, PG_URL
 from tests.support.hostile import HOSTILE, MEDIUM, NEEDLE, HostileStore, hostile_store, hostile_text, unsafe_bytes
+from tests.support.pilot import drive, settle
 
 
 Hostile = HostileStore
@@ -36,23 +36,6 @@ Hostile = HostileStore
 @pytest.fixture(scope="module", params=ENGINES)
 def hostile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     yield from hostile_store(request.param, tmp_path_factory.mktemp("hostile-browse"), PG_URL)
-
-
-def drive(app: BrowseApp, steps: Any, size: tuple[int, int] = (160, 60)) -> None:
-    async def main() -> None:
-        async with app.run_test(size=size) as pilot:
-            await settle(pilot)
-            await steps(pilot)
-
-    try:
-        asyncio.run(main())
-    finally:
-        app.store.close()
-
-
-async def settle(pilot: Pilot[None]) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 class Shots:
@@ -113,7 +96,7 @@ def test_every_screen_draws_stored_controls_as_text(hostile: Hostile) -> None:
         pilot.app.export(hostile.native, "markdown", Path("/nonexistent-folder") / HOSTILE[:40])
         await shots.take(pilot, "export failed notice")
 
-    drive(app, steps)
+    drive(app, steps, size=(160, 60))
     assert len(shots.drawn) > 30
     shots.assert_clean()
     assert any("\\x1b]0;PWNED-TITLE" in svg.replace("&#160;", " ") for svg in shots.drawn.values())

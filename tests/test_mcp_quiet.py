@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 
 from sessionstore import SessionStore
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.mcpstdio import stdio_server
 
 
 @pytest.fixture
@@ -25,12 +22,7 @@ def anyio_backend() -> str:
 async def test_a_tool_error_prints_nothing_on_stderr(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'mcp.db'}"
     SessionStore.open(url).close()
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "sessionstore", "mcp", "--db", url],
-        env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")},
-        cwd=str(ROOT),
-    )
+    params = stdio_server(url)
     log = tmp_path / "stderr.txt"
     with open(log, "w") as err, anyio.fail_after(60):
         async with stdio_client(params, errlog=err) as (read, write):

@@ -3,23 +3,19 @@ client session leaves every table but the derived search index exactly as it was
 
 from __future__ import annotations
 
-import hashlib
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import sqlalchemy as sa
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
 from sessionstore import ReadOnlyStore, SessionStore
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.pipeline import Pipeline
 from tests.support.convo import tool_result, tool_use
+from tests.support.mcpstdio import stdio_server
+from tests.support.tabledigest import table_digests
 
-ROOT = Path(__file__).resolve().parent.parent
 #: The derived search index: the only tables a search may write (it catches up at query time).
 INDEX_TABLES = ("search_",)
 HOSTILE = ["\x1b]52;c;cHduZWQ=\x07", "[/]", "[link=https://evil.example]x[/link]", "' OR 1=1 --", "\x00", "é" * 3000]
@@ -44,22 +40,6 @@ def _filled(store: SessionStore) -> str:
     session.append({"role": "user", "content": [tool_result("big1", "".join(f"line {i}\n" for i in range(12_000)))]})
     Pipeline(store).prepare(session)
     return session.id
-
-
-def _state(url: str) -> dict[str, str]:
-    """A digest of every row of every table except the search index (whole rows, in a stable order)."""
-    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
-    digests = {}
-    try:
-        with engine.connect() as conn:
-            for name in sorted(sa.inspect(conn).get_table_names()):
-                if name.startswith(INDEX_TABLES):
-                    continue
-                rows = conn.execute(sa.text(f'SELECT * FROM "{name}"')).all()
-                digests[name] = hashlib.sha256(repr(sorted(map(repr, rows))).encode()).hexdigest()
-    finally:
-        engine.dispose()
-    return digests
 
 
 async def _every_tool(client: Client, session_id: str) -> list[str]:
@@ -100,19 +80,14 @@ async def _every_tool(client: Client, session_id: str) -> list[str]:
 async def test_a_client_session_over_stdio_changes_no_table_but_the_search_index(store_url: str) -> None:
     with SessionStore.open(store_url) as store:
         session_id = _filled(store)
-    before = _state(store_url)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "sessionstore", "mcp", "--db", store_url],
-        env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")},
-        cwd=str(ROOT),
-    )
+    before = table_digests(store_url, INDEX_TABLES)
+    params = stdio_server(store_url)
     with anyio.fail_after(120):
         async with Client(params) as client:
             refused = await _every_tool(client, session_id)
     assert refused, "the hostile arguments were all accepted: the test no longer reaches the refusals"
     assert not any("Traceback" in r for r in refused)
-    after = _state(store_url)
+    after = table_digests(store_url, INDEX_TABLES)
     assert after == before, [t for t in before if before[t] != after.get(t)]
 
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
 from sessionstore import SessionStore
 from sessionstore.agent.mcp_server import GATE_ITEMS, build_server, encode_cursor
@@ -18,8 +16,8 @@ from sessionstore.compaction.engine import compact
 from sessionstore.storage.read.history import view_before
 from sessionstore.storage.write.session import Session
 from tests.support.convo import tool_result, tool_use
+from tests.support.mcpstdio import stdio_server
 
-ROOT = Path(__file__).resolve().parent.parent
 SECRET = "The release branch is cut from commit 9f1c2ab."
 
 
@@ -158,12 +156,7 @@ async def test_the_cli_serves_over_stdio_to_the_sdk_client(tmp_path: Path) -> No
     url = f"sqlite:///{tmp_path / 'mcp.db'}"
     with SessionStore.open(url) as store:
         session = _session(store, rounds=6)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "sessionstore", "mcp", "--db", url],
-        env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")},
-        cwd=str(ROOT),
-    )
+    params = stdio_server(url)
     with anyio.fail_after(60):
         async with Client(params) as client:
             found = await _call(client, "recall", session=session.id, query="release branch")

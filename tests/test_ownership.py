@@ -28,7 +28,8 @@ from sessionstore.storage.codecs.linepack import BLOCK, SPLICE_OF
 from sessionstore.storage.engine.migrate import downgrade, upgrade
 from tests.conftest import PG_URL
 from tests.support.cli import run_cli
-from tests.support.pgadmin import admin_url, catalogue, create_role, drop_role, fresh_database, url_for
+from tests.support.pgadmin import admin_url, catalogue, url_for
+from tests.support.tworoles import granted_store
 
 SECRET = "A-SECRET-7f3e9 the deploy key is in vault/prod"
 MISSING = "00000000-0000-4000-8000-000000000000"
@@ -88,32 +89,14 @@ def _claude_file(path: Path, source_id: str, text: str) -> Path:
 def roles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Roles]:
     if not PG_URL:
         pytest.skip("needs SESSIONSTORE_TEST_PG_URL (a PostgreSQL superuser)")
-    base = PG_URL
-    owner, a, b = create_role(base, "t24own"), create_role(base, "t24a"), create_role(base, "t24b")
-    try:
-        with fresh_database(base) as name:
-            import psycopg as pg
-
-            with pg.connect(url_for(admin_url(base), database=name), autocommit=True) as conn:
-                conn.execute(f'ALTER DATABASE "{name}" OWNER TO "{owner}"')
-                conn.execute(f'ALTER SCHEMA public OWNER TO "{owner}"')
-            r = Roles(name, owner, a, b)
-            _setup(r, tmp_path_factory.mktemp("own"))
-            yield r
-    finally:
-        for role in (a, b, owner):
-            drop_role(base, role)
+    with granted_store(PG_URL, "t24") as made:
+        r = Roles(made.database, made.owner, made.a, made.b)
+        _setup(r, tmp_path_factory.mktemp("own"))
+        yield r
 
 
 def _setup(r: Roles, tmp: Path) -> None:
-    """The owner creates the schema and grants A and B; A records a session, another one, and imports a file."""
-    from sessionstore.cli.app import main
-
-    for args in (["db", "upgrade"], ["db", "grant", r.a], ["db", "grant", r.b]):
-        try:
-            main([*args, "--db", r.url(r.owner)])
-        except SystemExit as exc:
-            assert exc.code in (0, None), args
+    """A records a session, another one, and imports a file."""
     with SessionStore.open(r.url(r.a)) as store:
         s = store.create_session(title="A's work", cwd="/a")
         s.append({"role": "user", "content": SECRET})

@@ -23,9 +23,9 @@ from sessionstore.interchange.importing import import_paths
 from sessionstore.storage.write.memory import save_memory
 from sessionstore.storage.write.session import Session
 from sessionstore.storage.core.types import ViewEntry
-from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.cli import run_cli
 from tests.support.messages import FILES, conversation
+from tests.support.newstore import engine_of, new_store_url
 from tests.support.validity import check_messages
 
 BOUNDARY_FIELDS = ("kind", "trigger", "messages_summarized", "preserved_segment", "summary", "boundary_uuid")
@@ -34,11 +34,8 @@ BOUNDARY_FIELDS = ("kind", "trigger", "messages_summarized", "preserved_segment"
 @pytest.fixture
 def other_url(store_url: str, tmp_path: Path) -> Iterator[str]:
     """A second, empty database on the same engine as `store_url`."""
-    if store_url.startswith("sqlite"):
-        yield f"sqlite:///{tmp_path / 'other.db'}"
-        return
-    assert PG_URL
-    yield from _pg_schema_url(PG_URL)
+    with new_store_url(engine_of(store_url), tmp_path / "other.db") as url:
+        yield url
 
 
 class LateSummarizer:

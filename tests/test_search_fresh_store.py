@@ -12,7 +12,6 @@ reports an index whose texts cannot be decoded and --repair rebuilds it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -37,6 +36,7 @@ from sessionstore.storage.engine.db import make_engine
 from sessionstore.storage.engine.migrate import downgrade, upgrade
 from tests.conftest import PG_URL, _pg_schema_url
 from tests.support.pgadmin import admin_execute, admin_url, create_role, drop_role, url_for
+from tests.support.tabledigest import table_digests
 
 SESSIONSTORE = Path(sys.executable).parent / "sessionstore"
 #: Queries a person might try first on the shared Claude Code transcripts (each has hits there).
@@ -134,22 +134,6 @@ def _hit_count(proc: subprocess.CompletedProcess[str]) -> int:
     return int(found.group(1)) if found else 0
 
 
-def _source_digest(admin: str) -> dict[str, str]:
-    """A digest of every row of every table but the derived ones, as the administrator sees them."""
-    engine = sa.create_engine(admin)
-    digests = {}
-    try:
-        with engine.connect() as conn:
-            for name in sorted(sa.inspect(conn).get_table_names()):
-                if name.startswith(DERIVED):
-                    continue
-                rows = conn.execute(sa.text(f'SELECT * FROM "{name}"')).all()
-                digests[name] = hashlib.sha256(repr(sorted(map(repr, rows))).encode()).hexdigest()
-    finally:
-        engine.dispose()
-    return digests
-
-
 def _sqlite_path(url: str) -> str:
     return url.removeprefix("sqlite:///")
 
@@ -191,7 +175,7 @@ def test_search_is_the_first_command_after_importing_the_shared_transcripts(
     _import(fresh, transcripts_dir)
     if fresh.engine == "sqlite":
         _copy(fresh.url, tmp_path / "writable.db")
-    before = _source_digest(fresh.admin)
+    before = table_digests(fresh.admin, DERIVED)
     for query in QUERIES:
         found = fresh.cli("search", query)
         assert found.returncode == 0, (query, found.stderr[-3000:])
@@ -199,7 +183,7 @@ def test_search_is_the_first_command_after_importing_the_shared_transcripts(
         assert _hit_count(found) > 0, (query, found.stdout[-2000:])
     as_json = json.loads(fresh.cli("search", "error", "--json", "--limit", "50").stdout)
     assert len(as_json["hits"]) == 50 and all(h["open"].startswith("sessionstore show ") for h in as_json["hits"])
-    assert _source_digest(fresh.admin) == before, "a search wrote outside the derived index tables"
+    assert table_digests(fresh.admin, DERIVED) == before, "a search wrote outside the derived index tables"
     if fresh.engine == "sqlite":
         _assert_packed_as_a_writable_build(fresh.url, f"sqlite:///{tmp_path / 'writable.db'}")
 
@@ -265,14 +249,14 @@ def _search_appended(fresh: Fresh, tmp_path: Path, count: int) -> None:
     source.write_text(_appended_messages(count))
     appended = fresh.cli("append", created.stdout.strip(), str(source))
     assert appended.returncode == 0 and f"appended {count} message(s)" in appended.stdout, appended.stderr
-    before = _source_digest(fresh.admin)
+    before = table_digests(fresh.admin, DERIVED)
     found = fresh.cli("search", "deprecation notice", "--limit", "5")
     assert found.returncode == 0, found.stderr[-3000:]
     _clean(found)
     assert _hit_count(found) == 5
     exact = fresh.cli("search", '"src/module_16.py"', "--json", "--limit", "1000")
     assert {h["seq"] for h in json.loads(exact.stdout)["hits"]} == {i + 1 for i in range(count) if i % 17 == 16}
-    assert _source_digest(fresh.admin) == before, "a search wrote outside the derived index tables"
+    assert table_digests(fresh.admin, DERIVED) == before, "a search wrote outside the derived index tables"
     if fresh.engine == "sqlite":
         packing = _search_packing(fresh.url)
         assert packing["texts"] == count and packing["missing"] == 0
@@ -290,14 +274,14 @@ def _server(fresh: Fresh) -> StdioServerParameters:
 @pytest.mark.anyio
 async def test_the_mcp_search_tool_on_a_fresh_import(fresh: Fresh, transcripts_dir: Path) -> None:
     _import(fresh, transcripts_dir)
-    before = _source_digest(fresh.admin)
+    before = table_digests(fresh.admin, DERIVED)
     with anyio.fail_after(300):
         async with Client(_server(fresh)) as client:
             pages = {query: await client.call_tool("search", {"query": query, "limit": 5}) for query in QUERIES}
     for query, page in pages.items():
         assert not page.is_error, (query, page.content)
         assert page.structured_content is not None and page.structured_content["hits"], query
-    assert _source_digest(fresh.admin) == before, "a search wrote outside the derived index tables"
+    assert table_digests(fresh.admin, DERIVED) == before, "a search wrote outside the derived index tables"
     if fresh.engine == "sqlite":
         packing = _search_packing(fresh.url)
         assert packing["texts"] > 0 and packing["missing"] == 0

@@ -23,6 +23,7 @@ import pytest
 from sessionstore import SessionStore
 from tests.support.cli import Result, run_cli, run_cli_process
 from tests.support.messages import conversation
+from tests.support.outside import private_folders
 
 KEY = f"sk-ant-test-SENTINEL-{uuid.uuid4().hex}"
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,15 +40,8 @@ def closed_port_url() -> str:
 @pytest.fixture
 def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private HOME/XDG tree, the fake key in the environment, the API on a closed port."""
-    for var, sub in (
-        ("HOME", "home"),
-        ("XDG_DATA_HOME", "data"),
-        ("XDG_STATE_HOME", "state"),
-        ("XDG_CACHE_HOME", "cache"),
-        ("XDG_CONFIG_HOME", "config"),
-    ):
-        (tmp_path / sub).mkdir()
-        monkeypatch.setenv(var, str(tmp_path / sub))
+    for var, folder in private_folders(tmp_path).items():
+        monkeypatch.setenv(var, folder)
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)

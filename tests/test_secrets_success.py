@@ -21,6 +21,7 @@ from sessionstore import SessionStore
 from sessionstore.storage.codecs import textpack
 from sessionstore.storage.engine.db import make_engine
 from tests.support.fakeapi import start_fake_api
+from tests.support.outside import private_folders
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = f"plainvalue{uuid.uuid4().hex}"
@@ -32,16 +33,7 @@ PAD = "The long explanation goes on with more detail than any summary keeps. " *
 def sandbox(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     """A private HOME/XDG tree and an environment holding only the two credentials that matter."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "SESSIONSTORE_DB"))}
-    for var, sub in (
-        ("HOME", "home"),
-        ("XDG_DATA_HOME", "data"),
-        ("XDG_STATE_HOME", "state"),
-        ("XDG_CACHE_HOME", "cache"),
-        ("XDG_CONFIG_HOME", "config"),
-        ("TMPDIR", "tmp"),
-    ):
-        (tmp_path / sub).mkdir()
-        env[var] = str(tmp_path / sub)
+    env.update(private_folders(tmp_path, ("TMPDIR", "tmp")))
     env.update(PYTHONPATH=str(ROOT), ANTHROPIC_API_KEY=KEY, ANTHROPIC_AUTH_TOKEN=TOKEN)
     (tmp_path / "work").mkdir()
     yield tmp_path, env

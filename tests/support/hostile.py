@@ -227,27 +227,15 @@ class HostileStore:
 
 def hostile_store(engine: str, folder: Path, pg_url: str | None) -> Iterator[HostileStore]:
     """Build the hostile store on `engine` (PostgreSQL: a fresh schema, dropped afterwards); yields it once."""
-    import pytest
-
     from sessionstore.interchange.importing import import_paths
-    from tests.conftest import _pg_schema_url
+    from tests.support.newstore import new_store_url
 
-    if engine == "sqlite":
-        urls: Iterator[str] = iter([f"sqlite:///{folder / 'hostile.db'}"])
-    elif not pg_url:
-        pytest.skip("PostgreSQL tests need SESSIONSTORE_TEST_PG_URL (.ci/run sets it)")
-    else:
-        urls = _pg_schema_url(pg_url)
-    url = next(urls)
-    transcripts = folder / "transcripts"
-    transcripts.mkdir()
-    write_claude_code(transcripts)
-    with SessionStore.open(url) as store:
-        native = append_hostile(store)
-        imported = import_paths(store, [transcripts], source="claude-code")[0].session_id
-        assert imported is not None
-    try:
+    with new_store_url(engine, folder / "hostile.db", pg_url) as url:
+        transcripts = folder / "transcripts"
+        transcripts.mkdir()
+        write_claude_code(transcripts)
+        with SessionStore.open(url) as store:
+            native = append_hostile(store)
+            imported = import_paths(store, [transcripts], source="claude-code")[0].session_id
+            assert imported is not None
         yield HostileStore(url, native, imported, transcripts)
-    finally:
-        for _ in urls:
-            pass

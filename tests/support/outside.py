@@ -1,4 +1,7 @@
-"""Run the installed console script as a person does: a subprocess on a store URL, in a private home."""
+"""Run the installed console script as a person does: a subprocess on a store URL, in a private home.
+
+`run_ok` runs it in the test process's own environment, for a step whose success is all that matters.
+"""
 
 from __future__ import annotations
 
@@ -26,18 +29,32 @@ class Ran:
         return "Traceback (most recent call last)" in self.out + self.err
 
 
+#: A person's own folders: the variable a program finds each by, and the folder's name under a private root.
+PRIVATE_FOLDERS = (
+    ("HOME", "home"),
+    ("XDG_DATA_HOME", "data"),
+    ("XDG_STATE_HOME", "state"),
+    ("XDG_CACHE_HOME", "cache"),
+    ("XDG_CONFIG_HOME", "config"),
+)
+
+
+def private_folders(root: Path, *extra: tuple[str, str]) -> dict[str, str]:
+    """HOME and the XDG folders (and `extra` (variable, folder) pairs) made under `root`: variable -> folder.
+
+    So nothing a command writes or reads as per-user state is the caller's.
+    """
+    folders = {}
+    for var, sub in (*PRIVATE_FOLDERS, *extra):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        folders[var] = str(root / sub)
+    return folders
+
+
 def private_env(home: Path) -> dict[str, str]:
     """The environment with HOME and the XDG folders under `home` and no store URL of the caller's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONSTORE_DB", "ANTHROPIC_"))}
-    for var, sub in (
-        ("HOME", "home"),
-        ("XDG_DATA_HOME", "data"),
-        ("XDG_STATE_HOME", "state"),
-        ("XDG_CACHE_HOME", "cache"),
-        ("XDG_CONFIG_HOME", "config"),
-    ):
-        (home / sub).mkdir(parents=True, exist_ok=True)
-        env[var] = str(home / sub)
+    env.update(private_folders(home))
     env["COLUMNS"] = "80"
     return env
 
@@ -52,3 +69,10 @@ def sessionstore(url: str, env: dict[str, str], *args: str, stdin: str = "") -> 
         timeout=300,
     )
     return Ran(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+def run_ok(*args: str) -> str:
+    """`sessionstore ARGS` through the installed script in this process's environment, which must exit 0: its stdout."""
+    done = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout

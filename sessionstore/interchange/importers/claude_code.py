@@ -33,7 +33,7 @@ from .plan import (
     ImportPlan,
     block_ids,
     content_problem,
-    decode_line,
+    decoded_entry,
     drop_warnings,
     envelope_problem,
     is_blank,
@@ -129,11 +129,9 @@ class ClaudeCodeImport(LineStream):
 
     def _line(self, line_no: int, raw: bytes) -> ImportedLine:
         """Classify one physical line."""
-        entry, problem = decode_line(raw)
-        if problem:
-            return ImportedLine(line_no, raw, "bad", "", warning=f"{where(self.path, line_no)}: {problem}")
-        if entry is None:
-            return ImportedLine(line_no, raw, "side", "blank")
+        entry = decoded_entry(self.path, line_no, raw)
+        if isinstance(entry, ImportedLine):
+            return entry
         etype = entry.get("type")
         etype = etype if isinstance(etype, str) else ""
         self._header.observe(entry, etype, line_no)

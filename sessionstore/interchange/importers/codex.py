@@ -38,7 +38,7 @@ from .plan import (
     ImportedLine,
     ImportPlan,
     block_ids,
-    decode_line,
+    decoded_entry,
     drop_warnings,
     is_blank,
     read_raw_lines,
@@ -173,11 +173,9 @@ class CodexImport:
 
     def _convert(self, line_no: int, raw: bytes) -> tuple[dict[str, int] | None, list[ImportedLine]]:
         """(usage reported by this line, the lines it gives)."""
-        entry, problem = decode_line(raw)
-        if problem:
-            return None, [ImportedLine(line_no, raw, "bad", "", warning=f"{where(self.path, line_no)}: {problem}")]
-        if entry is None:
-            return None, [ImportedLine(line_no, raw, "side", "blank")]
+        entry = decoded_entry(self.path, line_no, raw)
+        if isinstance(entry, ImportedLine):
+            return None, [entry]
         etype = entry.get("type")
         payload = entry.get("payload")
         payload = payload if isinstance(payload, dict) else {}

@@ -53,7 +53,7 @@ from .plan import (
     ImportedLine,
     ImportPlan,
     block_ids,
-    decode_line,
+    decoded_entry,
     drop_warnings,
     is_blank,
     repair_view,
@@ -137,12 +137,10 @@ class NativeImport(LineStream):
 
     def _line(self, line_no: int, raw: bytes) -> ImportedLine:
         """Classify one physical line: a message, a blank side line, or a bad line."""
+        entry = decoded_entry(self.path, line_no, raw)
+        if isinstance(entry, ImportedLine):
+            return entry
         here = where(self.path, line_no)
-        entry, problem = decode_line(raw)
-        if problem:
-            return ImportedLine(line_no, raw, "bad", "", warning=f"{here}: {problem}")
-        if entry is None:
-            return ImportedLine(line_no, raw, "side", "blank")
         etype = entry.get("type") if isinstance(entry.get("type"), str) else ""
         if not looks_native(entry):
             return ImportedLine(

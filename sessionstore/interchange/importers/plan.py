@@ -227,6 +227,19 @@ def decode_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
     return entry, None
 
 
+def decoded_entry(path: str, line_no: int, raw: bytes) -> dict[str, Any] | ImportedLine:
+    """A physical line's JSON object, or the ImportedLine it already is: bad (with its `file:line` warning) or blank.
+
+    Every importer opens its classification of a line so, whatever the format: one rule for what is unreadable.
+    """
+    entry, problem = decode_line(raw)
+    if problem:
+        return ImportedLine(line_no, raw, "bad", "", warning=f"{where(path, line_no)}: {problem}")
+    if entry is None:
+        return ImportedLine(line_no, raw, "side", "blank")
+    return entry
+
+
 def content_problem(content: Any) -> str | None:
     """Why the store would refuse `content`, or None when it is acceptable."""
     if isinstance(content, str):
