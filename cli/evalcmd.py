@@ -72,7 +72,11 @@ def eval_cmd(
     _print_table(summary)
     for name in chosen:
         if not summary.get(name, {}).get("spans"):
-            why = " (only boundaries imported from Claude Code or Codex have one)" if name == "recorded" else ""
+            why = (
+                " (only boundaries imported from Claude Code or Codex, or made by the API, have one)"
+                if name == "recorded"
+                else ""
+            )
             err_console.print(f"note: {name} scored no span{why}")
 
 

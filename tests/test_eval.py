@@ -13,8 +13,10 @@ from sessionstore.agent.evaluation import STRATEGIES, masked
 from sessionstore.compaction.engine import compact
 from sessionstore.compaction.facts import FACT_KINDS, GATE_HEADING
 from sessionstore.interchange.importing import import_paths
+from sessionstore.storage.codecs.tokens import estimate_content
 from sessionstore.storage.read.history import boundaries
 from sessionstore.storage.write.session import Session
+from tests.support.apisession import make_api_session
 from tests.support.cli import run_cli
 from tests.support.convo import Convo, tool_result, tool_use
 from tests.support.fakeapi import start_fake_api
@@ -194,3 +196,36 @@ def test_recompact_shows_a_gated_summary_and_a_diff_and_writes_nothing(
     assert bad.code == 2 and "--recompact needs --boundary K" in bad.err
     bad = run_cli(capsys, "history", session.id, "-b", "1", "--recompact", "recorded", "--db", store.url)
     assert bad.code == 2
+
+
+def test_eval_scores_the_apis_boundaries_and_their_summaries(
+    store: SessionStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Boundaries the API made through the local server are scored like ours, with their kind and trigger, and
+    `recorded` scores the compaction block's own summary: what it kept of the request it replaced."""
+    with start_fake_api(default="noted") as api:
+        made = make_api_session(store, api)
+    before = _fingerprint(store)
+    out = run_cli(capsys, "eval", made.id, "--db", store.url, "--json")
+    assert out.code == 0, out.err
+    assert _fingerprint(store) == before, "eval wrote nothing"
+    spans = json.loads(out.out)["spans"]
+    assert [(s["boundary"], s["kind"], s["trigger"]) for s in spans] == [
+        (1, "api-on-demand", "manual"),
+        (2, "api-threshold", "auto"),
+        (3, "api-background", "auto"),
+    ]
+    for span, summary in zip(spans, made.summaries, strict=True):
+        assert set(span["strategies"]) == {"extractive", "gated", "recorded", "mask", "user-only"}
+        recorded = span["strategies"]["recorded"]
+        assert recorded["tokens_after"] == estimate_content(summary), "the block's content is what is scored"
+        assert recorded["tokens_after"] < recorded["tokens_before"]
+        assert recorded["checked"]["user_messages"] == 1 and recorded["retention"]["user_messages"] == 1.0
+    first = spans[0]["strategies"]["recorded"]
+    assert first["checked"]["failures"] == 1 and first["retention"]["failures"] == 0.0, "the server kept no failure"
+    assert spans[0]["strategies"]["extractive"]["retention"]["failures"] == 1.0
+
+    table = run_cli(capsys, "eval", made.id, "--db", store.url)
+    assert table.code == 0, table.err
+    assert "boundary 1 (api-on-demand, manual)" in table.err and "boundary 3 (api-background, auto)" in table.err
+    assert "recorded" in table.out and "scored no span" not in table.err

@@ -12,9 +12,13 @@ facts the strategy kept verbatim, before any gate ran. Strategies:
   compaction writes it: its facts count as kept verbatim or by a recall reference that names
   them, and it reports the user messages lost (neither);
 * anthropic: the model summarizer through the real SDK (only when asked);
-* recorded: the summary the original tool wrote (imported boundaries only);
+* recorded: the summary another summarizer wrote: the original tool's (imported boundaries) or
+  the API's (an API boundary, whose summary is its compaction block's content);
 * mask: the span itself with every tool result cleared but the last five;
 * user-only: the user's messages, newest first, within the 20k budget.
+
+Each span names its boundary's kind and trigger (`api-on-demand`, `manual`; `full`, `auto`...), so
+the API's compactions read apart from ours.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from sessionstore.compaction.summarizers.extractive import collect_activity
 from sessionstore.storage.core.errors import SessionStoreError
 from sessionstore.storage.read.history import Boundary, boundaries, view_at
 from sessionstore.storage.read.recall import content_as_text
+from sessionstore.storage.write.apicompaction import API_KINDS
 from sessionstore.storage.write.session import Session
 from sessionstore.storage.codecs.tokens import estimate_content
 from sessionstore.storage.core.types import ViewEntry
@@ -65,10 +70,18 @@ class Span:
     entries: list[ViewEntry]
     recorded: str | None
     imported: bool
+    #: The boundary's compaction kind and trigger (None for the current view).
+    kind: str | None = None
+    trigger: str | None = None
 
     @property
     def tokens(self) -> int:
         return sum(e.tokens for e in self.entries if e.message.is_sent)
+
+    @property
+    def summarized_elsewhere(self) -> bool:
+        """True when another summarizer wrote the recorded summary (an imported tool's, or the API's block)."""
+        return self.imported or self.kind in API_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +119,16 @@ class SpanEval:
     session: str
     boundary: int | None
     imported: bool
+    kind: str | None = None
+    trigger: str | None = None
     scores: dict[str, StrategyScore] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "session": self.session,
             "boundary": self.boundary,
+            "kind": self.kind,
+            "trigger": self.trigger,
             "imported": self.imported,
             "strategies": {name: s.to_dict() for name, s in self.scores.items()},
         }
@@ -135,7 +152,7 @@ def boundary_span(session: Session, b: Boundary) -> Span:
     seqs = {m.seq for m in summarized_messages(session, b.index)}
     span = [e for e in view if e.seq in seqs] or view
     imported = (b.summarizer or "").startswith(IMPORTED_PREFIX)
-    return Span(b.index, span, b.summary, imported)
+    return Span(b.index, span, b.summary, imported, b.kind, b.trigger)
 
 
 def strategy_text(
@@ -143,7 +160,7 @@ def strategy_text(
 ) -> str | None:
     """What a strategy leaves of the span, as text (None when it does not apply to this span)."""
     if strategy == "recorded":
-        return (span.recorded or "") if span.imported else None
+        return (span.recorded or "") if span.summarized_elsewhere else None
     if strategy == "mask":
         return "\n\n".join(content_as_text(e.content) for e in masked(span.entries) if e.message.is_sent)
     if strategy == "user-only":
@@ -231,7 +248,7 @@ def evaluate_span(
 ) -> SpanEval:
     """Every applicable strategy on one span; nothing written."""
     facts = span_facts(span.entries, cwd=session.cwd, budget=budget)
-    out = SpanEval(session.id, span.boundary, span.imported)
+    out = SpanEval(session.id, span.boundary, span.imported, span.kind, span.trigger)
     for strategy in strategies:
         if strategy == "gated":
             out.scores[strategy] = score_gated(session, span, facts, summarizers.get("extractive"))
@@ -259,9 +276,16 @@ def evaluate(
         spans = session_spans(session)
         for span in spans:
             if progress is not None:
-                progress(f"{session.id[:8]} boundary {span.boundary or 'current view'}")
+                progress(f"{session.id[:8]} {span_name(span)}")
             results.append(evaluate_span(session, span, strategies, summarizers, budget))
     return results
+
+
+def span_name(span: Span) -> str:
+    """How a progress line names a span: the boundary with its kind and trigger, or the current view."""
+    if span.boundary is None:
+        return "current view"
+    return f"boundary {span.boundary} ({span.kind}, {span.trigger})"
 
 
 def medians(results: Sequence[SpanEval], strategies: Sequence[str]) -> dict[str, dict[str, Any]]:
