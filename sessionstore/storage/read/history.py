@@ -65,6 +65,11 @@ class Boundary:
         return {"head_uuid": self.head_uuid, "anchor_uuid": self.anchor_uuid, "tail_uuid": self.tail_uuid}
 
     @property
+    def sent_through(self) -> int | None:
+        """The last seq of the request a background API compaction replaced (see `request_end`), else None."""
+        return request_end(self.kind, self.metadata)
+
+    @property
     def summary_line(self) -> str:
         """The summary's first informative line (the boilerplate lead and section headings skipped)."""
         return first_informative_line(self.summary if self.summary is not None else (self.summary_preview or ""))
@@ -101,6 +106,20 @@ class Boundary:
             "summary_chars": len(self.summary) if self.summary is not None else None,
             "facts_gate": self.metadata.get("facts_gate"),
         }
+
+
+#: The kind of a compaction the API made while the conversation went on (apicompaction.API_KINDS).
+BACKGROUND_KIND = "api-background"
+
+
+def request_end(kind: str, metadata: dict[str, Any]) -> int | None:
+    """For a background API compaction, the last seq of the request it compacted; None for any other boundary.
+
+    The messages after it were appended while the request was in flight: they were neither sent nor
+    replaced, and they follow the compaction message in the view it made (though written before it).
+    """
+    sent = metadata.get("sent_through")
+    return sent if kind == BACKGROUND_KIND and isinstance(sent, int) else None
 
 
 #: Lines that open every summary and so tell boundaries apart by nothing.
@@ -311,10 +330,9 @@ def view_before(session: "Session", index: int) -> list[ViewEntry]:
         "SELECT kind, metadata_json FROM compactions WHERE session_id = :id AND ordinal = :k",
         {"id": session.id, "k": _ordinal(session, index)},
     )
-    if row is not None and row[0] == "api-background":
-        sent_through = json.loads(row[1] or "{}").get("sent_through")
-        if isinstance(sent_through, int):
-            entries = [e for e in entries if e.seq <= sent_through]
+    sent_through = request_end(row[0], json.loads(row[1] or "{}")) if row is not None else None
+    if sent_through is not None:
+        entries = [e for e in entries if e.seq <= sent_through]
     return entries
 
 
