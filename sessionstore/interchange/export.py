@@ -4,7 +4,10 @@
 ever recorded, boundaries and summaries included — the shape `import jsonl`
 reads back. `markdown`: a readable transcript where each boundary is a visible
 divider carrying its summary; stored text is untrusted, so controls are shown as
-text and raw HTML is escaped (see markdown_text.py).
+text and raw HTML is escaped (see markdown_text.py). An API boundary's summary is
+its compaction block's content; the rest of that reply (the answer after the block)
+follows the divider, and a background compaction's divider stands after the last
+message it replaced, before those appended while it was in flight.
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ from sessionstore.interchange.links import Link, linked_transcript
 from sessionstore.interchange.markdown_text import code_span, markdown_body, markdown_inline
 from sessionstore.interchange.sinks import ByteSink, TextSink
 from sessionstore.sanitize import visible
+from sessionstore.storage.core.blocktypes import COMPACTION, compaction_summary
 from sessionstore.storage.read.history import Boundary, boundaries
 from sessionstore.storage.codecs.linepack import session_lines
 from sessionstore.storage.derived.search import document_text
 from sessionstore.storage.codecs.fastjson import is_stored_json
 from sessionstore.storage.codecs.textpack import TextCorrupt, text_of
 from sessionstore.storage.records.rows import dumps, iter_message_rows
+from sessionstore.storage.write.apicompaction import API_KINDS
 
 if TYPE_CHECKING:
     from sessionstore.secrets import Redactor
@@ -161,8 +166,12 @@ def export_markdown(session: "Session", out: TextSink, redactor: "Redactor | Non
     With a `redactor`, the title, each message's content and each summary pass through it.
     """
     clean = _cleaner(redactor)
-    by_seq = {b.boundary_seq: b for b in boundaries(session)}
-    summary_seqs = {b.summary_seq for b in by_seq.values() if b.summary_seq is not None}
+    found = boundaries(session)
+    boundary_seqs = {b.boundary_seq for b in found}
+    summary_seqs = {b.summary_seq for b in found if b.summary_seq is not None}
+    dividers: dict[int, list[Boundary]] = {}
+    for b in found:
+        dividers.setdefault(_divider_after(b), []).append(b)
     out.write(f"# {markdown_inline(clean(session.title or 'Session'))} ({markdown_inline(session.id)})\n\n")
     note = fork_note(session)
     if note:
@@ -170,14 +179,30 @@ def export_markdown(session: "Session", out: TextSink, redactor: "Redactor | Non
     count = 0
     for message in session.transcript():
         count += 1
-        b = by_seq.get(message.seq)
-        if b is not None:
+        shown = _shown_content(message, message.seq in summary_seqs) if message.seq not in boundary_seqs else None
+        if shown is not None:
+            out.write(_message_markdown(message, clean(shown)))
+        for b in dividers.get(message.seq, ()):
             out.write(_divider(b, clean(b.summary or "(no summary)")))
-            continue
-        if message.seq in summary_seqs:
-            continue
-        out.write(_message_markdown(message, clean(message.content)))
     return count
+
+
+def _divider_after(b: Boundary) -> int:
+    """The seq whose message the divider of `b` follows: the boundary message, or for a background API
+    compaction the last message of the request it replaced (what came after was not replaced)."""
+    sent_through = b.sent_through
+    return sent_through if sent_through is not None and sent_through < b.boundary_seq else b.boundary_seq
+
+
+def _shown_content(message: "StoredMessage", is_summary: bool) -> Any:
+    """What the markdown shows of a message: all of it, or for a boundary's summary (which its divider
+    quotes) only what an API reply holds beside its compaction block; None when nothing is left."""
+    if not is_summary:
+        return message.content
+    if isinstance(message.content, str):
+        return None
+    rest = [b for b in message.content if not (isinstance(b, dict) and b.get("type") == COMPACTION)]
+    return rest if rest and len(rest) < len(message.content) else None
 
 
 def _cleaner(redactor: "Redactor | None") -> Callable[[Any], Any]:
@@ -190,14 +215,29 @@ def _as_is(value: Any) -> Any:
 
 
 def _divider(b: Any, summary_text: str) -> str:
-    """The horizontal rule a boundary becomes, its summary quoted below."""
+    """The horizontal rule a boundary becomes, its summary quoted below (an API boundary's says it is the API's)."""
     head = (
         f"\n---\n\n## ✂ Compaction {b.index} — {markdown_inline(b.kind)}, {markdown_inline(b.trigger)}: "
         f"{b.pre_tokens:,} → {b.post_tokens:,} tokens, {b.messages_summarized} messages summarized\n\n"
     )
-    summary = markdown_body(closed_fences(summary_text))
-    quoted = "\n".join("> " + line if line else ">" for line in summary.splitlines())
-    return head + "<details><summary>Summary</summary>\n\n" + quoted + "\n\n</details>\n\n---\n\n"
+    label = "Summary (the API's compaction block)" if b.kind in API_KINDS else "Summary"
+    return head + f"<details><summary>{label}</summary>\n\n" + _quoted(summary_text) + "\n\n</details>\n\n---\n\n"
+
+
+def _quoted(text: str) -> str:
+    """Markdown `text` as a block quote (its open code fence closed, raw HTML escaped)."""
+    body = markdown_body(closed_fences(text))
+    return "\n".join("> " + line if line else ">" for line in body.splitlines())
+
+
+def _compaction_markdown(block: dict[str, Any]) -> str:
+    """A compaction block outside a boundary: its summary quoted, or that the server's compaction failed.
+
+    Its encrypted copy and signature are for the API to read back, never shown."""
+    summary = compaction_summary(block)
+    if summary is None:
+        return "**compaction** failed: the server returned no summary; the view did not change"
+    return "**compaction** by the API\n\n" + _quoted(summary)
 
 
 def _message_markdown(m: "StoredMessage", content: Any) -> str:
@@ -270,6 +310,8 @@ def _blocks_markdown(content: Any) -> Iterator[str]:
             yield head + "\n\n" + _fence(json.dumps(block.get("input"), ensure_ascii=False, indent=2), "json")
         elif kind == "document" and document_text(block):
             yield "**document**\n\n" + _fence(document_text(block))
+        elif kind == COMPACTION:
+            yield _compaction_markdown(block)
         else:
             yield f"[{markdown_inline(str(kind))}]"
 

@@ -8,7 +8,10 @@ Three compactions, one of each API kind, in this order:
    trigger the prompt reaches, so the reply opens with the server's compaction block and
    goes on with the model's answer;
 3. `api-background`, trigger `auto`: a request sent on a thread and held by the server while
-   two more messages are appended, then swapped in (those two follow the block).
+   two more messages are appended, then swapped in (those two follow the block);
+
+then one more threshold turn whose compaction fails (a block with null content, then the answer):
+an ordinary message, no boundary.
 
 Each summary is written by the server's summarizer, set here so a test knows what it kept:
 `SUMMARY_LEAD` and every user request the compacted request held (never a path nor a failure).
@@ -42,6 +45,9 @@ FAILURE = "ValueError: bad month 13"
 THRESHOLD_ANSWER = "Continuing: the pemba exporter now streams."
 #: Appended while the background request was held by the server.
 MEANWHILE = ("While you compact: also check the tests.", "Checking the tests now.")
+#: The last request, and the answer after the failed compaction block in its reply.
+LAST_REQUEST = "And after that?"
+FAILED_ANSWER = "The tests pass; nothing was compacted this time."
 
 
 @dataclass(frozen=True)
@@ -73,9 +79,10 @@ def make_api_session(store: SessionStore, api: FakeAPI) -> ApiSession:
     session = store.create_session(title="api boundaries", cwd=CWD, model=MODEL)
     _first_piece_of_work(session)
     ServerCompactor(client, MODEL).compact(session, trigger="manual")
-    _threshold_turn(session, client, api)
+    _threshold_turn(session, client, api, REQUESTS[1], THRESHOLD_ANSWER)
     _background_swap(session, client, api)
-    session.append({"role": "user", "content": "And after that?"})
+    api.failing_compactions = 1
+    _threshold_turn(session, client, api, LAST_REQUEST, FAILED_ANSWER)
     from sessionstore.storage.read.history import boundaries
 
     found = boundaries(session)
@@ -96,10 +103,10 @@ def _first_piece_of_work(session: Session) -> None:
     session.append({"role": "assistant", "content": "The month check is off by one; fixed."})
 
 
-def _threshold_turn(session: Session, client: anthropic.Anthropic, api: FakeAPI) -> None:
-    """One turn sent with a compact edit the prompt reaches: the reply is the block, then the answer."""
-    api.script(THRESHOLD_ANSWER)
-    session.append({"role": "user", "content": REQUESTS[1]})
+def _threshold_turn(session: Session, client: anthropic.Anthropic, api: FakeAPI, asked: str, answer: str) -> None:
+    """One turn sent with a compact edit the prompt reaches: the reply is the block, then `answer`."""
+    api.script(answer)
+    session.append({"role": "user", "content": asked})
     edit = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 1}}
     reply = client.beta.messages.create(
         model=MODEL,
