@@ -2,8 +2,10 @@
 
 Three panes, one shown at a time; the second and third are read when first
 shown. The view before K is a past view read by pages (messages K
-summarized are marked ✂); the summary is the compaction's own record; the
-preserved segment is the run K kept verbatim, read from the view K made.
+summarized are marked ✂; for a background API compaction, the request it
+sent, as `history -b K` shows it); the summary is the compaction's own record
+(an API boundary's: its compaction block's content); the preserved segment is
+the run K kept verbatim, read from the view K made.
 `n`/`p` move to the next/previous boundary.
 """
 
@@ -51,7 +53,9 @@ class BoundaryScreen(Screen[None]):
         self.index = index
         self.seq = seq
         self.position = (
-            paging.past_position(session, self.boundary.replaced_version, seq, self.floor) if seq is not None else None
+            paging.past_position(session, self.boundary.replaced_version, seq, self.floor, self.boundary.sent_through)
+            if seq is not None
+            else None
         )
         self.ready = False
         self.active = "before"
@@ -61,7 +65,7 @@ class BoundaryScreen(Screen[None]):
         b = self.boundary
         yield Static(self._info(), id="boundary-info")
         self.before_list = ViewList(
-            PastView(self.session, b.replaced_version, self.floor),
+            PastView(self.session, b.replaced_version, self.floor, b.sent_through),
             marked=paging.summarized_seqs(self.session.db, b.id),
             id="before-list",
             empty="(the view was empty)",

@@ -42,18 +42,24 @@ class ActiveView:
 
 
 class PastView:
-    """The view as it stood at the end of a replaced version (what the model saw before a boundary)."""
+    """The view as it stood at the end of a replaced version (what the model saw before a boundary).
 
-    def __init__(self, session: Session, version: int, floor: int = 0):
+    `through` keeps it to the seqs up to there: a background API compaction's request (history.request_end).
+    """
+
+    def __init__(self, session: Session, version: int, floor: int = 0, through: int | None = None):
         self.session = session
         self.version: int | None = version
         self.floor = floor
+        self.through = through
 
     def count(self) -> int:
-        return paging.past_count(self.session, int(self.version or 0), self.floor)
+        return paging.past_count(self.session, int(self.version or 0), self.floor, self.through)
 
     def rows(self, start: int, count: int) -> list[ViewRow]:
-        return paging.past_rows(self.session, int(self.version or 0), start, count, floor=self.floor)
+        return paging.past_rows(
+            self.session, int(self.version or 0), start, count, floor=self.floor, through=self.through
+        )
 
 
 class Segment:

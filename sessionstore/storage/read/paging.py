@@ -262,17 +262,28 @@ _VALID_AT = (
 )
 
 
-def past_count(session: "Session", version: int, floor: int = 0) -> int:
+def past_count(session: "Session", version: int, floor: int = 0, through: int | None = None) -> int:
     """Entries of the view as it stood at the end of `version` (an explicit, replaced version).
 
     `floor` is the oldest valid_from among that view's rows when known (the boundary's
     recorded view floor, history.boundary_floor): the scan then covers that view, not the history.
+    `through` keeps the rows up to that seq (`_through`).
     """
+    clause, bound = _through(through)
     row = session.db.one(
-        f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT}",
-        {"id": session.id, "ver": version, "floor": min(floor, version)},
+        f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT}{clause}",
+        {"id": session.id, "ver": version, "floor": min(floor, version), **bound},
     )
     return int(row[0]) if row else 0
+
+
+def _through(through: int | None) -> tuple[str, dict[str, int]]:
+    """The condition and parameter that keep a past view's rows up to seq `through` (none when None).
+
+    A background API compaction replaced its view only up to the last message its request sent
+    (history.request_end): what followed was appended meanwhile and was never replaced.
+    """
+    return ("", {}) if through is None else (" AND v.seq <= :through", {"through": int(through)})
 
 
 #: A past view spread over at most this many valid_from versions is paged run by run (see past_rows).
@@ -287,18 +298,20 @@ def past_rows(
     *,
     key_range: tuple[int, int] | None = None,
     floor: int = 0,
+    through: int | None = None,
 ) -> list[ViewRow]:
-    """Positions [start, start + count) of the view at `version` (see past_count), optionally only keys in `key_range`.
+    """Positions [start, start + count) of the view at `version` (see past_count), optionally only keys in `key_range`
+    and seqs up to `through`.
 
     With a known floor, the view's rows lie in a few valid_from runs, each already in key order in
     the primary key: the page's keys are merged from the first start + count of each run, so a
     page near the top costs the page, not a sort of the whole view.
     """
     floor = min(floor, version)
-    bounds = {"id": session.id, "ver": version, "floor": floor}
-    extra = ""
+    extra, bound = _through(through)
+    bounds = {"id": session.id, "ver": version, "floor": floor, **bound}
     if key_range is not None:
-        extra = " AND v.key >= :klo AND v.key <= :khi"
+        extra += " AND v.key >= :klo AND v.key <= :khi"
         bounds.update(klo=key_range[0], khi=key_range[1])
     start, count = max(0, int(start)), max(0, int(count))
     if floor > 0 and version - floor < MERGE_RUNS:
@@ -385,14 +398,18 @@ def active_position(session: "Session", seq: int) -> int | None:
     return int(before[0])
 
 
-def past_position(session: "Session", version: int, seq: int, floor: int = 0) -> int | None:
+def past_position(session: "Session", version: int, seq: int, floor: int = 0, through: int | None = None) -> int | None:
     """The position of message `seq` in the view at `version` (see past_count), or None when not in it."""
-    bounds = {"id": session.id, "ver": version, "floor": min(floor, version)}
-    row = session.db.one(f"SELECT v.key FROM view_entries v WHERE {_VALID_AT} AND v.seq = :seq", {**bounds, "seq": seq})
+    clause, bound = _through(through)
+    bounds = {"id": session.id, "ver": version, "floor": min(floor, version), **bound}
+    row = session.db.one(
+        f"SELECT v.key FROM view_entries v WHERE {_VALID_AT}{clause} AND v.seq = :seq", {**bounds, "seq": seq}
+    )
     if row is None:
         return None
     before = session.db.one(
-        f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT} AND v.key < :key", {**bounds, "key": int(row[0])}
+        f"SELECT COUNT(*) FROM view_entries v WHERE {_VALID_AT}{clause} AND v.key < :key",
+        {**bounds, "key": int(row[0])},
     )
     return int(before[0])
 
