@@ -142,7 +142,19 @@ class MessageScreen(Screen[None]):
             return self._result(block, spilled)
         if kind in ("image", "document"):
             return [Static(Text(f"[{kind}]"), classes="block-head")]
+        if kind == "compaction":
+            return self._compaction(block)
         return [Static(Text(visible(f"[{kind}] " + clipped(json.dumps(block, ensure_ascii=False)))), classes="block")]
+
+    def _compaction(self, block: dict[str, Any]) -> list[Widget]:
+        """The API's compaction block: its summary as text, never its encrypted copy and signature (the API's own)."""
+        from sessionstore.storage.core.blocktypes import compaction_summary
+
+        summary = compaction_summary(block)
+        if summary is None:
+            return [Static(Text("✂ compaction · failed: the server returned no summary", "bold"), classes="block-head")]
+        head = Static(Text("✂ compaction · the API's summary of the view it replaced", "bold"), classes="block-head")
+        return [head, Static(Text(visible(clipped(summary))), classes="block text")]
 
     def _result(self, block: dict[str, Any], spilled: dict[str, Replacement]) -> list[Widget]:
         tool_use_id = str(block.get("tool_use_id"))
