@@ -26,7 +26,8 @@ from sessionstore.cli.browse.viewlist import ViewList
 from tests.support.apisession import MEANWHILE, make_api_session
 from tests.support.cli import run_cli
 from tests.support.fakeapi import start_fake_api
-from tests.test_browse import all_rows, drive, settle
+from tests.support.pilot import drive, settle
+from tests.test_browse import all_rows
 
 
 async def open_boundary(pilot: Pilot[None], k: int) -> None:
