@@ -9,6 +9,7 @@ block's encrypted copy or signature; `history` and `history -b K` list and open 
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Iterator
@@ -125,3 +126,17 @@ def test_history_lists_the_api_boundaries_and_opens_each(
 
     for k, summary in enumerate(made.summaries, 1):
         assert run(store, tmp_path, "history", made.id, "-b", str(k), "--summary").out == summary + "\n"
+
+
+def test_html_export_shows_each_api_summary_and_never_the_encrypted_copy(
+    store: SessionStore, made: ApiSession, tmp_path: Path
+) -> None:
+    """The compaction blocks render as their summary (or that the compaction failed), not as raw JSON."""
+    out = tmp_path / "session.html"
+    run(store, tmp_path, "export", made.id, "-f", "html", "-o", str(out))
+    page = out.read_text(encoding="utf-8")
+    for summary in made.summaries:
+        assert html.escape(summary.splitlines()[0], quote=False) in page
+    assert "compaction failed: the server returned no summary" in page
+    assert html.escape(THRESHOLD_ANSWER, quote=False) in page
+    assert [p for p in OPAQUE if p in page] == [], "the block's encrypted copy and signature stay out of the page"

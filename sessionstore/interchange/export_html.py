@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from sessionstore.interchange.sinks import TextSink
 from sessionstore.sanitize import one_line
+from sessionstore.storage.core.blocktypes import COMPACTION, compaction_summary
 from sessionstore.storage.codecs.fastjson import loads_stored
 from sessionstore.storage.records.rows import message_content
 from sessionstore.storage.codecs.textpack import text_of
@@ -615,9 +616,22 @@ def _block(block: Any, escape: _Escape) -> str:
         return '<details class="thinking"><summary>Thinking (redacted)</summary></details>'
     if kind in ("image", "document"):
         return f'<div class="placeholder">[{escape(kind)}: {escape(_source_label(block))}]</div>'
+    if kind == COMPACTION:
+        return _compaction(block, escape)
     return (
         f'<details class="block"><summary>{escape(kind)} block</summary>'
         f"<pre>{escape(_pretty_json(block))}</pre></details>"
+    )
+
+
+def _compaction(block: dict[str, Any], escape: _Escape) -> str:
+    """The API's compaction block: its summary, or that the compaction failed; never its encrypted copy."""
+    summary = compaction_summary(block)
+    if summary is None:
+        return '<div class="placeholder">[compaction failed: the server returned no summary; the view did not change]</div>'
+    return (
+        '<details class="compaction" open><summary>Compaction summary (the API\'s compaction block)</summary>'
+        f'<div class="text">{escape(summary)}</div></details>'
     )
 
 
