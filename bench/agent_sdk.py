@@ -13,8 +13,11 @@ bare sqlite3 INSERT of the same lines (already serialized) in one transaction pe
 synchronous=NORMAL, as the store runs). Load: the whole session, by the adapter, by the
 InMemorySessionStore, and by reading the JSONL file from disk and parsing every line.
 
-Targets (issue 39): a batch append at most 2x the bare sqlite3 insert; a load at most 2x reading
-and parsing the file.
+Then the deferred import of the session's lines into its session (`flush()`), timed on its own.
+
+Targets (issue 39): a batch append at most 2x the bare sqlite3 insert (reported against the insert
+of the entries serialized, as the SDK hands entries, and of lines serialized already); a load at
+most 2x reading and parsing the file.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.common import load_note, machine_info, machine_line, write_section  # noqa: E402
+from sessionstore.integrations.sdk_entries import CATCH_UP_CHUNK  # noqa: E402
 
 TRANSCRIPTS = REPO.parent / "shared" / "transcripts" / "claude-code"
 KEY = {"project_key": "-bench-project", "session_id": "5a1e0b2c-0000-4000-8000-000000000039"}
@@ -149,6 +153,7 @@ def run(count: int, batch: int, runs: int) -> dict[str, Any]:
         }
         estimate_content("warm the tokenizer up")  # loaded once per process, on the first append otherwise
         load: dict[str, list[float]] = {"file": [], "InMemorySessionStore": [], "sessionstore": []}
+        imported: list[float] = []
         for r in range(runs):
             run_dir = folder / f"run{r}"
             run_dir.mkdir()
@@ -159,6 +164,9 @@ def run(count: int, batch: int, runs: int) -> dict[str, Any]:
             append["InMemorySessionStore"] += asyncio.run(time_store(memory, entries, batch))
             with AgentSdkStore.open(f"sqlite:///{run_dir / 'store.db'}") as adapter:
                 append["sessionstore"] += asyncio.run(time_store(adapter, entries, batch))
+                start = time.perf_counter()
+                assert asyncio.run(adapter.flush()) == 1
+                imported.append(time.perf_counter() - start)
                 took, got = asyncio.run(time_load(adapter, 3))
                 assert got == len(lines), got
                 load["sessionstore"].append(took)
@@ -168,6 +176,7 @@ def run(count: int, batch: int, runs: int) -> dict[str, Any]:
             load["file"].append(took)
         results["append"] = {k: _summary(v) for k, v in append.items()}
         results["load"] = {k: statistics.median(v) for k, v in load.items()}
+        results["import_s"] = statistics.median(imported)
     return results
 
 
@@ -206,23 +215,26 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     out += ["", "| load of the session | ms | × reading and parsing the file |", "|---|---:|---:|"]
     for name, seconds in results["load"].items():
         out.append(f"| {name} | {seconds * 1000:.1f} | {seconds * 1000 / file_ms:.2f}× |")
-    ours_append = results["append"]["sessionstore"]["median_ms"] / bare
+    ours = results["append"]["sessionstore"]["median_ms"]
+    serialized = results["append"]["bare sqlite3, entries serialized first"]["median_ms"]
     ours_load = results["load"]["sessionstore"] * 1000 / file_ms
+    per_entry_us = results["import_s"] * 1e6 / results["entries"]
     out += [
         "",
-        f"Targets: batch append ≤ {APPEND_TARGET:.0f}× bare sqlite3 — "
-        f"{'met' if ours_append <= APPEND_TARGET else 'NOT met'} ({ours_append:.1f}×); "
+        f"Then the import of the session's lines into its session (what the adapter does once its appends pause, "
+        f"or on `flush()`/`close()`): {results['import_s'] * 1000:.0f} ms for the {results['entries']:,} entries, "
+        f"{per_entry_us:.0f} µs an entry, one transaction per {CATCH_UP_CHUNK:,} entries, off the append's path.",
+        "",
+        f"Targets: batch append ≤ {APPEND_TARGET:.0f}× a bare sqlite3 insert of the same lines — against the insert "
+        f"of the entries as the SDK hands them (each serialized first, as any store given entries must): "
+        f"{'met' if ours / serialized <= APPEND_TARGET else 'NOT met'} ({ours / serialized:.2f}×); against the insert "
+        f"of lines already serialized: {'met' if ours / bare <= APPEND_TARGET else 'NOT met'} ({ours / bare:.1f}×, "
+        f"the serialization alone is {serialized / bare:.1f}×); "
         f"load ≤ {LOAD_TARGET:.0f}× the file — {'met' if ours_load <= LOAD_TARGET else 'NOT met'} ({ours_load:.2f}×).",
-    ]
-    out += [
         "",
-        "Where an append's time goes: the adapter keeps the batch (each entry's JSON text, which alone costs what "
-        'the "entries serialized first" row shows over the bare insert) and, in the same transaction, imports '
-        "its lines as `import claude-code` imports a file's growth: each line parsed, checked, its tokens "
-        "estimated and packed with the session's dictionary, then the session's chain rebuilt and its view laid "
-        "out again, which grow with the session (p95 and max are the last batches of a 5,000-entry session). "
-        "That import is what makes the SDK's entries a session (history by boundary, search, fork, exports, "
-        "ownership); a line store skips it, and it is why the append target is missed. `load` reads the key's "
+        "Where an append's time goes: one short transaction keeps the batch (each entry's JSON text, the key's write "
+        "time and the SDK's folded summary); the import of its lines (parse, check, token estimates, packing, the "
+        "view laid out) runs after the appends pause, so the SDK never waits for it. `load` reads the key's "
         "entries (one range read) and parses them, the same work as reading the file.",
     ]
     return "\n".join(out)

@@ -21,7 +21,7 @@ from rich.segment import Segment
 from rich.text import Text
 from sqlalchemy.engine import make_url
 
-from sessionstore import SessionStore
+from sessionstore import SessionStore, SessionStoreError
 from sessionstore.sanitize import json_visible, one_line, visible
 from sessionstore.storage.engine.config import Config
 
@@ -114,9 +114,33 @@ def open_store(url: str | None, *, create: bool = False, read_only: bool = False
         refuse_missing_sqlite(url)
     store = SessionStore.open(url, config=config, read_only=read_only)
     try:
+        import_pending_sdk_entries(store, url, config)
         yield store
     finally:
         store.close()
+
+
+def import_pending_sdk_entries(store: SessionStore, url: str | None, config: Config) -> None:
+    """Agent SDK entries an adapter kept but had not imported yet (it stopped before its appends paused) become
+    their sessions before the command reads; a store this command may not write is opened writable for it.
+
+    One indexed query when nothing is pending. When the import cannot run, the command goes on and
+    says so in one line: the entries stay kept, and pending.
+    """
+    from sessionstore.integrations.sdk_pending import has_pending
+
+    if not has_pending(store.db):
+        return
+    from sessionstore.integrations.sdk_entries import catch_up
+
+    try:
+        if not store.read_only:
+            catch_up(store)
+            return
+        with SessionStore.open(url, config=config) as writer:
+            catch_up(writer)
+    except SessionStoreError as exc:
+        typer.echo(f"note: Agent SDK entries are kept but not yet in their sessions: {one_line(str(exc))}", err=True)
 
 
 def print_json(value: Any) -> None:

@@ -1,12 +1,20 @@
-"""A kill at each fault point of an SDK adapter append, then the SDK's retry of the same batch.
+"""A kill at each fault point of an SDK adapter append and of the import of its lines, then the recovery.
 
-A forked child appends a batch of real Claude Code lines through the adapter with one point of
-`agent_sdk.append.*` armed and SIGKILLs itself there. Killed before COMMIT the store is exactly as
-it was; after it, exactly as one clean append left a reference store. Either way the retried batch
-(a uuid already stored is not added again) gives the reference store: the same entries, summary,
-session rows and export, and doctor finds nothing. The first batch of a key (over a thousand lines:
-a mid-file flush, the session's dictionary) and a later one (the session's last block reopened)
-each reach their points.
+An append is two transactions: the entries kept (`agent_sdk.append.*`, what the SDK waits for),
+then their lines imported into the session (`agent_sdk.import.*`, when the adapter's appends pause,
+on flush or close, or by the next command). A forked child appends a batch of real Claude Code lines
+and imports it with one point armed and SIGKILLs itself there.
+
+- Killed in the append before COMMIT the store is exactly as it was; after it, the entries are
+  kept and their session is as it was (the lines pending). The SDK's retry of the batch (a uuid
+  already stored is not added again) and the import give the reference store.
+- Killed in the import, the entries are kept and the session is as it was (before COMMIT) or as one
+  clean append and import left the reference store (after it); the next catch-up gives the
+  reference store.
+
+The reference store is one clean append and import: the same entries, summary, session rows and
+export, and doctor finds nothing. The first batch of a key (over a thousand lines: a mid-file flush,
+the session's dictionary) and a later one (the session's last block reopened) each reach their points.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ pytest.importorskip("claude_agent_sdk")
 
 from sessionstore import SessionStore  # noqa: E402
 from sessionstore.integrations.agent_sdk import AgentSdkStore  # noqa: E402
+from sessionstore.integrations.sdk_entries import catch_up  # noqa: E402
 from sessionstore.storage import doctor, faults  # noqa: E402
 from tests.conftest import PG_URL, Templates  # noqa: E402
 from tests.support.faultcases import case_for  # noqa: E402
@@ -32,9 +41,9 @@ KEY = {"project_key": "-work-project", "session_id": "258c7280-ae70-4798-800f-63
 FIRST = 1_100  # lines in the first batch: more than importing.BATCH, so one flush happens mid-batch
 GROWTH = 40  # lines in the later batch
 #: Points only a later batch reaches (the session's last, partial block taken back).
-GROWTH_ONLY = ("agent_sdk.append.after_tail_block",)
+GROWTH_ONLY = ("agent_sdk.import.after_tail_block",)
 #: Points only a key's first batch reaches (its dictionary trained, a flush mid-batch).
-FIRST_ONLY = ("agent_sdk.append.after_dictionary", "agent_sdk.append.mid_file")
+FIRST_ONLY = ("agent_sdk.import.after_dictionary", "agent_sdk.import.mid_file")
 
 
 def _points() -> list[str]:
@@ -68,7 +77,10 @@ def _lines(transcripts_dir: Path) -> list[dict[str, Any]]:
 
 
 def _append(store: SessionStore, batch: list[dict[str, Any]]) -> None:
-    asyncio.run(AgentSdkStore(store).append(KEY, batch))  # type: ignore[arg-type]
+    """The SDK's append of a batch, then the import of its lines (what the adapter does when its appends pause)."""
+    adapter = AgentSdkStore(store)
+    asyncio.run(adapter.append(KEY, batch))  # type: ignore[arg-type]
+    adapter.close()
 
 
 def _state(url: str) -> dict[str, Any]:
@@ -85,7 +97,8 @@ def _state(url: str) -> dict[str, Any]:
             }
 
         state = asyncio.run(look())
-        linked = store.db.one("SELECT linked_session, entry_count FROM agent_sdk_keys")
+        linked = store.db.one("SELECT linked_session, entry_count, imported_count FROM agent_sdk_keys")
+        state["pending"] = None if linked is None else int(linked[1]) - int(linked[2])
         state["key"] = None if linked is None else int(linked[1])
         state["session"] = session_rows(store, str(linked[0])) if linked and linked[0] else None
         state["sessions"] = int(store.db.one("SELECT count(*) FROM sessions")[0])
@@ -117,9 +130,16 @@ def test_a_kill_at_each_point_then_the_retried_batch_gives_one_clean_append(
         if before:
             with SessionStore.open(url) as store:
                 _append(store, before)
+        in_append = point.startswith("agent_sdk.append.")
         _assert_killed_at(_fork(url, point, lambda st: _append(st, batch)), point, url)
         killed = _state(url)
-        assert killed == (reference if point.endswith(".after_commit") else old_state), point
-        with SessionStore.open(url) as store:
-            _append(store, batch)  # the SDK's retry of the batch
+        kept = {**reference, "session": old_state["session"], "sessions": old_state["sessions"], "pending": len(batch)}
+        if in_append:
+            assert killed == (kept if point.endswith(".after_commit") else old_state), point
+            with SessionStore.open(url) as store:
+                _append(store, batch)  # the SDK's retry of the batch, then the import
+        else:
+            assert killed == (reference if point.endswith(".after_commit") else kept), point
+            with SessionStore.open(url) as store:
+                catch_up(store)  # what the adapter's next flush or close, or the next command, does
         assert _state(url) == reference, point

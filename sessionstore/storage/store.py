@@ -31,6 +31,7 @@ class SessionStore:
         self.db = db
         self.config = config
         self._index_db: Database | None = None
+        self._closed = False
 
     @classmethod
     def open(
@@ -86,8 +87,14 @@ class SessionStore:
                 self._index_db.conn.set_authorizer(_index_only)
         return self._index_db
 
+    @property
+    def closed(self) -> bool:
+        """True once `close()` ran (a helper thread that outlived its store stops instead of reopening it)."""
+        return self._closed
+
     def close(self) -> None:
         """Release the connection(s) and the engine(s)."""
+        self._closed = True
         for db in (self.db, self._index_db):
             if db is not None:
                 db.close()

@@ -91,11 +91,11 @@ POINTS: tuple[str, ...] = (
     "import.after_finish",
     "import.before_commit",
     "import.after_commit",
+    *(f"agent_sdk.append.{group}" for group in ("begin", "after_entries", "before_commit", "after_commit")),
     *(
-        f"agent_sdk.append.{group}"
+        f"agent_sdk.import.{group}"
         for group in (
             "begin",
-            "after_entries",
             "after_session_row",
             "after_dictionary",
             "after_blocks",
@@ -104,6 +104,7 @@ POINTS: tuple[str, ...] = (
             "after_lines",
             "after_layout",
             "after_finish",
+            "after_import",
             "before_commit",
             "after_commit",
         )

@@ -505,10 +505,18 @@ class AgentSdkKeyRow(Base):
     linked_session: Mapped[str | None] = mapped_column(String(36))
     #: Why its lines stopped becoming a session (a copy of a session imported otherwise...); its entries are kept.
     import_note: Mapped[str | None] = mapped_column(Text)
+    #: How many of its entries are in the session (or kept as entries only); the rest are pending (revision 0022).
+    imported_count: Mapped[int] = mapped_column(BigInt, nullable=False, server_default=text("0"))
 
     __table_args__ = (
         UniqueConstraint("owner", "project_key", "sdk_session_id", "subpath", name="uq_agent_sdk_keys_owner_key"),
         Index("ix_agent_sdk_keys_linked_session", "linked_session"),
+        Index(
+            "ix_agent_sdk_keys_pending",
+            "owner",
+            postgresql_where=text("imported_count < entry_count"),
+            sqlite_where=text("imported_count < entry_count"),
+        ),
     )
 
 
