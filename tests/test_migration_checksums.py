@@ -38,6 +38,11 @@ RELEASED: dict[str, tuple[str, str]] = {
     "0014": ("0014_search_external_content.py", "7f8e72906e4919342a6d84a25ddd59101b8fbf53b1f6b7448b1aac05f765b8ff"),
     "0015": ("0015_source_line_blocks.py", "b479815ed14f95630b0b3ddc2993f2f05708aec6819082fb9344217918bfb7f7"),
     "0016": ("0016_packed_message_contents.py", "b4faf3ca3fe771f7a8034a4d59318bd1825fd4d7a36f67d6bb1323b9bd2147f4"),
+    "0017": ("0017_shared_search_texts.py", "9e86f0682beff60ae8b31cc9b2d22d7d142a7dfd132568f158e4575bdbe793b3"),
+    "0018": ("0018_search_dictionaries.py", "81fb2fa324ec325f851503e46fbca7a44ff00d03bbed042417d5863588f36a1b"),
+    "0019": ("0019_team_hardening.py", "a13722c53b994798530a28f89708a84902d533dd20e8c243849b1942f83ec3ad"),
+    "0020": ("0020_agent_sdk_store.py", "75ee0d03fec24491abe0604a76f336081f7d0de459c5f27640ec831fc5b0f63f"),
+    "0021": ("0021_usage_once.py", "f96b52bc0f3b69b601a464e2a575fddabfb9ca9ccb2dfaed3f1bcacd199c7f9a"),
 }
 
 _REVISION = re.compile(r"""^revision(?:\s*:\s*str)?\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
