@@ -14,9 +14,6 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from sessionstore import SessionStoreError
-from sessionstore.usage import cost_text, hit_rate_text, session_usage
-
 from . import (
     browsecmd,
     chatcmd,
@@ -103,9 +100,23 @@ def main(argv: list[str] | None = None) -> None:
     try:
         refuse_undecodable(sys.argv[1:] if argv is None else argv)
         app(args=argv, prog_name="sessionstore")
-    except (SessionStoreError, UsageError) as exc:
+    except Exception as exc:
+        if not reported(exc):
+            raise
         sys.stderr.write(f"error: {one_line(' '.join(str(exc).split()))}\n")
         sys.exit(exit_code(exc))
+
+
+def reported(exc: Exception) -> bool:
+    """Whether `main` turns `exc` into one line and an exit code: a usage error or the store's own error.
+
+    The store's error class is imported only once something failed, so a run that fails nothing never loads it.
+    """
+    if isinstance(exc, UsageError):
+        return True
+    from sessionstore.storage.core.errors import SessionStoreError
+
+    return isinstance(exc, SessionStoreError)
 
 
 def exit_code(exc: Exception) -> int:
@@ -113,6 +124,8 @@ def exit_code(exc: Exception) -> int:
     lost a race, a search index it could not build or read) or the summarizer's API did (unreachable, an error
     status, no summary): trying again later may work; 2 for a usage error or bad input (click's own usage errors
     exit 2)."""
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE
     from sessionstore.compaction.summarizers.base import SummarizerUnavailable
     from sessionstore.storage.codecs.blobs import BlobCorrupt
     from sessionstore.storage.core.errors import (
@@ -183,6 +196,8 @@ def sessions_cmd(
 
     Example: sessionstore sessions --limit 10 --host laptop --json
     """
+    from sessionstore.usage import cost_text, session_usage
+
     with open_store(db, read_only=True) as store:
         rows = store.list(limit=limit, offset=offset, host=host)
         some = bool(rows) or (limit == 0 and bool(store.list(limit=1, offset=offset, host=host)))
@@ -428,6 +443,7 @@ def stats_cmd(
     Example: sessionstore stats SESSION --json
     """
     from sessionstore.storage.upkeep.stats import session_stats, stat_rows
+    from sessionstore.usage import cost_text, hit_rate_text, session_usage
 
     with open_store(db, read_only=True) as store:
         found = store.get(session)
