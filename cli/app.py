@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -54,6 +55,10 @@ from .common import (
 )
 from .tables import COST_COLUMN_FROM, sessions_table
 
+if TYPE_CHECKING:
+    from sessionstore.storage.store import SessionStore
+    from sessionstore.usage import Usage
+
 #: Most tokens a context window can be.
 MAX_WINDOW = 100_000_000
 
@@ -97,14 +102,32 @@ EXIT_RUNTIME, EXIT_USAGE = 1, 2
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning expected errors into one line on stderr and an exit code (see exit_code)."""
     _warnings_to_stderr()
+    args = sys.argv[1:] if argv is None else argv
     try:
-        refuse_undecodable(sys.argv[1:] if argv is None else argv)
-        app(args=argv, prog_name="sessionstore")
+        refuse_undecodable(args)
+        app_for(args)(args=args, prog_name="sessionstore")
     except Exception as exc:
         if not reported(exc):
             raise
         sys.stderr.write(f"error: {one_line(' '.join(str(exc).split()))}\n")
         sys.exit(exit_code(exc))
+
+
+def app_for(args: list[str]) -> typer.Typer:
+    """The app to run `args` with: when they start with a command's name, a copy holding that command alone.
+
+    Typer builds every registered command's parameters (from their annotations) before it dispatches: for forty
+    commands that is a tenth of `sessions`' run. Anything else (no command, an option first, an unknown name)
+    gets the whole app, so `--help`, `--version` and a misspelt command behave as they always did.
+    """
+    name = args[0] if args else None
+    commands = [info for info in app.registered_commands if info.name == name]
+    groups = [info for info in app.registered_groups if info.name == name]
+    if not commands and not groups:
+        return app
+    only = copy.copy(app)
+    only.registered_commands, only.registered_groups = commands, groups
+    return only
 
 
 def reported(exc: Exception) -> bool:
@@ -196,13 +219,11 @@ def sessions_cmd(
 
     Example: sessionstore sessions --limit 10 --host laptop --json
     """
-    from sessionstore.usage import cost_text, session_usage
-
     with open_store(db, read_only=True) as store:
         rows = store.list(limit=limit, offset=offset, host=host)
         some = bool(rows) or (limit == 0 and bool(store.list(limit=1, offset=offset, host=host)))
         hosts = store.hosts() if not rows and host is not None else {}
-        usage = session_usage(store, [r["id"] for r in rows]) if json_out or console.width >= COST_COLUMN_FROM else {}
+        usage = _usage_of(store, [r["id"] for r in rows]) if json_out or console.width >= COST_COLUMN_FROM else {}
     if json_out:
         print_json([{**r, "cost_usd": usage[r["id"]].cost_usd} for r in rows])
         return
@@ -220,8 +241,21 @@ def sessions_cmd(
             "`sessionstore watch --once` (Claude Code and Codex) or `sessionstore import ...`"
         )
         return
-    costs = {sid: cost_text(u) for sid, u in usage.items()} if usage else None
-    console.print(sessions_table(rows, console.width, _short_source, costs))
+    console.print(sessions_table(rows, console.width, _short_source, _cost_texts(usage) if usage else None))
+
+
+def _usage_of(store: SessionStore, ids: list[str]) -> dict[str, Usage]:
+    """Each session's usage and cost; imported only here, since a table too narrow for costs needs none of it."""
+    from sessionstore.usage import session_usage
+
+    return session_usage(store, ids)
+
+
+def _cost_texts(usage: dict[str, Usage]) -> dict[str, str]:
+    """Session id -> its cost as the table shows it."""
+    from sessionstore.usage import cost_text
+
+    return {sid: cost_text(u) for sid, u in usage.items()}
 
 
 def _no_host_line(host: str, hosts: dict[str, int]) -> str:

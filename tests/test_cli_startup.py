@@ -139,3 +139,35 @@ def test_the_check_sees_a_command_that_loads_the_store(current_store: str) -> No
     loaded = _store_side("sessions", "--db", current_store)
     assert loaded["code"] == 0 and isinstance(loaded["store"], list)
     assert {"sqlalchemy", "sessionstore.storage.store"} <= set(loaded["store"])
+
+
+def _top_level_names() -> list[str]:
+    """The names of the app's commands and command groups, as `sessionstore --help` lists them."""
+    import typer.main
+
+    from sessionstore.cli.app import app
+
+    return sorted(typer.main.get_command(app).commands)
+
+
+@pytest.mark.parametrize("name", _top_level_names())
+def test_a_command_run_alone_answers_as_the_whole_app_does(name: str) -> None:
+    """`main` builds only the command named first (app_for): its help and its usage errors are the whole app's."""
+    from typer.testing import CliRunner
+
+    from sessionstore.cli.app import app, app_for
+
+    runner = CliRunner()
+    for args in ([name, "--help"], [name, "--no-such-option"]):
+        alone, whole = app_for(args), app
+        assert alone is not whole
+        got = runner.invoke(alone, args, prog_name="sessionstore")
+        expected = runner.invoke(whole, args, prog_name="sessionstore")
+        assert (got.exit_code, got.output) == (expected.exit_code, expected.output), args
+
+
+@pytest.mark.parametrize("args", [[], ["--help"], ["--version"], ["--help", "sessions"], ["sessoins"], ["-x"]])
+def test_no_command_first_runs_the_whole_app(args: list[str]) -> None:
+    from sessionstore.cli.app import app, app_for
+
+    assert app_for(args) is app
