@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 from rich.text import Text
-
-from sessionstore import SessionStoreError
-from sessionstore.usage import cost_text, hit_rate_text, session_usage
 
 from . import (
     browsecmd,
@@ -56,6 +54,10 @@ from .common import (
     short_ids,
 )
 from .tables import COST_COLUMN_FROM, sessions_table
+
+if TYPE_CHECKING:
+    from sessionstore.storage.store import SessionStore
+    from sessionstore.usage import Usage
 
 #: Most tokens a context window can be.
 MAX_WINDOW = 100_000_000
@@ -100,12 +102,44 @@ EXIT_RUNTIME, EXIT_USAGE = 1, 2
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning expected errors into one line on stderr and an exit code (see exit_code)."""
     _warnings_to_stderr()
+    args = sys.argv[1:] if argv is None else argv
     try:
-        refuse_undecodable(sys.argv[1:] if argv is None else argv)
-        app(args=argv, prog_name="sessionstore")
-    except (SessionStoreError, UsageError) as exc:
+        refuse_undecodable(args)
+        app_for(args)(args=args, prog_name="sessionstore")
+    except Exception as exc:
+        if not reported(exc):
+            raise
         sys.stderr.write(f"error: {one_line(' '.join(str(exc).split()))}\n")
         sys.exit(exit_code(exc))
+
+
+def app_for(args: list[str]) -> typer.Typer:
+    """The app to run `args` with: when they start with a command's name, a copy holding that command alone.
+
+    Typer builds every registered command's parameters (from their annotations) before it dispatches: for forty
+    commands that is a tenth of `sessions`' run. Anything else (no command, an option first, an unknown name)
+    gets the whole app, so `--help`, `--version` and a misspelt command behave as they always did.
+    """
+    name = args[0] if args else None
+    commands = [info for info in app.registered_commands if info.name == name]
+    groups = [info for info in app.registered_groups if info.name == name]
+    if not commands and not groups:
+        return app
+    only = copy.copy(app)
+    only.registered_commands, only.registered_groups = commands, groups
+    return only
+
+
+def reported(exc: Exception) -> bool:
+    """Whether `main` turns `exc` into one line and an exit code: a usage error or the store's own error.
+
+    The store's error class is imported only once something failed, so a run that fails nothing never loads it.
+    """
+    if isinstance(exc, UsageError):
+        return True
+    from sessionstore.storage.core.errors import SessionStoreError
+
+    return isinstance(exc, SessionStoreError)
 
 
 def exit_code(exc: Exception) -> int:
@@ -113,6 +147,8 @@ def exit_code(exc: Exception) -> int:
     lost a race, a search index it could not build or read) or the summarizer's API did (unreachable, an error
     status, no summary): trying again later may work; 2 for a usage error or bad input (click's own usage errors
     exit 2)."""
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE
     from sessionstore.compaction.summarizers.base import SummarizerUnavailable
     from sessionstore.storage.codecs.blobs import BlobCorrupt
     from sessionstore.storage.core.errors import (
@@ -187,7 +223,7 @@ def sessions_cmd(
         rows = store.list(limit=limit, offset=offset, host=host)
         some = bool(rows) or (limit == 0 and bool(store.list(limit=1, offset=offset, host=host)))
         hosts = store.hosts() if not rows and host is not None else {}
-        usage = session_usage(store, [r["id"] for r in rows]) if json_out or console.width >= COST_COLUMN_FROM else {}
+        usage = _usage_of(store, [r["id"] for r in rows]) if json_out or console.width >= COST_COLUMN_FROM else {}
     if json_out:
         print_json([{**r, "cost_usd": usage[r["id"]].cost_usd} for r in rows])
         return
@@ -205,8 +241,21 @@ def sessions_cmd(
             "`sessionstore watch --once` (Claude Code and Codex) or `sessionstore import ...`"
         )
         return
-    costs = {sid: cost_text(u) for sid, u in usage.items()} if usage else None
-    console.print(sessions_table(rows, console.width, _short_source, costs))
+    console.print(sessions_table(rows, console.width, _short_source, _cost_texts(usage) if usage else None))
+
+
+def _usage_of(store: SessionStore, ids: list[str]) -> dict[str, Usage]:
+    """Each session's usage and cost; imported only here, since a table too narrow for costs needs none of it."""
+    from sessionstore.usage import session_usage
+
+    return session_usage(store, ids)
+
+
+def _cost_texts(usage: dict[str, Usage]) -> dict[str, str]:
+    """Session id -> its cost as the table shows it."""
+    from sessionstore.usage import cost_text
+
+    return {sid: cost_text(u) for sid, u in usage.items()}
 
 
 def _no_host_line(host: str, hosts: dict[str, int]) -> str:
@@ -428,6 +477,7 @@ def stats_cmd(
     Example: sessionstore stats SESSION --json
     """
     from sessionstore.storage.upkeep.stats import session_stats, stat_rows
+    from sessionstore.usage import cost_text, hit_rate_text, session_usage
 
     with open_store(db, read_only=True) as store:
         found = store.get(session)

@@ -12,18 +12,19 @@ import sys
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, Optional
 
 import typer
 from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderHook, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.text import Text
-from sqlalchemy.engine import make_url
 
-from sessionstore import SessionStore, SessionStoreError
 from sessionstore.sanitize import json_visible, one_line, visible
-from sessionstore.storage.engine.config import Config
+
+if TYPE_CHECKING:
+    from sessionstore.storage.engine.config import Config
+    from sessionstore.storage.store import SessionStore
 
 DbOption = Annotated[
     Optional[str],
@@ -108,7 +109,11 @@ def open_store(url: str | None, *, create: bool = False, read_only: bool = False
     Only commands that record something (`create`) may make a new SQLite file at a path the
     user gave; a read at a mistyped path says so instead of leaving an empty database there.
     A `read_only` command never upgrades an older database: it names `sessionstore db upgrade`.
+    The store is imported here, not at the top: `--help` and `--version` never load it.
     """
+    from sessionstore.storage.engine.config import Config
+    from sessionstore.storage.store import SessionStore
+
     config = Config.from_env()  # a bad setting is reported before a missing file
     if not create:
         refuse_missing_sqlite(url)
@@ -132,6 +137,8 @@ def import_pending_sdk_entries(store: SessionStore, url: str | None, config: Con
     if not has_pending(store.db):
         return
     from sessionstore.integrations.sdk_entries import catch_up
+    from sessionstore.storage.core.errors import SessionStoreError
+    from sessionstore.storage.store import SessionStore
 
     try:
         if not store.read_only:
@@ -162,6 +169,8 @@ def refuse_missing_sqlite(url: str | None) -> None:
 
 def sqlite_file(url: str) -> Path | None:
     """The file a SQLite URL names; None for other engines, memory databases and URLs that do not parse."""
+    from sqlalchemy.engine import make_url
+
     try:
         parsed = make_url(url)
     except Exception:  # a URL that does not parse is reported by the open that follows

@@ -9,8 +9,6 @@ import sys
 import typer
 
 from sessionstore.sanitize import visible
-from sessionstore.storage.read import history as hist
-from sessionstore.storage.core.output import STDIO, open_output
 
 from .forkcmd import install as install_view, lineage_of
 from .redaction import say_secrets
@@ -33,6 +31,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from sessionstore.storage.read import history as hist
     from sessionstore.storage.write.session import Session
     from sessionstore.storage.core.types import ViewEntry
 
@@ -205,6 +204,8 @@ def history_cmd(
             raise UsageError("--recompact needs --boundary K")
         show_recompaction(db, session, boundary, recompact, json_out)
         return
+    from sessionstore.storage.read import history as hist
+
     with open_store(db, read_only=True) as store:
         s = store.get(session)
         if boundary is None:
@@ -221,6 +222,8 @@ def history_cmd(
 
 def _list_boundaries(s: Session, json_out: bool, limit: int, offset: int, full: bool = False) -> None:
     """One page of boundaries; the table previews summaries from their first characters only."""
+    from sessionstore.storage.read import history as hist
+
     if json_out:
         found = hist.boundaries(s, limit=limit, offset=offset, summaries=True)
         print_json([b.to_dict(preview_chars=None if full else SUMMARY_PREVIEW_CHARS) for b in found])
@@ -293,6 +296,7 @@ def _narrowed(widths: list[int], room: int) -> list[int]:
 
 
 def _show_boundary(s: Session, index: int, json_out: bool) -> None:
+    from sessionstore.storage.read import history as hist
     from sessionstore.storage.records.view import to_api_messages
 
     b = hist.boundary(s, index)
@@ -335,6 +339,8 @@ def view_tokens_line(entries: Sequence["ViewEntry"], b: hist.Boundary) -> str:
     The agent's figure (`pre_tokens`) counts its system prompt and tools too, with the model's own
     tokenizer: it is said as such, never as the size of the entries listed.
     """
+    from sessionstore.storage.read import history as hist
+
     return f"tokens: {hist.view_tokens(entries):,} in these entries; the agent counted {b.pre_tokens:,} with its prompt"
 
 
@@ -410,6 +416,7 @@ def export_cmd(
         return
     from sessionstore.interchange.export import export_claude_code, export_html, export_jsonl, export_markdown
     from sessionstore.secrets import Redactor
+    from sessionstore.storage.core.output import STDIO, open_output
 
     text_formats = {"jsonl": export_jsonl, "markdown": export_markdown, "html": export_html}
     if format not in (*text_formats, "claude-code"):

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from sqlalchemy.engine import Connection
-
-from sessionstore.storage.engine.config import default_db_url
-from sessionstore.storage.engine.db import open_engine
-from sessionstore.storage.engine.migrate import alembic_config, current_revision, head_revision, repack_note, upgrade
 
 from .common import DbOption, JsonOption, err_console, open_store, print_json
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 app = typer.Typer(help="Schema migrations (Alembic).", no_args_is_help=True)
 
@@ -26,6 +24,10 @@ def upgrade_cmd(
 
     Example: sessionstore db upgrade --db sqlite:///sessions.db
     """
+    from sessionstore.storage.engine.config import default_db_url
+    from sessionstore.storage.engine.db import open_engine
+    from sessionstore.storage.engine.migrate import current_revision, head_revision, repack_note, upgrade
+
     engine = open_engine(db or default_db_url())
     try:
         with engine.connect() as conn:
@@ -77,6 +79,10 @@ def current_cmd(db: DbOption = None, json_out: JsonOption = False) -> None:
 
     Example: sessionstore db current --json
     """
+    from sessionstore.storage.engine.config import default_db_url
+    from sessionstore.storage.engine.db import open_engine
+    from sessionstore.storage.engine.migrate import current_revision, head_revision
+
     engine = open_engine(db or default_db_url())
     try:
         with engine.connect() as conn:
@@ -97,6 +103,8 @@ def history_cmd(json_out: JsonOption = False) -> None:
     Example: sessionstore db history
     """
     from alembic.script import ScriptDirectory
+
+    from sessionstore.storage.engine.migrate import alembic_config
 
     script = ScriptDirectory.from_config(alembic_config())
     revs = list(reversed(list(script.walk_revisions())))

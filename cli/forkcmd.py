@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from sessionstore.sanitize import one_line
-from sessionstore.storage.write.fork import Lineage, ancestry, forks_of
 
 from .common import INT64_MAX, DbOption, JsonOption, UsageError, bounded, open_store, print_json
 from .redaction import say_secrets
+
+if TYPE_CHECKING:
+    from sessionstore.storage.write.fork import Lineage
 
 
 def register(app: typer.Typer) -> None:
@@ -56,6 +58,8 @@ def fork_cmd(
         raise UsageError("give --at or --before-boundary, not both")
     if at is not None and not at.strip():
         raise UsageError("--at needs a message seq or uuid (see `sessionstore view SESSION`), got an empty value")
+    from sessionstore.storage.write.fork import ancestry
+
     with open_store(db) as store:
         parent = store.get(session)
         fork = parent.fork(at, before_boundary=before_boundary, title=title)
@@ -101,6 +105,8 @@ def lineage_line(info: Lineage | None, children: list[Lineage]) -> str | None:
 
 def lineage_of(store: Any, session_id: str) -> str | None:
     """`lineage_line` for one session, read in two indexed lookups."""
+    from sessionstore.storage.write.fork import ancestry, forks_of
+
     chain = ancestry(store.db, session_id, limit=1)
     return lineage_line(chain[0] if chain else None, forks_of(store.db, session_id, limit=6))
 

@@ -12,9 +12,6 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.table import Table
 
-from sessionstore import SessionStoreError
-from sessionstore.storage.core.output import STDIO
-
 from .common import DbOption, JsonOption, UsageError, cell, console, echo, err_console, one_line, open_store, print_json
 
 if TYPE_CHECKING:
@@ -112,6 +109,9 @@ def _run(
     show: bool | None,
     follow_symlinks: bool = False,
 ) -> None:
+    from sessionstore.storage.core.errors import SessionStoreError
+    from sessionstore.storage.core.output import STDIO
+
     if paths.count(STDIO) > 1:
         raise UsageError("'-' (stdin) can be given only once")
     with tempfile.TemporaryDirectory(prefix="sessionstore-stdin-") as spool:
@@ -138,6 +138,8 @@ def _spool_stdin(folder: Path) -> Path:
 
 def _relabel(results: list[ImportResult], spooled: str) -> None:
     """Name stdin '-' in what is reported, not the temporary file it went through."""
+    from sessionstore.storage.core.output import STDIO
+
     for r in results:
         if r.path == spooled:
             r.path = STDIO

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 from rich.text import Text
-
-from sessionstore.storage.derived.search import LIMIT_MAX, MARK_CLOSE, MARK_OPEN, Hit
 
 from .common import (
     MAX_LIMIT,
@@ -22,6 +20,9 @@ from .common import (
     open_store,
     print_json,
 )
+
+if TYPE_CHECKING:
+    from sessionstore.storage.derived.search import Hit
 
 #: Messages waiting to be indexed from which the first search shows a progress bar.
 PROGRESS_FROM = 5_000
@@ -72,7 +73,7 @@ def search_cmd(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    from sessionstore.storage.derived.search import parse_query
+    from sessionstore.storage.derived.search import LIMIT_MAX, parse_query
 
     parse_query(query)
     with open_store(db, read_only=True) as store:
@@ -145,6 +146,8 @@ def marked(snippet: str) -> Text:
     """The snippet as Rich text, matches in reverse on a terminal, «marked» elsewhere (never parsed as markup)."""
     if not console.is_terminal:
         return cell(snippet)
+    from sessionstore.storage.derived.search import MARK_CLOSE, MARK_OPEN
+
     text = Text()
     rest = snippet
     while MARK_OPEN in rest:

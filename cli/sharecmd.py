@@ -6,8 +6,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from sessionstore.storage.team.ownership import share, shares, unshare
-
 from .common import DbOption, JsonOption, open_store, print_json
 
 
@@ -29,6 +27,8 @@ def share_cmd(
 
     Example: sessionstore share 3f2a --with bob --read-only
     """
+    from sessionstore.storage.team.ownership import share
+
     with open_store(db) as store:
         made = share(store, session, with_ or "", read_only=read_only)
     if json_out:
@@ -46,6 +46,8 @@ def unshare_cmd(
 
     Example: sessionstore unshare 3f2a --with bob
     """
+    from sessionstore.storage.team.ownership import unshare
+
     with open_store(db) as store:
         removed = unshare(store, session, with_ or "")
     typer.echo(f"{'no longer shared' if removed else 'was not shared'} with {with_}")
@@ -60,6 +62,8 @@ def shares_cmd(
 
     Example: sessionstore shares --json
     """
+    from sessionstore.storage.team.ownership import shares
+
     with open_store(db) as store:
         found = shares(store, session)
     if json_out:

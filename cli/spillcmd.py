@@ -8,9 +8,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from sessionstore.storage.core.output import STDIO
-from sessionstore.storage.write.spill import list_spills, materialize_spill, spill_original
-
 from .common import DbOption, JsonOption, cell, console, echo, fmt_time, open_store, print_json
 
 app = typer.Typer(help="Spilled tool results: print, list, write to a file.", no_args_is_help=True)
@@ -25,6 +22,8 @@ def cat_cmd(session: SessionArg, tool_use_id: ToolUseArg, db: DbOption = None) -
 
     Example: sessionstore spill cat SESSION toolu_01ABC > output.txt
     """
+    from sessionstore.storage.write.spill import spill_original
+
     with open_store(db, read_only=True) as store:
         data = spill_original(store.get(session), tool_use_id)
     sys.stdout.flush()
@@ -41,6 +40,8 @@ def list_cmd(session: SessionArg, db: DbOption = None, json_out: JsonOption = Fa
 
     Example: sessionstore spill list SESSION --json
     """
+    from sessionstore.storage.write.spill import list_spills
+
     with open_store(db, read_only=True) as store:
         spills = list_spills(store.get(session))
     if json_out:
@@ -68,6 +69,9 @@ def materialize_cmd(
 
     Example: sessionstore spill materialize SESSION toolu_01ABC ./spills
     """
+    from sessionstore.storage.core.output import STDIO
+    from sessionstore.storage.write.spill import materialize_spill
+
     if directory == STDIO:
         cat_cmd(session, tool_use_id, db)
         return

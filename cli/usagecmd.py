@@ -4,25 +4,19 @@ from __future__ import annotations
 
 import csv
 import sys
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from sessionstore.sanitize import one_line
-from sessionstore.usage import (
-    GROUPINGS,
-    Usage,
-    UsageReport,
-    UsageRow,
-    cost_text,
-    hit_rate_text,
-    short_count,
-    usage_report,
-)
+from sessionstore.usage_groupings import GROUPINGS
 
 from .common import DbOption, JsonOption, UsageError, console, open_store, print_json
+
+if TYPE_CHECKING:
+    from sessionstore.usage import Usage, UsageReport, UsageRow
 
 HELP = """Tokens by kind (input, cache write, cache read, output), cache hit rate and cost.
 
@@ -79,6 +73,7 @@ def usage_cmd(
     if json_out and csv_out:
         raise UsageError("--json and --csv exclude each other: pick one")
     from sessionstore.prices import load_prices
+    from sessionstore.usage import usage_report
 
     table = load_prices(prices)
     with open_store(db) as store:
@@ -131,6 +126,8 @@ def usage_table(report: UsageReport, width: int = 80) -> Table:
 
 def _cells(usage: Usage) -> list[str]:
     """The numeric cells of one row: responses, the token kinds shortened, hit rate, cost."""
+    from sessionstore.usage import cost_text, hit_rate_text, short_count
+
     return [
         f"{usage.responses:,}",
         *(short_count(getattr(usage, attr)) for _, attr in COLUMNS),

@@ -21,12 +21,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from .prices import PriceTable, Rates, load_prices
 from .storage.core.errors import SessionStoreError
 from .storage.derived.usage_counts import KINDS, catch_up
+from .usage_groupings import GROUPINGS
 
 if TYPE_CHECKING:
     from .storage.store import SessionStore
-
-#: The groupings a report can take.
-GROUPINGS = ("day", "week", "month", "session", "project", "model", "host")
 
 #: The `--by host` row of sessions that record no host (captured before revision 0009 added it).
 NO_HOST = "(no host)"

@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import NotPermitted, ReadOnlySession, SessionNotFound, SessionStoreError
-from ..engine.models import LOCAL_OWNER
 
 if TYPE_CHECKING:
     from ..engine.db import Database
@@ -41,7 +40,13 @@ class Share:
 
 
 def current_owner(db: "Database") -> str:
-    """The owner new sessions get: the connected role on PostgreSQL, 'local' on SQLite."""
+    """The owner new sessions get: the connected role on PostgreSQL, 'local' on SQLite.
+
+    The schema's models are imported here, not at the top: search and usage import this module for
+    `writable_clause`, and the models (with SQLAlchemy's ORM and PostgreSQL dialect) cost a read command 50 ms.
+    """
+    from ..engine.models import LOCAL_OWNER
+
     if db.is_sqlite:
         return LOCAL_OWNER
     return str(db.one("SELECT current_user")[0])
