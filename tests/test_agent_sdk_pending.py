@@ -15,7 +15,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -24,7 +24,6 @@ pytest.importorskip("claude_agent_sdk")
 from sessionstore import SessionStore, StoreBusy  # noqa: E402
 from sessionstore.integrations import sdk_entries  # noqa: E402
 from sessionstore.integrations.agent_sdk import AgentSdkStore  # noqa: E402
-from tests.conftest import PG_URL, Templates  # noqa: E402
 from tests.support.cli import run_cli  # noqa: E402
 
 KEY = {"project_key": "-work-project", "session_id": "258c7280-ae70-4798-800f-63464d01a85d"}
@@ -32,17 +31,10 @@ LINES = 300
 SCRIPT = Path(sys.executable).parent / "sessionstore"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path, templates: Templates) -> Iterator[str]:
-    """A new, migrated store on one engine."""
-    if request.param == "sqlite":
-        yield templates.sqlite(tmp_path / "sdk.db")
-        return
-    if not PG_URL:
-        pytest.skip("PostgreSQL tests need SESSIONSTORE_TEST_PG_URL (.ci/run sets it)")
-    schema = templates.postgresql(PG_URL)
-    yield next(schema)
-    next(schema, None)
+@pytest.fixture
+def url(store_url: str) -> str:
+    """A new, migrated store on each engine."""
+    return store_url
 
 
 def _entries(transcripts_dir: Path) -> list[dict[str, Any]]:

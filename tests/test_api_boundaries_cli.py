@@ -35,11 +35,9 @@ OPAQUE = ("encrypted_content", "signature", "ZmFrZS1lbmM", "ZmFrZS1zaWc", '"type
 
 @pytest.fixture
 def api() -> Iterator[FakeAPI]:
-    server = start_fake_api(default="noted")
-    try:
+    """The local Messages API server, writing the summary tests/support/apisession.py expects."""
+    with start_fake_api(default="noted") as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture
