@@ -11,6 +11,8 @@ A's source ids do not block B's imports. All roles and the database are dropped 
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -335,6 +337,50 @@ def test_a_growth_import_under_row_level_security_rewrites_its_own_last_block(ro
         assert [int(c) for (c,) in counts] == [64, 26]
     with SessionStore.open(roles.url(roles.b)) as store:
         assert store.db.one("SELECT COUNT(*) FROM source_lines WHERE session_id = :id", {"id": sid})[0] == 0
+
+
+def test_a_s_imports_of_a_file_name_take_turns_and_b_s_do_not_wait(
+    roles: Roles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A's other machine holds A's lock of a file name (revision 0023's import_locks row): B imports a file of that
+    name at once (a wait would end in lock_timeout); A's import of it waits until the other machine lets go."""
+    name = f"{uuid.uuid4()}.jsonl"
+    a_file = _claude_file(tmp_path / "a" / name, "cc-turns-a", "A's copy")
+    b_file = _claude_file(tmp_path / "b" / name, "cc-turns-b", "B's file")
+    with roles.raw(roles.a) as other_machine, roles.raw(roles.a) as watch:
+        other_machine.execute("INSERT INTO import_locks (source, name) VALUES ('claude-code', %s)", (name,))
+        with other_machine.transaction():
+            held = "SELECT owner FROM import_locks WHERE source = 'claude-code' AND name = %s FOR UPDATE"
+            assert other_machine.execute(held, (name,)).fetchall() == [(roles.a,)]
+            monkeypatch.setenv("PGOPTIONS", "-c lock_timeout=3000")
+            with SessionStore.open(roles.url(roles.b)) as store:
+                assert import_file(store, str(b_file), source="claude-code").status == "imported"
+            monkeypatch.delenv("PGOPTIONS")
+            done: list[str] = []
+            waiting = threading.Thread(target=lambda: done.append(_import_as(roles.url(roles.a), a_file)))
+            waiting.start()
+            _wait_for_lock_wait(watch, "import_locks")
+            assert done == [], "A's import ran while A's other machine held the file's lock"
+        waiting.join(timeout=60)
+    assert done == ["imported"]
+
+
+def _import_as(url: str, path: Path) -> str:
+    """The status of importing `path` (Claude Code) into the store at `url`, from a thread of its own."""
+    with SessionStore.open(url) as store:
+        return import_file(store, str(path), source="claude-code").status
+
+
+def _wait_for_lock_wait(conn: Any, table: str, timeout: float = 30.0) -> None:
+    """Until a backend of this role waits for a lock in a statement naming `table`."""
+    deadline = time.monotonic() + timeout
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE usename = current_user AND wait_event_type = 'Lock' "
+        "AND query LIKE %s AND pid <> pg_backend_pid()"
+    )
+    while conn.execute(query, (f"%{table}%",)).fetchone()[0] == 0:
+        assert time.monotonic() < deadline, f"no import waited on {table} after {timeout}s"
+        time.sleep(0.05)
 
 
 # ------------------------------------------------------------------ sharing

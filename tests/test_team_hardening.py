@@ -412,3 +412,52 @@ def test_the_docs_state_what_a_member_learns_and_it_holds(team: Team) -> None:
         assert conn.execute("SELECT count(*) FROM sessions WHERE title = %s", ("alice's keys",)).fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM blobs WHERE sha256 = %s", (team.blob,)).fetchone() == (0,)
         assert _seen(conn, "SELECT last_value FROM compactions_id_seq") == "InsufficientPrivilege"
+
+
+# ------------------------------------------------------------------ import locks (revision 0023)
+
+#: What a member holds on import_locks: rows in and locked (UPDATE of `owner` alone, for SELECT ... FOR UPDATE).
+IMPORT_LOCK_PRIVILEGES = {"SELECT": True, "INSERT": True, "UPDATE": False, "DELETE": False, "TRUNCATE": False}
+
+
+def _import_lock_privileges(team: Team, role: str) -> dict[str, bool]:
+    """`role`'s privileges on import_locks: per verb on the table, and UPDATE per column."""
+    with team.raw(None) as conn:
+        held = {
+            verb: bool(
+                conn.execute("SELECT has_table_privilege(%s, 'public.import_locks', %s)", (role, verb)).fetchone()[0]
+            )
+            for verb in IMPORT_LOCK_PRIVILEGES
+        }
+        for column in ("owner", "source", "name"):
+            (held[f"UPDATE ({column})"],) = conn.execute(
+                "SELECT has_column_privilege(%s, 'public.import_locks', %s, 'UPDATE')", (role, column)
+            ).fetchone()
+        (held["row security forced"],) = conn.execute(
+            "SELECT relrowsecurity AND relforcerowsecurity FROM pg_class WHERE oid = 'public.import_locks'::regclass"
+        ).fetchone()
+    return held
+
+
+def test_a_member_locks_its_imports_and_nothing_more_granted_now_or_before_the_revision(team: Team) -> None:
+    """`db grant` gives SELECT, INSERT and UPDATE of `owner` on import_locks, no DELETE, nothing to PUBLIC, a
+    revoked or never granted role nothing; revision 0023 run on a store granted before it gives the same."""
+    from sessionstore.storage.engine.db import make_engine
+    from sessionstore.storage.engine.migrate import downgrade, upgrade
+
+    member = {**IMPORT_LOCK_PRIVILEGES, "UPDATE (owner)": True, "UPDATE (source)": False, "UPDATE (name)": False}
+    nothing = dict.fromkeys(member, False)
+    expected = {
+        team.bob: {**member, "row security forced": True},
+        team.dave: {**nothing, "row security forced": True},
+        team.carol: {**nothing, "row security forced": True},
+        "public": {**nothing, "row security forced": True},
+    }
+    assert {role: _import_lock_privileges(team, role) for role in expected} == expected
+    engine = make_engine(team.url(None if team.superuser_owned else team.owner))
+    try:
+        downgrade(engine, "0022")
+        upgrade(engine, backup=False)
+    finally:
+        engine.dispose()
+    assert {role: _import_lock_privileges(team, role) for role in expected} == expected

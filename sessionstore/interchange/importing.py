@@ -412,12 +412,28 @@ def _imported_source(db: "Database", path: str) -> str | None:
     return None if found is None else found[1]
 
 
+#: Tries at taking a file's lock row: it is inserted, then locked; only a row deleted in between takes another.
+_LOCK_TRIES = 3
+
+
 def _lock_file(db: "Database", source: str, path: str) -> None:
-    """Serialize importers of one file, on every machine (PostgreSQL; SQLite's write transactions are serialized
-    already): the lock is named by the file's name, which a synced copy keeps."""
-    if not db.is_sqlite:
-        key = int.from_bytes(hashlib.sha256(f"{source}\0{Path(path).name}".encode()).digest()[:8], "big", signed=True)
-        db.execute("SELECT pg_advisory_xact_lock(:k)", {"k": key}).close()
+    """Serialize one person's importers of one file, on every machine (PostgreSQL; SQLite's write transactions are
+    serialized already): a row of theirs in import_locks, named by the file's name (which a synced copy keeps),
+    locked FOR UPDATE. Row-level security keeps it theirs: no other role can take it or make them wait."""
+    if db.is_sqlite:
+        return
+    key = {"source": source, "name": Path(path).name}
+    for _ in range(_LOCK_TRIES):
+        db.execute(
+            "INSERT INTO import_locks (source, name) VALUES (:source, :name) ON CONFLICT DO NOTHING", key
+        ).close()
+        locked = db.one(
+            "SELECT 1 FROM import_locks WHERE owner = current_user AND source = :source AND name = :name FOR UPDATE",
+            key,
+        )
+        if locked is not None:
+            return
+    raise SessionStoreError(f"could not lock the imports of {key['name']} ({source}): its lock row keeps vanishing")
 
 
 def _resumable(state: LiveState | None, existing: Any, source: str) -> "SourceImport | None":

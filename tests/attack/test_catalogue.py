@@ -3,17 +3,19 @@
 Two stores, one whose tables belong to an owner role and one whose tables belong to the superuser
 (`db upgrade` as `postgres`). Role profiles: a role never granted, a granted role, a revoked role, a role
 with a read share and one with a write share of alice's sessions (tests/support/teamstore.py). Alice has
-an unshared session holding a secret, a word and a spilled blob: none of it may be seen, changed,
-named or waited on. Every table, view, sequence and function comes from the catalogue, so a new one is
+an unshared session holding a secret, a word and a spilled blob, and an import lock on a file named after
+the word: none of it may be seen, changed, named or waited on. Every table, view, sequence and function comes from the catalogue, so a new one is
 attacked without editing this file. Each attempt runs in its own transaction, rolled back.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,6 +23,8 @@ from typing import Any, Iterator
 import psycopg
 import pytest
 
+from sessionstore import SessionStore
+from sessionstore.interchange.importing import import_file
 from tests.attack.conftest import record
 from tests.conftest import PG_URL
 from tests.support.teamstore import WORD, Team, team_store
@@ -411,6 +415,81 @@ def test_no_advisory_key_a_role_can_take_holds_the_owner(team: Team, profile: st
         finally:
             message.unlink(missing_ok=True)
     record(_store(team), profile, ["lock:advisory keys"])
+
+
+@pytest.mark.parametrize("profile", ["never-granted", "granted"])
+def test_no_lock_a_role_can_take_holds_the_owner_s_import(team: Team, profile: str, tmp_path: Path) -> None:
+    """A file alice imported has grown. The attacker holds the advisory key importers of it once took, locks
+    every row of import_locks it can and one of its own for the same file name, and tries to claim alice's;
+    her `import` of the file still runs (a wait would end in lock_timeout), and none of her rows reached it."""
+    source_id = str(uuid.uuid4())
+    path = _claude_file(tmp_path / f"{source_id}.jsonl", source_id, 1)
+    with SessionStore.open(team.url(team.alice)) as store:
+        assert import_file(store, str(path), source="claude-code").status == "imported"
+    _claude_file(path, source_id, 2)
+    old_key = int.from_bytes(hashlib.sha256(f"claude-code\0{path.name}".encode()).digest()[:8], "big", signed=True)
+    with _connect(team, profile) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s::bigint)", (old_key,))
+        with conn.transaction(force_rollback=True):
+            held = {
+                "every row": _held(conn, "SELECT owner, name FROM public.import_locks FOR UPDATE"),
+                "its own": _held(
+                    conn,
+                    "INSERT INTO public.import_locks (source, name) VALUES ('claude-code', %s) ON CONFLICT DO NOTHING",
+                    (path.name,),
+                ),
+                "by name": _held(
+                    conn, "SELECT owner FROM public.import_locks WHERE name = %s FOR UPDATE", (path.name,)
+                ),
+                "alice's": _held(
+                    conn,
+                    "INSERT INTO public.import_locks (owner, source, name) VALUES (%s, 'claude-code', %s)",
+                    (team.alice, path.name),
+                ),
+            }
+            env = {**os.environ, "PGOPTIONS": "-c lock_timeout=3000"}
+            result = _cli("import", "claude-code", str(path), "--json", "--db", team.url(team.alice), env=env)
+            assert result.returncode == 0, (held, result.stderr)
+            assert [r["status"] for r in json.loads(result.stdout)["files"]] == ["grown"], result.stdout
+    assert team.alice not in json.dumps(held), held
+    assert isinstance(held["alice's"], str), held
+    if profile == "granted":
+        assert held["by name"] == [(team.bob,)], held
+    record(_store(team), profile, ["lock:import_locks rows", "lock:a file's advisory key"])
+
+
+def _held(conn: Any, sql: str, params: Any = ()) -> Any:
+    """The rows `sql` returns (its locks kept till the enclosing transaction ends), or the refusal's SQLSTATE
+    class name (rolled back to before it)."""
+    try:
+        with conn.transaction():
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description else cur.rowcount
+    except psycopg.Error as exc:
+        return type(exc).__name__
+
+
+def _claude_file(path: Path, source_id: str, turns: int) -> Path:
+    """A Claude Code transcript of `turns` user and assistant lines (compact, as Claude Code writes them)."""
+    lines: list[dict[str, Any]] = []
+    for turn in range(turns):
+        parent = lines[-1]["uuid"] if lines else None
+        for kind, content in (("user", f"step {turn}"), ("assistant", [{"type": "text", "text": "ok"}])):
+            lines.append(
+                {
+                    "type": kind,
+                    "uuid": f"{source_id}-{kind}-{turn}",
+                    "parentUuid": parent,
+                    "sessionId": source_id,
+                    "cwd": "/w",
+                    "timestamp": f"2026-11-30T10:00:0{len(lines)}.000Z",
+                    "message": {"role": kind, "content": content}
+                    | ({"id": f"msg_{turn}", "model": "claude-sonnet-4-5"} if kind == "assistant" else {}),
+                }
+            )
+            parent = lines[-1]["uuid"]
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+    return path
 
 
 def _cli(*args: str, env: dict[str, str]) -> Any:

@@ -5,7 +5,7 @@ superuser the tests were given (`db upgrade` as `postgres`, the most common firs
 each new (uuid-suffixed: roles are cluster-global and other tests run beside these) and dropped
 afterwards: alice (granted; owns the sessions), bob (granted; a read share of one of alice's sessions
 and a write share of another), carol (never granted) and dave (granted, then revoked). Alice has an
-unshared session holding a secret and a spilled blob.
+unshared session holding a secret and a spilled blob, and an import lock on a file named after her word.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ SECRET = "aws_secret_access_key=wJalrXUtnFEMI-K7MDENG-7f3e9"
 SPILLED = b"spilled: " + SECRET.encode() + b" " + b"x" * 4000
 #: A word only alice's unshared session holds.
 WORD = "zebracorn"
+#: The lock row an import of alice's takes (sessionstore/interchange/importing.py), here for a file named after WORD.
+LOCK_ROW = "INSERT INTO import_locks (source, name) VALUES ('claude-code', :name)"
 
 
 @dataclass
@@ -117,6 +119,7 @@ def _fill(team: Team) -> None:
             team.blob = sha
 
         store.db.run_write(spill, session_id=secret.id)
+        store.db.run_write(lambda db: db.execute(LOCK_ROW, {"name": f"{WORD}-{secret.id}.jsonl"}).close())
         readable = store.create_session(title="shared to read")
         readable.append({"role": "user", "content": "bob may read this"})
         team.read_shared = readable.id

@@ -550,3 +550,18 @@ SQLITE_ONLY_TABLES = ("text_dictionaries",)
 def include_name(name: str | None, type_: str, _parents: object = None) -> bool:
     """Alembic's autogenerate filter: leave out the engine-specific tables (search index, text dictionaries)."""
     return not (type_ == "table" and name is not None and name.startswith(SEARCH_INDEX_TABLES + SQLITE_ONLY_TABLES))
+
+
+class ImportLockRow(Base):
+    """An import's lock on a file name (PostgreSQL: taken FOR UPDATE, so one person's imports of it run one at a time).
+
+    One row per owner, source and file name (a synced copy keeps the name); row-level security (revision 0023)
+    gives each role its own rows only, so nobody takes or waits on another's lock. Never locked on SQLite.
+    """
+
+    __tablename__ = "import_locks"
+
+    #: The role that imports (PostgreSQL: `current_user`, set by revision 0023's default).
+    owner: Mapped[str] = mapped_column(String(63), primary_key=True, server_default=text(f"'{LOCAL_OWNER}'"))
+    source: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(Text, primary_key=True)

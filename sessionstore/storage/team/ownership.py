@@ -134,8 +134,10 @@ def shares(store: "SessionStore", session_id: str | None = None) -> list[Share]:
 
 #: What `db grant` gives a role: using the store, never changing its schema. Rows in and out (row-level
 #: security scopes them), but no UPDATE of the record (messages, compactions, blobs, source lines,
-#: forks) and of a replacement only its text; USAGE on the sequences (nextval), never UPDATE (setval) or
-#: SELECT (last_value); EXECUTE on the store's functions (revision 0019 revoked it from PUBLIC).
+#: forks) and of a replacement only its text; of import_locks (revision 0023) rows in and locked (UPDATE
+#: of `owner` alone, which SELECT ... FOR UPDATE needs and the policy keeps as it is), never deleted; USAGE
+#: on the sequences (nextval), never UPDATE (setval) or SELECT (last_value); EXECUTE on the store's
+#: functions (revision 0019 revoked it from PUBLIC).
 _GRANTS = (
     "GRANT USAGE ON SCHEMA {schema} TO {role}",
     "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
@@ -143,6 +145,8 @@ _GRANTS = (
     "REVOKE UPDATE ON {schema}.messages, {schema}.compactions, {schema}.blobs, {schema}.source_lines, "
     "{schema}.session_forks, {schema}.replacements FROM {role}",
     "GRANT UPDATE (kind, replacement) ON {schema}.replacements TO {role}",
+    "REVOKE UPDATE, DELETE ON {schema}.import_locks FROM {role}",
+    "GRANT UPDATE (owner) ON {schema}.import_locks TO {role}",
     "REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {role}",
     "GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
     "GRANT EXECUTE ON FUNCTION {functions} TO {role}",
