@@ -63,7 +63,10 @@ def test_0001_database_upgrades_and_is_searchable(empty_store_url: str) -> None:
         assert [h.boundary for h in hits if h.seq == transcript[-1][0]] == [None]
         assert check(store).ok, [str(p) for p in check(store).problems]
         if not store.db.is_sqlite:
-            index = store.db.one("SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_search_docs_body_trgm'")
+            index = store.db.one(  # this store's schema only: other workers' schemas are dropped meanwhile
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+                "AND indexname = 'ix_search_docs_body_trgm'"
+            )
             assert index is not None and "gin_trgm_ops" in index[0]
 
 

@@ -298,11 +298,12 @@ def test_the_indexing_write_has_its_points_listed() -> None:
 def test_every_point_of_the_indexing_write_leaves_no_index_of_the_session_or_all_of_it(
     engine: str, tmp_path: Path
 ) -> None:
-    from tests.test_fault_points import _assert_killed_at, _fork, _fresh_database
+    from tests.support.newstore import new_store_url
+    from tests.test_fault_points import _assert_killed_at, _fork
 
     points = [p for p in _search_points() if engine == "sqlite" or not p.endswith("after_dictionary")]
     for n, point in enumerate(points):
-        with _fresh_database(engine, tmp_path, n) as url:
+        with new_store_url(engine, tmp_path / f"migrate-{n}.db") as url:
             with SessionStore.open(url) as store:
                 sid = _session(store, f"fault{n}", 300)
             _assert_killed_at(_fork(url, point, lambda st: st.search("TypeError")), point, url)
