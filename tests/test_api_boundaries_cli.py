@@ -138,3 +138,18 @@ def test_html_export_shows_each_api_summary_and_never_the_encrypted_copy(
     assert "compaction failed: the server returned no summary" in page
     assert html.escape(THRESHOLD_ANSWER, quote=False) in page
     assert [p for p in OPAQUE if p in page] == [], "the block's encrypted copy and signature stay out of the page"
+
+
+def test_a_compaction_message_reads_as_its_summary_in_one_line(
+    store: SessionStore, made: ApiSession, tmp_path: Path
+) -> None:
+    """`view` and `history -b K` rows show the block's summary (or that it failed), never a bare `[compaction]`."""
+    env = {**private_env(tmp_path / "home"), "COLUMNS": "200"}
+    view = sessionstore(store.url, env, "view", made.id)
+    before = sessionstore(store.url, env, "history", made.id, "-b", "2")
+    assert view.code == 0 and before.code == 0, view.err + before.err
+    first_line = made.summaries[-1].splitlines()[0]
+    assert f"[compaction] {first_line}" in view.out
+    assert "[compaction failed]" in view.out
+    assert f"[compaction] {made.summaries[0].splitlines()[0][:40]}" in before.out
+    assert "[compaction]  " not in view.out + before.out and "[compaction] │" not in view.out

@@ -89,6 +89,10 @@ def test_api_boundaries_open_to_their_trigger_summary_and_replaced_messages(
         assert shown["marked"] == {m["seq"] for m in want["summarized"]} & set(shown["rows"]) and shown["marked"]
         assert shown["summary"] == made.summaries[k - 1] == want["boundary"]["summary"]
     assert not any(m in p for p in seen["boundaries"][2]["previews"] for m in MEANWHILE)
+    later = [p for b in seen["boundaries"][1:] for p in b["previews"]]
+    first_line = " ".join(made.summaries[0].split())[:30]
+    assert any(p.startswith(f"[compaction] {first_line}") for p in later), "a compaction row reads as its summary"
+    assert "[compaction]" not in later
     seq, text = seen["detail"]
     assert seq == expected[0]["boundary"]["summary_seq"]
     assert made.summaries[0] in text
