@@ -202,6 +202,7 @@ def test_search_during_concurrent_appends_never_errors(store: SessionStore) -> N
     s.append({"role": "user", "content": "seed marmalade 0"})
     errors: list[BaseException] = []
     stop = threading.Event()
+    searched = threading.Event()
 
     def writer() -> None:
         w = SessionStore.open(store.url)
@@ -209,6 +210,8 @@ def test_search_during_concurrent_appends_never_errors(store: SessionStore) -> N
             ws = w.get(s.id)
             for i in range(1, 150):
                 ws.append({"role": "assistant" if i % 2 else "user", "content": f"marmalade {i}"})
+                if i == 75:  # half way, until the reader has searched once: the searches meet the appends
+                    searched.wait(timeout=120)
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             errors.append(exc)
         finally:
@@ -226,7 +229,9 @@ def test_search_during_concurrent_appends_never_errors(store: SessionStore) -> N
             assert len(hits) >= committed
             assert len({h.seq for h in hits}) == len(hits)
             seen += 1
+            searched.set()
     finally:
+        searched.set()
         thread.join()
         reader.close()
     assert not errors, errors
