@@ -253,20 +253,14 @@ def preview(content: Any, width: int = 80) -> str:
             elif kind == "tool_result":
                 parts.append("[tool_result" + (" error" if block.get("is_error") else "") + "]")
             elif kind == "compaction":
-                parts.append(_compaction_preview(block))
+                from sessionstore.storage.core.blocktypes import compaction_line
+
+                parts.append(compaction_line(block))
             else:
                 parts.append(f"[{kind}]")
         text = " ".join(parts)
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _compaction_preview(block: dict[str, Any]) -> str:
-    """The API's compaction block in one line: its summary's start, or that it failed (never its encrypted copy)."""
-    from sessionstore.storage.core.blocktypes import compaction_summary
-
-    summary = compaction_summary(block)
-    return f"[compaction] {summary}" if summary else "[compaction failed]"
 
 
 def note_local_continuation(given: str, written_to: str) -> None:

@@ -237,7 +237,9 @@ class AgentSdkStore(SdkSessionStore):
     def _catch_up_thread(self) -> _CatchUp:
         """The adapter's catch-up thread, started on the first append."""
         if self._catch_up is None:
-            self._catch_up = _CatchUp(self.store, self._importers, self.import_after or QUIET)
+            self._catch_up = _CatchUp(
+                self.store, self._importers, self.import_after if self.import_after is not None else QUIET
+            )
             self._catch_up.start()
         return self._catch_up
 

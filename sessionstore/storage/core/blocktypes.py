@@ -73,6 +73,13 @@ def compaction_summary(block: Mapping[str, Any] | None) -> str | None:
     return text if isinstance(text, str) and text else None
 
 
+def compaction_line(block: Mapping[str, Any]) -> str:
+    """A compaction block in one line, for listings: `[compaction] <its summary>`, or `[compaction failed]`;
+    never its encrypted copy."""
+    summary = compaction_summary(block)
+    return f"[compaction] {' '.join(summary.split())}" if summary else "[compaction failed]"
+
+
 def sdk_dump(obj: Any) -> dict[str, Any] | None:
     """An SDK (pydantic) object as the API sent it: its wire names (`from`, not `from_`), the fields it
     carried, nulls included, extra fields of block types the SDK does not know kept; None for other objects."""

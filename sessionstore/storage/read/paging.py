@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import jiter
 
-from ..core.blocktypes import COMPACTION, compaction_summary
+from ..core.blocktypes import COMPACTION, compaction_line
 from ..core.errors import MessageNotFound, SessionStoreError
 from ..records.rows import MESSAGE_COLUMNS, stored_from_row
 from ..records.state import load_state
@@ -529,8 +529,7 @@ def _block_preview(block: dict[str, Any]) -> str:
     if kind in ("thinking", "redacted_thinking"):
         return "(thinking)"
     if kind == COMPACTION:
-        summary = compaction_summary(block)
-        return f"[compaction] {' '.join(summary.split())}" if summary else "[compaction failed]"
+        return compaction_line(block)
     return f"[{kind}]"
 
 
