@@ -93,7 +93,7 @@ def _store_with_sessions(url: str) -> tuple[SessionStore, list[str]]:
         for i in range(MESSAGES):  # one by one: appends do not write the session row (its checkpoint stays at 0)
             session.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"})
         ids.append(session.id)
-    store.db.execute("ANALYZE")
+    store.db.execute("ANALYZE messages, sessions")  # this store's tables: others' schemas are dropped meanwhile
     return store, ids
 
 
