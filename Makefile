@@ -49,9 +49,10 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m 'not slow'
 
 # Mutation testing of the modules that hold promises (scripts/mutate.py; not part of `make test`: it takes hours).
-# MODULES narrows it, e.g. `make mutate MODULES=sessionstore/storage/write/fork.py`; results in build/mutate/report.md.
+# MODULES narrows it, e.g. `make mutate MODULES=sessionstore/storage/write/fork.py`; MUTATE_FLAGS=--resume goes on
+# from a stopped run (build/mutate/results.jsonl); results in build/mutate/report.md.
 mutate: $(STAMP)
-	$(BIN)/python scripts/mutate.py $(MODULES)
+	$(BIN)/python scripts/mutate.py $(MUTATE_FLAGS) $(MODULES)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'

@@ -10,11 +10,16 @@ install: the checkout itself is never changed, so a killed run leaves nothing be
 
     python scripts/mutate.py                      # every module below
     python scripts/mutate.py sessionstore/storage/write/fork.py --limit 50
+    python scripts/mutate.py --jobs 1 --resume    # one at a time; skip mutants already in results.jsonl
+
+Each outcome is appended to build/mutate/results.jsonl as it is known, so a stopped run loses nothing:
+`--resume` runs only the mutants not yet recorded for the module's current source.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import os
@@ -23,12 +28,14 @@ import subprocess
 import sys
 import time
 import tokenize
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "build" / "mutate"
 PKG = WORK / "pkg"
+RESULTS = WORK / "results.jsonl"
 #: The top-level folders that install beneath `sessionstore.` (setup.py's MAPPED).
 MAPPED = ("compaction", "cli", "migrations")
 
@@ -41,8 +48,12 @@ TARGETS: dict[str, list[str]] = {
         "tests/test_snip.py",
         "tests/test_compact_pivot.py",
     ],
-    "sessionstore/storage/write/fork.py": ["tests/test_fork.py", "tests/test_fork_cli.py"],
-    "sessionstore/storage/codecs/linepack.py": ["tests/test_line_blocks.py", "tests/test_storage_packing.py"],
+    "sessionstore/storage/write/fork.py": ["tests/test_fork.py", "tests/test_fork_cli.py", "tests/test_usage_once.py"],
+    "sessionstore/storage/codecs/linepack.py": [
+        "tests/test_line_blocks.py",
+        "tests/test_storage_packing.py",
+        "tests/test_claude_code_export_fidelity.py",
+    ],
     "sessionstore/storage/read/history.py": [
         "tests/test_history_paging.py",
         "tests/test_history_summary.py",
@@ -91,23 +102,23 @@ class Mutant:
     seconds: float = 0.0
 
 
-def installed_path(module: str) -> Path:
-    """Where `module` (a checkout path) lives in the copy laid out as installed."""
-    return PKG / "sessionstore" / module if module.partition("/")[0] in MAPPED else PKG / module
+def installed_path(module: str, pkg: Path = PKG) -> Path:
+    """Where `module` (a checkout path) lives in the copy `pkg` laid out as installed."""
+    return pkg / "sessionstore" / module if module.partition("/")[0] in MAPPED else pkg / module
 
 
-def lay_out_package() -> None:
+def lay_out_package(pkg: Path = PKG) -> None:
     """A fresh copy of the package as it installs (the checkout's own files are never mutated)."""
-    shutil.rmtree(PKG, ignore_errors=True)
+    shutil.rmtree(pkg, ignore_errors=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    shutil.copytree(ROOT / "sessionstore", PKG / "sessionstore", ignore=ignore)
+    shutil.copytree(ROOT / "sessionstore", pkg / "sessionstore", ignore=ignore)
     for folder in MAPPED:
-        shutil.copytree(ROOT / folder, PKG / "sessionstore" / folder, ignore=ignore)
+        shutil.copytree(ROOT / folder, pkg / "sessionstore" / folder, ignore=ignore)
 
 
-def test_env() -> dict[str, str]:
-    """The environment of every test run: the copy first on the import path."""
-    return {**os.environ, "PYTHONPATH": str(PKG), "PYTHONDONTWRITEBYTECODE": "1"}
+def test_env(pkg: Path = PKG) -> dict[str, str]:
+    """The environment of every test run: the copy `pkg` first on the import path."""
+    return {**os.environ, "PYTHONPATH": str(pkg), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 #: pytest as every run starts it: from the copy (the working directory comes first on the import path), with the
@@ -176,9 +187,9 @@ def apply(source: str, m: Mutant) -> str | None:
     return mutated
 
 
-def run_mutant(m: Mutant, source: str, tests: set[str], timeout: float) -> None:
-    """Write the mutant into the copy, run its tests (first failure kills it), and put the source back."""
-    target = installed_path(m.module)
+def run_mutant(m: Mutant, source: str, tests: set[str], timeout: float, pkg: Path = PKG) -> None:
+    """Write the mutant into the copy `pkg`, run its tests (first failure kills it), and put the source back."""
+    target = installed_path(m.module, pkg)
     mutated = apply(source, m)
     if mutated is None:
         m.outcome = "invalid"
@@ -187,7 +198,7 @@ def run_mutant(m: Mutant, source: str, tests: set[str], timeout: float) -> None:
     start = time.monotonic()
     try:
         cmd = [sys.executable, *PYTEST, "-x", "-c", str(ROOT / "pyproject.toml"), *sorted(tests)]
-        done = subprocess.run(cmd, cwd=PKG, env=test_env(), capture_output=True, timeout=timeout, check=False)
+        done = subprocess.run(cmd, cwd=pkg, env=test_env(pkg), capture_output=True, timeout=timeout, check=False)
         m.outcome = "survived" if done.returncode == 0 else "killed"
     except subprocess.TimeoutExpired:
         m.outcome = "killed (timeout)"
@@ -196,14 +207,55 @@ def run_mutant(m: Mutant, source: str, tests: set[str], timeout: float) -> None:
         target.write_text(source)
 
 
-def mutate_module(module: str, limit: int | None, timeout: float) -> list[Mutant]:
-    """Every mutant of `module` run against the tests that cover its line."""
-    covered = covering_tests(module, TARGETS[module])
+def mutant_key(m: Mutant, digest: str) -> str:
+    """What names a mutant across runs: its module's source (by digest), place and replacement."""
+    return f"{m.module}:{digest}:{m.line}:{m.column}:{m.before}->{m.after}"
+
+
+def recorded() -> dict[str, dict[str, object]]:
+    """The outcomes results.jsonl already holds, by mutant key (a torn last line is skipped)."""
+    found: dict[str, dict[str, object]] = {}
+    if RESULTS.exists():
+        for line in RESULTS.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            found[row["key"]] = row
+    return found
+
+
+def mutate_module(module: str, limit: int | None, timeout: float, pkgs: list[Path], resume: bool) -> list[Mutant]:
+    """Every mutant of `module` run against the tests that cover its line, one per package copy at a time."""
     source = installed_path(module).read_text()
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    done = recorded() if resume else {}
+    covered = covering_tests(module, TARGETS[module])
     mutants = mutants_of(module, source, covered)[:limit]
-    for i, m in enumerate(mutants, 1):
-        run_mutant(m, source, covered[m.line], timeout)
-        print(f"[{module} {i}/{len(mutants)}] line {m.line}: {m.before!r} -> {m.after!r}: {m.outcome}", flush=True)
+    todo: list[Mutant] = []
+    for m in mutants:
+        row = done.get(mutant_key(m, digest))
+        if row is None:
+            todo.append(m)
+        else:
+            m.outcome, m.seconds = str(row["outcome"]), float(row["seconds"])  # type: ignore[arg-type]
+    free = list(pkgs)
+    count = len(mutants) - len(todo)
+
+    def one(m: Mutant) -> None:
+        nonlocal count
+        pkg = free.pop()  # one thread per copy, so a copy is never shared
+        try:
+            run_mutant(m, source, covered[m.line], timeout, pkg)
+        finally:
+            free.append(pkg)
+        with RESULTS.open("a") as out:
+            out.write(json.dumps({"key": mutant_key(m, digest), **asdict(m)}) + "\n")
+        count += 1
+        print(f"[{module} {count}/{len(mutants)}] line {m.line}: {m.before!r} -> {m.after!r}: {m.outcome}", flush=True)
+
+    with ThreadPoolExecutor(max_workers=len(pkgs)) as pool:
+        list(pool.map(one, todo))
     return mutants
 
 
@@ -234,13 +286,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", default=list(TARGETS), help="checkout paths of the modules to mutate")
     parser.add_argument("--limit", type=int, default=None, help="at most this many mutants per module")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds before a mutant's run counts as killed")
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="mutants run at once (default: one a CPU)"
+    )
+    parser.add_argument("--resume", action="store_true", help="skip the mutants results.jsonl already records")
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
         parser.error(f"not a mutation target: {', '.join(unknown)} (targets: {', '.join(TARGETS)})")
     WORK.mkdir(parents=True, exist_ok=True)
+    if not args.resume:
+        RESULTS.unlink(missing_ok=True)
     lay_out_package()
-    results = {module: mutate_module(module, args.limit, args.timeout) for module in args.modules}
+    pkgs = [WORK / f"pkg-{i}" for i in range(max(1, args.jobs))]
+    for pkg in pkgs:
+        lay_out_package(pkg)
+    results = {module: mutate_module(module, args.limit, args.timeout, pkgs, args.resume) for module in args.modules}
     (WORK / "report.json").write_text(json.dumps({k: [asdict(m) for m in v] for k, v in results.items()}, indent=1))
     (WORK / "report.md").write_text(report(results) + "\n")
     print(report(results))
