@@ -486,13 +486,20 @@ def test_two_watchers_on_one_store_take_turns(
     target = root / "s.jsonl"
     assert writer(source, target, seed=3, max_pause=0.05).wait(timeout=120) == 0
     wait_for(store_url, target, source.stat().st_size)
-    time.sleep(1.0)
+    lines = len(source.read_bytes().splitlines())
+
+    def added() -> int:
+        """Lines the two watchers have said they wrote (a write's event may follow its commit)."""
+        return sum(
+            e["lines_added"] for w in (first, second) for e in list(w.events) if e["event"] in ("imported", "grown")
+        )
+
+    first.wait_for(lambda: added() >= lines)
     assert claude_export(store_url, target) == source.read_bytes()
     for w in (first, second):
         assert [e for e in w.events if e["event"] in ("error", "conflict")] == []
         assert w.proc.poll() is None, w.stderr()
-    added = sum(e["lines_added"] for w in (first, second) for e in w.events if e["event"] in ("imported", "grown"))
-    assert added == len(source.read_bytes().splitlines()), "every line imported once, by one or the other"
+    assert added() == lines, "every line imported once, by one or the other"
 
 
 def test_a_restarted_watcher_does_not_repeat_old_warnings(
