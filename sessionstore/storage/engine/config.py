@@ -43,6 +43,10 @@ class Config:
     write_retries: int = 8
     default_context_window: int = 200_000
 
+    #: PostgreSQL: seconds a schema upgrade waits for a table another connection holds (an open transaction)
+    #: before it gives up, changes nothing and names who holds it; 0 waits for ever.
+    upgrade_lock_timeout_seconds: float = 30.0
+
     # Search index (derived; built at query time, off the append path)
     search_max_chars: int = 16_000_000  # characters of one message indexed (a longer message's rest is not searchable)
     search_batch_chars: int = 1_000_000  # characters indexed per write transaction (appends wait that long)

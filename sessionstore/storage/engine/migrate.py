@@ -103,12 +103,14 @@ def _run_upgrade(engine: Engine, revision: str, *, recheck: bool) -> bool:
     from alembic import command
 
     cfg = alembic_config()
+    wait = 0.0
     try:
         with one_transaction(engine) as conn:
             fault("migration.begin")
             if recheck and not _still_needs_upgrade(conn):
                 return False
             cfg.attributes["connection"] = conn
+            wait = _limit_lock_wait(conn)
             command.upgrade(cfg, revision)
             fault("migration.before_commit")
         fault("migration.after_commit")
@@ -116,7 +118,65 @@ def _run_upgrade(engine: Engine, revision: str, *, recheck: bool) -> bool:
     except MigrationError:
         raise
     except Exception as exc:
+        if _sqlstate(exc) == LOCK_NOT_AVAILABLE:
+            raise MigrationError(_lock_wait_message(engine, revision, wait)) from exc
         raise MigrationError(f"could not upgrade the database to {revision}: {exc}") from exc
+
+
+#: PostgreSQL's "lock_not_available": a statement waited `lock_timeout` for a lock and gave up.
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+def _limit_lock_wait(conn: Connection) -> float:
+    """PostgreSQL: bound how long the upgrade's DDL waits for a table held by another connection.
+
+    A member's open transaction (a `psql` session, a long export) holds its tables; without a bound
+    the owner's upgrade would wait in silence behind it, and every new query would queue behind the upgrade.
+    """
+    from .config import Config
+
+    seconds = Config.from_env().upgrade_lock_timeout_seconds
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = {int(seconds * 1000)}")
+    return seconds
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a database error (wrapped by SQLAlchemy or not), else None."""
+    for candidate in (exc, getattr(exc, "orig", None), exc.__cause__):
+        state = getattr(getattr(candidate, "diag", None), "sqlstate", None) or getattr(candidate, "sqlstate", None)
+        if state:
+            return str(state)
+    return None
+
+
+def _lock_wait_message(engine: Engine, revision: str, seconds: float) -> str:
+    """One line: the upgrade gave up waiting, nothing changed, and which roles hold the store's tables.
+
+    pg_locks and pg_stat_activity's role and pid are visible to every role (an owner is rarely a superuser,
+    so a holder's query and state are not).
+    """
+    holders = ""
+    try:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT a.usename, l.pid, string_agg(DISTINCT l.relation::regclass::text, ', ') FROM pg_locks l "
+                "JOIN pg_stat_activity a ON a.pid = l.pid JOIN pg_class c ON c.oid = l.relation "
+                "WHERE l.granted AND l.locktype = 'relation' AND l.pid <> pg_backend_pid() "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND c.relnamespace = current_schema()::regnamespace "
+                "GROUP BY a.usename, l.pid ORDER BY l.pid LIMIT 5"
+            ).fetchall()
+        holders = "; ".join(f"role {r[0]} (pid {r[1]}) holds {r[2]}" for r in rows)
+    except Exception:  # noqa: BLE001 - naming the holders is a courtesy; the refusal stands without it
+        holders = ""
+    target = head_revision() if revision == "head" else revision
+    held = f" ({holders})" if holders else ""
+    return (
+        f"the upgrade to {target} waited {seconds:g} s for a table another connection holds{held}; "
+        "nothing was changed: try again when that transaction ends "
+        "(SESSIONSTORE_UPGRADE_LOCK_TIMEOUT_SECONDS sets the wait)"
+    )
 
 
 def _still_needs_upgrade(conn: Connection) -> bool:
