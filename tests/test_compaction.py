@@ -339,3 +339,16 @@ def test_summarized_messages_are_exactly_the_replaced_ones(store: SessionStore) 
     compact(s)
     assert [m.seq for m in summarized_messages(s, 1)] == [e.seq for e in before]
     assert [e.seq for e in view_before(s, 1)] == [e.seq for e in before]
+
+
+def test_a_partial_compaction_records_only_what_it_summarized(store: SessionStore) -> None:
+    """`up_to` a prompt: the boundary lists the messages before it as summarized, not the rest it kept."""
+    s = store.create_session()
+    s.append_many(_complete(50, seed=12))
+    before = s.active_entries()
+    prompts = [e for e in before if e.role == "user" and isinstance(e.content, str)]
+    pivot = prompts[len(prompts) // 2]
+    outcome = compact(s, up_to_uuid=pivot.uuid)
+    summarized = [e.seq for e in before if e.seq < pivot.seq]
+    assert [m.seq for m in summarized_messages(s, 1)] == summarized
+    assert boundaries(s)[0].messages_summarized == outcome.messages_summarized == len(summarized)
