@@ -19,7 +19,11 @@ from sessionstore.compaction.summarizers.extractive import ExtractiveSummarizer
 from sessionstore import RewriteConflict, SessionStore
 from sessionstore.storage.read.history import boundaries, summarized_messages, view_before
 from sessionstore.storage.write.memory import save_memory
+from sessionstore.storage.write.rewrite import Add, Keep, commit_rewrite
+from sessionstore.storage.write.session import Session
 from sessionstore.storage.core.types import ViewEntry
+from sessionstore.storage.records.validate import NewMessage, normalize
+from sessionstore.storage.upkeep.doctor import check
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
 from tests.support.validity import check_messages
@@ -352,3 +356,97 @@ def test_a_partial_compaction_records_only_what_it_summarized(store: SessionStor
     summarized = [e.seq for e in before if e.seq < pivot.seq]
     assert [m.seq for m in summarized_messages(s, 1)] == summarized
     assert boundaries(s)[0].messages_summarized == outcome.messages_summarized == len(summarized)
+
+
+# ------------------------------------------------------------ what a rewrite writes
+
+
+def _rewrite(s: Session, plan: list[Keep | Add]) -> int:
+    """Commit `plan` over the session's current view; the new view version."""
+    snap = s.snapshot()
+    return commit_rewrite(s, base_version=snap.view_version, snapshot_last_seq=snap.last_seq, plan=plan).view_version
+
+
+def _rows_written(store: SessionStore, sid: str, version: int) -> tuple[list[int], list[int]]:
+    """The seqs of the view rows the rewrite to `version` opened, and of those it closed."""
+    opened, closed = (
+        [
+            int(r[0])
+            for r in store.db.all(
+                f"SELECT seq FROM view_entries WHERE session_id = :id AND {column} = :v ORDER BY seq",
+                {"id": sid, "v": version},
+            )
+        ]
+        for column in ("valid_from", "valid_to")
+    )
+    return opened, closed
+
+
+def _notice(text: str) -> NewMessage:
+    """A system message a layer places in the view (stored and exported, never sent)."""
+    return normalize({"role": "system", "subtype": "notice", "content": text})
+
+
+def _cleared(content: Any) -> Any:
+    """`content` with its tool inputs and results blanked, as a clearing layer shows them."""
+    return [
+        {**b, "content": "[cleared]"}
+        if b.get("type") == "tool_result"
+        else {**b, "input": {}}
+        if b.get("type") == "tool_use"
+        else b
+        for b in content
+    ]
+
+
+def test_a_rewrite_writes_only_the_rows_that_change(store: SessionStore, store_url: str) -> None:
+    """Kept entries keep their rows: a rewrite opens rows only for what it adds or replaces, closes only what it
+    replaces or drops, and the view reads back in the planned order (storage grows with changes, not views)."""
+    s = store.create_session()
+    s.append_many(list(conversation(60, seed=13)))
+    _rewrite(s, [Keep(e.seq) for e in s.active_entries()])
+    s.append_many(list(conversation(30, seed=14, prefix="later-")))
+    entries = s.active_entries()
+    result = next(i for i, e in enumerate(entries) if i > 10 and e.role == "user" and isinstance(e.content, list))
+    call, answer = entries[result - 1], entries[result]
+    dropped = entries[result + 3]
+    plan: list[Keep | Add] = [Add(_notice("the calls before this were summarized"))]
+    for e in entries:
+        if e in (call, answer):
+            plan.append(Keep(e.seq, _cleared(e.content)))
+        elif e is not dropped:
+            plan.append(Keep(e.seq))
+    last = s.last_seq
+    version = _rewrite(s, plan)
+    assert _rows_written(store, s.id, version) == (
+        sorted([call.seq, answer.seq, last + 1]),
+        sorted([call.seq, answer.seq, dropped.seq]),
+    )
+    with SessionStore.open(store_url) as again:
+        view = again.get(s.id).active_entries()
+    assert [e.seq for e in view] == [last + 1, *(e.seq for e in entries if e is not dropped)]
+    assert [v.content for v in view if v.seq in (call.seq, answer.seq)] == [
+        _cleared(call.content),
+        _cleared(answer.content),
+    ]
+
+
+def test_notices_placed_at_one_spot_again_and_again_keep_the_view_in_order(store: SessionStore) -> None:
+    """Each notice placed right after the first prompt writes one row while keys have room between neighbours;
+    once they have none the view is renumbered, and no two entries ever share a place (doctor stays clean)."""
+    s = store.create_session()
+    s.append_many(_complete(30, seed=15))
+    expected = [e.seq for e in s.active_entries()]
+    for n in range(20):
+        entries = s.active_entries()
+        plan: list[Keep | Add] = [Keep(entries[0].seq), Add(_notice(f"notice {n}"))]
+        plan += [Keep(e.seq) for e in entries[1:]]
+        seq = s.last_seq + 1
+        version = _rewrite(s, plan)
+        expected.insert(1, seq)
+        opened, closed = _rows_written(store, s.id, version)
+        if n < 16:  # 16 halvings of the gap between two neighbouring keys leave room for one more
+            assert (opened, closed) == ([seq], []), f"notice {n}"
+        assert [e.seq for e in store.get(s.id).active_entries()] == expected, f"notice {n}"
+    report = check(store, s.id)
+    assert report.ok, [str(p) for p in report.problems]
