@@ -19,8 +19,9 @@ from sessionstore.compaction.summarizers.extractive import ExtractiveSummarizer
 from sessionstore import RewriteConflict, SessionStore
 from sessionstore.storage.read.history import boundaries, summarized_messages, view_before
 from sessionstore.storage.write.memory import save_memory
-from sessionstore.storage.write.rewrite import Add, Keep, commit_rewrite
+from sessionstore.storage.write.rewrite import TAIL_SCAN, Add, Keep, commit_rewrite
 from sessionstore.storage.write.session import Session
+from sessionstore.storage.core.errors import InvalidMessage
 from sessionstore.storage.core.types import ViewEntry
 from sessionstore.storage.records.validate import NewMessage, normalize
 from sessionstore.storage.upkeep.doctor import check
@@ -450,3 +451,73 @@ def test_notices_placed_at_one_spot_again_and_again_keep_the_view_in_order(store
         assert [e.seq for e in store.get(s.id).active_entries()] == expected, f"notice {n}"
     report = check(store, s.id)
     assert report.ok, [str(p) for p in report.problems]
+
+
+def _long_turns() -> list[dict[str, Any]]:
+    """More than TAIL_SCAN messages of finished turns, then a response streamed in two pieces, a call pending."""
+    msgs = list(conversation(TAIL_SCAN + 40, seed=16))
+    while not (msgs[-1]["role"] == "assistant" and msgs[-1]["content"][0]["type"] == "tool_use"):
+        msgs.pop()
+    return msgs
+
+
+def _one_long_response() -> list[dict[str, Any]]:
+    """A prompt, then one response streamed in more than TAIL_SCAN pieces, the last one a pending call."""
+    pieces = [
+        {"role": "assistant", "api_message_id": "msg_long", "content": [{"type": "text", "text": f"part {i}"}]}
+        for i in range(TAIL_SCAN + 20)
+    ]
+    call = {"type": "tool_use", "id": "toolu_long", "name": "Read", "input": {"file_path": "a.py"}}
+    return [
+        {"role": "user", "content": "go"},
+        *pieces,
+        {"role": "assistant", "api_message_id": "msg_long", "content": [call]},
+    ]
+
+
+def _answers(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The next piece of the last streamed response (one more call), then the results of all its calls."""
+    last = msgs[-1]
+    extra = {"type": "tool_use", "id": "toolu_extra", "name": "Bash", "input": {"command": "ls"}}
+    ids = [
+        b["id"]
+        for m in msgs
+        if m["role"] == "assistant" and m.get("api_message_id") == last["api_message_id"]
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
+    results = [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in [*ids, "toolu_extra"]]
+    return [
+        {"role": "assistant", "api_message_id": last["api_message_id"], "content": [extra]},
+        {"role": "user", "content": results},
+    ]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "long turns ending mid-response",
+        "one response longer than the scan",
+        "a few notices",
+        "exactly TAIL_SCAN notices",
+    ],
+)
+def test_after_a_rewrite_appends_are_checked_as_before_it(store: SessionStore, shape: str) -> None:
+    """The rewrite works out the tail from its last TAIL_SCAN entries only: what may be appended next (the rest of
+    a streamed response, its results; no assistant message first) is the same as before it, and doctor agrees."""
+    s = store.create_session()
+    if shape.endswith("notices"):
+        count = TAIL_SCAN if shape.startswith("exactly") else 3
+        msgs = [{"role": "system", "subtype": "notice", "content": f"hook {i} ran"} for i in range(count)]
+    else:
+        msgs = _long_turns() if shape.startswith("long") else _one_long_response()
+    s.append_many(msgs)
+    _rewrite(s, [Keep(e.seq) for e in s.active_entries()])
+    assert [p for p in check(store, s.id).problems if p.code == "tail_state"] == []
+    if shape.endswith("notices"):
+        with pytest.raises(InvalidMessage, match="first message"):
+            s.append({"role": "assistant", "content": "hello"})
+        s.append({"role": "user", "content": "hello"})
+    else:
+        s.append_many(_answers(msgs))
+    assert check_messages(s.active_view()) == []
