@@ -371,10 +371,7 @@ def tail_state_for(db: "Database", session_id: str, items: Sequence[tuple[int, s
             window.append((role, api_id, loads_stored(replaced or content_json)))
     if len(items) > TAIL_SCAN and not any(role == "assistant" for role, _, _ in window):
         return TailState(last_role="user")
-    state = TailState.from_messages(window)
-    if len(items) > TAIL_SCAN and state.last_role is None:
-        state.last_role = "user"
-    return state
+    return TailState.from_messages(window)
 
 
 def _insert_compaction(
