@@ -47,6 +47,7 @@ TARGETS: dict[str, list[str]] = {
         "tests/test_microcompact.py",
         "tests/test_snip.py",
         "tests/test_compact_pivot.py",
+        "tests/test_api_compaction.py",
     ],
     "sessionstore/storage/write/fork.py": ["tests/test_fork.py", "tests/test_fork_cli.py", "tests/test_usage_once.py"],
     "sessionstore/storage/codecs/linepack.py": [
@@ -225,11 +226,19 @@ def recorded() -> dict[str, dict[str, object]]:
     return found
 
 
-def mutate_module(module: str, limit: int | None, timeout: float, pkgs: list[Path], resume: bool) -> list[Mutant]:
-    """Every mutant of `module` run against the tests that cover its line, one per package copy at a time."""
+def mutate_module(
+    module: str, limit: int | None, timeout: float, pkgs: list[Path], resume: bool, retry_survivors: bool = False
+) -> list[Mutant]:
+    """Every mutant of `module` run against the tests that cover its line, one per package copy at a time.
+
+    With `resume`, a mutant already recorded for this source is not run again, unless it survived and
+    `retry_survivors` is set (after tests were added for the survivors).
+    """
     source = installed_path(module).read_text()
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     done = recorded() if resume else {}
+    if retry_survivors:
+        done = {key: row for key, row in done.items() if row["outcome"] != "survived"}
     covered = covering_tests(module, TARGETS[module])
     mutants = mutants_of(module, source, covered)[:limit]
     todo: list[Mutant] = []
@@ -290,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         "--jobs", type=int, default=os.cpu_count() or 1, help="mutants run at once (default: one a CPU)"
     )
     parser.add_argument("--resume", action="store_true", help="skip the mutants results.jsonl already records")
+    parser.add_argument(
+        "--retry-survivors", action="store_true", help="with --resume: run the recorded survivors again (new tests)"
+    )
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
@@ -301,7 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     pkgs = [WORK / f"pkg-{i}" for i in range(max(1, args.jobs))]
     for pkg in pkgs:
         lay_out_package(pkg)
-    results = {module: mutate_module(module, args.limit, args.timeout, pkgs, args.resume) for module in args.modules}
+    results = {
+        module: mutate_module(module, args.limit, args.timeout, pkgs, args.resume, args.retry_survivors)
+        for module in args.modules
+    }
     (WORK / "report.json").write_text(json.dumps({k: [asdict(m) for m in v] for k, v in results.items()}, indent=1))
     (WORK / "report.md").write_text(report(results) + "\n")
     print(report(results))
