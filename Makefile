@@ -50,8 +50,8 @@ test-fast: $(STAMP)
 
 # Mutation testing of the modules that hold promises (scripts/mutate.py; not part of `make test`: it takes hours).
 # MODULES narrows it, e.g. `make mutate MODULES=sessionstore/storage/write/fork.py`; MUTATE_FLAGS=--resume goes on
-# (add --retry-survivors to run the survivors again after adding tests)
-# from a stopped run (build/mutate/results.jsonl); results in build/mutate/report.md.
+# from a stopped run (build/mutate/results.jsonl; add --retry-survivors to run the survivors again after adding
+# tests for them); results in build/mutate/report.md.
 mutate: $(STAMP)
 	$(BIN)/python scripts/mutate.py $(MUTATE_FLAGS) $(MODULES)
 
