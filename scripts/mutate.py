@@ -268,6 +268,22 @@ def mutate_module(
     return mutants
 
 
+def recorded_results(modules: list[str]) -> dict[str, list[Mutant]]:
+    """What results.jsonl records for each module's current source (the newest outcome of each mutant)."""
+    rows = recorded()
+    results: dict[str, list[Mutant]] = {}
+    for module in modules:
+        digest = hashlib.sha256((ROOT / module).read_text().encode()).hexdigest()[:12]
+        prefix = f"{module}:{digest}:"
+        mine = [row for key, row in rows.items() if key.startswith(prefix)]
+        fields = Mutant.__dataclass_fields__
+        results[module] = sorted(
+            (Mutant(**{k: v for k, v in row.items() if k in fields}) for row in mine),  # type: ignore[arg-type]
+            key=lambda m: (m.line, m.column, m.after),
+        )
+    return results
+
+
 def report(results: dict[str, list[Mutant]]) -> str:
     """A markdown table of scores per module and the list of survivors."""
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
@@ -300,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--resume", action="store_true", help="skip the mutants results.jsonl already records")
     parser.add_argument(
+        "--report-only", action="store_true", help="write the report from results.jsonl without running anything"
+    )
+    parser.add_argument(
         "--retry-survivors", action="store_true", help="with --resume: run the recorded survivors again (new tests)"
     )
     args = parser.parse_args(argv)
@@ -307,6 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"not a mutation target: {', '.join(unknown)} (targets: {', '.join(TARGETS)})")
     WORK.mkdir(parents=True, exist_ok=True)
+    if args.report_only:
+        text = report(recorded_results(args.modules))
+        (WORK / "report.md").write_text(text + "\n")
+        print(text)
+        return 0
     if not args.resume:
         RESULTS.unlink(missing_ok=True)
     lay_out_package()
