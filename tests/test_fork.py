@@ -42,6 +42,11 @@ def parent_state(s: Session) -> dict[str, Any]:
     }
 
 
+def carried(b: Any) -> tuple[Any, ...]:
+    """What a fork must carry of a boundary its view starts with (what an export to Claude Code writes of it)."""
+    return (b.boundary_uuid, b.summary, b.kind, b.trigger, b.pre_tokens, b.post_tokens, b.preserved_segment)
+
+
 def mid_round(view: list[Any], following: dict[str, Any] | None) -> bool:
     """True when the recorded view leaves a tool_use unanswered or the next message continues its response."""
     asked: set[str] = set()
@@ -136,11 +141,15 @@ def test_fork_before_each_boundary_of_a_real_session_and_of_a_fork(
     # The file's view starts with its boundary: the continuation holds that compaction as its boundary 1.
     assert count == 2
     copied, source = hist.boundaries(s)[0], hist.boundaries(store.get(result.session_id))[-1]
-    assert (copied.boundary_uuid, copied.summary, copied.kind) == (source.boundary_uuid, source.summary, source.kind)
+    assert carried(copied) == carried(source)
     assert copied.metadata["copied_from"] == {"session_id": result.session_id, "boundary": source.index}
     assert (hist.view_before(s, 1), hist.summarized_messages(s, 1)) == ([], [])
-    with pytest.raises(InvalidForkPoint, match=f"fork {result.session_id} --before-boundary {source.index}"):
+    with pytest.raises(InvalidForkPoint, match=f"fork {result.session_id} --before-boundary {source.index}") as err:
         s.fork(before_boundary=1)
+    assert f"from session {result.session_id} (its boundary {source.index})" in str(err.value)
+    # A fork of the view the local compaction left carries that compaction (its post_tokens count what it kept).
+    now = s.fork()
+    assert carried(hist.boundaries(now)[0]) == carried(hist.boundaries(s)[-1])
     before = parent_state(s)
     for k in range(2, count + 1):
         expected = hist.view_before(s, k)
@@ -157,7 +166,7 @@ def test_fork_before_each_boundary_of_a_real_session_and_of_a_fork(
         assert [x.session_id for x in ancestry(store.db, again.id)] == [again.id, f.id, s.id]
         assert [x.parent_id for x in ancestry(store.db, again.id)] == [f.id, s.id, result.session_id]
     assert parent_state(s) == before
-    assert [x.boundary_index for x in forks_of(store.db, s.id)] == [2]
+    assert [x.boundary_index for x in forks_of(store.db, s.id)] == [None, 2]
     report = check(store)
     assert report.ok, report.to_dict()
 
@@ -183,6 +192,7 @@ def test_fork_of_a_fork_at_a_message(store: SessionStore) -> None:
         (first.id, s.id),
     ]
     assert [x.kind for x in chain] == ["message", "message", "current"]
+    assert [x.session_id for x in ancestry(store.db, third.id, limit=2)] == [third.id, second.id]
 
 
 def test_a_cut_inside_a_round_is_refused_naming_the_nearest_valid_points_and_nothing_is_written(
@@ -320,3 +330,194 @@ def test_fork_at_the_last_message_before_a_rewrite_that_appends_nothing_is_the_v
     f = s.fork(at=last.uuid)
     assert shown(f.active_entries()) == before
     assert shown(s.fork(at=last.seq).active_entries()) == before
+
+
+def test_a_message_no_view_showed_is_refused_naming_the_nearest_messages_that_were(
+    store: SessionStore, transcripts_dir: Path
+) -> None:
+    """A message of the transcript that never was in a view (a side branch of the file) has no view to fork at."""
+    s = store.get(import_file(store, transcripts_dir / SPOTTER).session_id)
+    shown_seqs = {e.seq for k in range(1, hist.boundary_count(s) + 1) for e in hist.view_before(s, k)}
+    shown_seqs |= {e.seq for e in s.active_entries()}
+    outside = next(m.seq for m in s.transcript() if m.seq not in shown_seqs and 1 < m.seq < s.last_seq)
+    sessions = len(store.list())
+    with pytest.raises(InvalidForkPoint, match="never entered a view") as err:
+        s.fork(at=outside)
+    assert len(err.value.nearest) == 2
+    assert err.value.nearest[0].seq < outside < err.value.nearest[1].seq
+    assert {p.seq for p in err.value.nearest} <= shown_seqs
+    assert len(store.list()) == sessions
+
+
+def test_a_refused_cut_names_only_the_tool_uses_it_would_leave_unanswered(store: SessionStore) -> None:
+    """The reason names the open tool_use, not one answered earlier, and a split response is called one."""
+    s = store.create_session()
+    s.append({"role": "user", "content": "look twice"})
+    s.append({"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_first", "name": "Read", "input": {}}]})
+    s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_first", "content": "a"}]})
+    second = s.append(
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_second", "name": "Read", "input": {}}]}
+    )
+    s.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_second", "content": "b"}]})
+    piece = s.append({"role": "assistant", "api_message_id": "msg_1", "content": [{"type": "text", "text": "Both"}]})
+    s.append({"role": "assistant", "api_message_id": "msg_1", "content": [{"type": "text", "text": " read."}]})
+    with pytest.raises(InvalidForkPoint) as err:
+        s.fork(at=second.uuid)
+    assert "tool_use toolu_second would have no tool_result" in str(err.value)
+    assert "toolu_first" not in str(err.value)
+    with pytest.raises(InvalidForkPoint, match="it would split one streamed assistant response") as err:
+        s.fork(at=piece.uuid)
+    assert [p.seq for p in err.value.nearest] == [piece.seq - 1, piece.seq + 1]
+
+
+def test_an_empty_session_forks_to_an_empty_session(store: SessionStore) -> None:
+    s = store.create_session(title="nothing yet")
+    f = s.fork()
+    assert (f.active_entries(), f.active_view(), f.title, hist.boundary_count(f)) == ([], [], "nothing yet", 0)
+    f.append({"role": "user", "content": "first words"})
+    assert [e.content for e in f.active_entries()] == ["first words"]
+
+
+def test_a_leading_boundary_no_compaction_named_is_carried_from_its_own_metadata(store: SessionStore) -> None:
+    """A view that starts with a boundary message appended as such (no compaction row of the parent names it):
+    the fork records it as its boundary 1, with the trigger and pre_tokens its metadata gives (else auto, 0), the
+    summary that follows it, and post_tokens what the view showed right after the compaction (boundary, summary)."""
+    s = store.create_session()
+    boundary = s.append(
+        {
+            "role": "system",
+            "subtype": "compact_boundary",
+            "content": "Conversation compacted",
+            "metadata": {"trigger": "manual", "pre_tokens": 91_000},
+        }
+    )
+    summary = s.append({"role": "user", "content": "Summary: we fixed the parser.", "is_compact_summary": True})
+    s.append({"role": "assistant", "content": [{"type": "text", "text": "Carrying on."}]})
+    s.append({"role": "user", "content": "next"})
+    assert hist.boundary_count(s) == 0
+    f = s.fork()
+    (b,) = hist.boundaries(f)
+    assert (b.boundary_uuid, b.trigger, b.pre_tokens, b.kind) == (boundary.uuid, "manual", 91_000, "full")
+    assert b.summary_seq == 2 and b.summary == summary.content
+    assert b.post_tokens == boundary.tokens + summary.tokens
+    assert b.metadata["copied_from"] == {"session_id": s.id, "boundary": None}
+    assert shown(f.active_entries()) == shown(s.active_entries())
+    with pytest.raises(InvalidForkPoint, match=f"session {s.id} \\(one of its boundaries\\).*--before-boundary K"):
+        f.fork(before_boundary=1)
+
+    bare = store.create_session()
+    lone = bare.append(
+        {"role": "system", "subtype": "compact_boundary", "content": "Compacted", "metadata": {"trigger": 7}}
+    )
+    bare.append({"role": "user", "content": "hello again"})
+    (b,) = hist.boundaries(bare.fork())
+    assert (b.trigger, b.pre_tokens, b.summary_seq, b.post_tokens) == ("auto", 0, None, lone.tokens)
+    assert check(store).ok, check(store).to_dict()
+
+
+def _words(label: str) -> str:
+    return f"{label} " + "word " * 200
+
+
+def test_a_preserved_segment_goes_with_the_fork_only_when_the_whole_segment_is_in_its_view(
+    store: SessionStore,
+) -> None:
+    """A fork cut inside a partial compaction's kept run drops the segment (its tail would name a message the fork
+    has not); one whose view holds the run up to its tail, the boundary the anchor, keeps it."""
+    messages: list[dict[str, Any]] = []
+    for i in range(8):
+        messages += [
+            {"role": "user", "content": _words(f"question {i}")},
+            {"role": "assistant", "content": [{"type": "text", "text": _words(f"answer {i}")}]},
+        ]
+    for pivot, keyword in ((1, "from_uuid"), (11, "up_to_uuid")):
+        s = store.create_session()
+        stored = s.append_many(messages)
+        compact(s, summarizer=make_summarizer("extractive"), **{keyword: stored[pivot].uuid})
+        segment = hist.boundaries(s)[-1].preserved_segment
+        assert segment is not None
+        whole = s.fork()
+        assert carried(hist.boundaries(whole)[0]) == carried(hist.boundaries(s)[-1])
+        uuids = [e.uuid for e in whole.active_entries()]
+        to_tail = whole.fork(at=segment["tail_uuid"])
+        assert [e.uuid for e in to_tail.active_entries()] == uuids[: uuids.index(segment["tail_uuid"]) + 1]
+        assert hist.boundaries(to_tail)[0].preserved_segment == segment
+        inside = whole.fork(at=uuids[uuids.index(segment["tail_uuid"]) - 1])
+        assert segment["tail_uuid"] not in {e.uuid for e in inside.active_entries()}
+        assert hist.boundaries(inside)[0].preserved_segment is None
+    report = check(store)
+    assert report.ok, report.to_dict()
+
+
+def test_a_fork_carries_the_summary_its_boundary_named_past_an_earlier_boundary_the_view_kept(
+    store: SessionStore,
+) -> None:
+    """A partial compaction that keeps the oldest messages keeps an earlier boundary and its summary before its
+    own summary: the fork's boundary 1 names the summary the parent's compaction named, not none."""
+    s = store.create_session()
+    s.append_many([{"role": "user" if i % 2 == 0 else "assistant", "content": _words(f"early {i}")} for i in range(16)])
+    compact(s, summarizer=make_summarizer("extractive"))
+    later = s.append_many(
+        [{"role": "user" if i % 2 == 0 else "assistant", "content": _words(f"later {i}")} for i in range(16)]
+    )
+    compact(s, summarizer=make_summarizer("extractive"), from_uuid=later[4].uuid)
+    last = hist.boundaries(s)[-1]
+    assert [e.subtype for e in s.active_entries()[:2]] == ["compact_boundary", "compact_boundary"]
+    f = s.fork()
+    (copied, *_) = hist.boundaries(f)
+    assert carried(copied) == carried(last)
+    assert copied.summary_seq == len(f.active_entries()), "the summary ends the view (prefix layout)"
+
+
+def _grep_round(n: int) -> list[dict[str, Any]]:
+    """One Grep call and its result; the hit costs the tokens the cleared placeholder does."""
+    tool = f"toolu_{n:02d}"
+    return [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": tool, "name": "Grep", "input": {"pattern": "TODO"}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool, "content": "a.py:3: TODO"}]},
+    ]
+
+
+def test_a_fork_shows_what_was_cleared_then_and_takes_only_those_decisions(store: SessionStore) -> None:
+    """Forked at a message, the view shows the results cleared by then (even where the placeholder costs what the
+    result did) and the fork holds those clearing decisions only: not the parent's later ones for results one
+    message of the view still shows whole next to a cleared one."""
+    s = store.create_session()
+    s.append({"role": "user", "content": "find the TODOs"})
+    for n in range(1, 9):
+        s.append_many(_grep_round(n))
+    many = [f"toolu_{n:02d}" for n in range(9, 13)]
+    s.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": t, "name": "Grep", "input": {"pattern": t}} for t in many],
+        }
+    )
+    s.append(
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": t, "content": "a.py:3: TODO"} for t in many]
+            + [{"type": "text", "text": "that is all"}],
+        }
+    )
+    s.append({"role": "assistant", "content": [{"type": "text", "text": "Found them."}]})
+    pipeline = Pipeline(store)
+    assert pipeline.prepare(s).report["microcompact"].acted
+    mixed = next(e for e in s.active_entries() if e.replaced and len(e.content) == 5)
+    assert [b.get("content") == "a.py:3: TODO" for b in mixed.content[:4]] == [False, True, True, True]
+    assert mixed.tokens == mixed.message.tokens, "the placeholder costs what the result did"
+    cleared_then = {f"toolu_{n:02d}" for n in range(1, 10)}
+    point = s.append({"role": "user", "content": "and in the tests?"})
+    then = shown(s.active_entries())
+    for n in range(13, 25):
+        s.append_many(_grep_round(n))
+    s.append({"role": "assistant", "content": [{"type": "text", "text": "None there."}]})
+    assert pipeline.prepare(s).report["microcompact"].acted
+    assert set(many[1:]) <= set(load_replacements(store.db, s.id)), "the parent cleared them later"
+    f = s.fork(at=point.uuid)
+    assert shown(f.active_entries()) == then
+    assert set(load_replacements(store.db, f.id)) == cleared_then
+    assert shown(s.fork().active_entries()) == shown(s.active_entries())
