@@ -5,6 +5,7 @@ and vacuum gives space back."""
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import io
 import json
@@ -14,6 +15,8 @@ from typing import Any
 
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code
@@ -561,3 +564,42 @@ def test_columns_back_to_back_in_a_line_are_each_stored_once() -> None:
             packed = packer.pack(line, content, usage)
             assert packer.unpack(packed, content, usage) == line
             assert len(packed) < len(packer.pack(line, content)) - len(usage) / 2, line[:20]
+
+
+@functools.cache
+def _packers() -> tuple[LinePacker, LinePacker]:
+    return LinePacker(train(_lines(400))), LinePacker()
+
+
+_TEXT = st.text(st.characters(), max_size=90)
+_VALUE = st.one_of(_TEXT, st.dictionaries(st.text(max_size=6), _TEXT, max_size=3), st.lists(_TEXT, max_size=3))
+_HOSTILE = st.sampled_from([b"", b"\xef\xbb\xbf", b"\r\n", b"\n", b"\r", b"\x00", b"\xff\xfe", b"{", b'"', b"}", b","])
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=200, deadline=None)
+@given(
+    content=_VALUE,
+    usage=st.dictionaries(st.text(max_size=6), _TEXT, max_size=3),
+    metadata=st.dictionaries(st.text(max_size=6), _VALUE, max_size=3),
+    order=st.lists(st.one_of(st.integers(0, 5), _HOSTILE, st.binary(max_size=40)), max_size=12),
+    as_bytes=st.booleans(),
+)
+def test_any_line_round_trips_whatever_columns_it_repeats(
+    content: Any, usage: dict[str, str], metadata: dict[str, Any], order: list[int | bytes], as_bytes: bool
+) -> None:
+    """A line made of its columns' texts (whole, metadata values, in any order, repeated, back to back) and
+    hostile bytes (BOM, CR, NUL, not UTF-8, stray JSON punctuation) reads back byte for byte, per line and in a
+    block, with the columns given as text or as fetched bytes (a lone surrogate has no UTF-8 and is never cut)."""
+    texts = [_compact(content), _compact(usage), _compact(metadata), *(_compact(v) for v in metadata.values())]
+    pieces = [texts[p % len(texts)].encode("utf-8", "surrogatepass") if isinstance(p, int) else p for p in order]
+    line = b"".join(pieces)
+    columns: list[Any] = texts[:3]
+    if as_bytes:
+        columns = [text.encode("utf-8", "surrogatepass") for text in columns]
+    for packer in _packers():
+        assert packer.unpack(packer.pack(line, *columns), *columns) == line
+        lines = [BlockLine(1, 5, line, columns), BlockLine(2, None, line), BlockLine(4, 6, line, columns)]
+        rows = packer.pack_blocks("s", lines)
+        out = [got for row in rows for got in packer.unpack_block(row[1], row[6], lambda seq: columns)]
+        assert [(got.line_no, got.raw) for got in out] == [(1, line), (2, line), (4, line)]
