@@ -205,6 +205,17 @@ def test_a_changed_or_missing_column_or_a_damaged_block_is_a_typed_error(store_u
             _export(store, sid)
 
 
+def test_a_row_that_is_not_a_block_is_a_typed_error_never_lines() -> None:
+    """unpack_block of an empty row or of a per-line row (earlier revisions, mixed with blocks) raises LineCorrupt,
+    even when the per-line row's bytes would parse as a block index."""
+    packer = LinePacker()
+    per_line = [packer.pack(line) for line in (b"\x00\x01\x00\x00\x00\x00 parses as a block\n", b"x", CONTENT.encode())]
+    assert [row[0] for row in per_line] == [0, 0, 0]
+    for stored in [b"", *per_line]:
+        with pytest.raises(LineCorrupt, match="not a block"):
+            packer.unpack_block(1, stored, lambda seq: None)
+
+
 def _store_at_0013(url: str, paths: list[Path]) -> list[str]:
     """Import `paths` at head and take the store down to 0013: per-line rows, as an import at 0013 stored them."""
     with SessionStore.open(url) as store:

@@ -4,6 +4,9 @@ and vacuum gives space back."""
 
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
 import io
 import json
 import zlib
@@ -12,6 +15,8 @@ from typing import Any
 
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sessionstore import SessionStore
 from sessionstore.interchange.export import export_claude_code
@@ -21,6 +26,8 @@ from sessionstore.storage.codecs.linepack import (
     COLUMNS,
     DICT_KIND,
     DICT_LINE,
+    MIN_SLICE,
+    MIN_SPLICED,
     RAW,
     SEGMENTS_DICT,
     SEGMENTS_RAW,
@@ -67,6 +74,8 @@ def test_codecs_round_trip_and_say_which_they_are() -> None:
     assert plain.pack(lines[0] * 3)[0] == ZSTD
     assert plain.pack(b"short")[0] == RAW
     assert len(with_dict.pack(lines[7])) < len(lines[7]) / 2, "a dictionary packs even a short line"
+    assert plain.dict_id == 0
+    assert with_dict.dict_id == zstandard.get_frame_parameters(with_dict.pack(lines[0])[1:]).dict_id != 0
 
 
 def test_too_few_lines_train_no_dictionary() -> None:
@@ -467,3 +476,130 @@ def test_delete_removes_the_lines_and_the_dictionary_and_vacuum_gives_the_space_
     shown = run_cli(capsys, "db", "vacuum", "--db", store_url, "--json", "--progress")
     assert shown.code == 0, shown.err
     assert json.loads(shown.out)["bytes_after"] > 0
+
+
+def _text(tag: str, n: int) -> str:
+    """`n` characters that hardly compress (base64 of a hash chain), different for each `tag`."""
+    out, seed = "", tag.encode()
+    while len(out) < n:
+        seed = hashlib.sha256(seed).digest()
+        out += base64.urlsafe_b64encode(seed).decode().rstrip("=")
+    return out[:n]
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _tool_line(content: str, usage: str | None = None, **entry: Any) -> bytes:
+    """A Claude Code user line holding `content` (and `usage`) verbatim, with the entry fields `entry`."""
+    message = '{"role":"user","content":' + content + (',"usage":' + usage if usage else "") + "}"
+    envelope = '{"parentUuid":"' + _text("parent", 36) + '","cwd":"/home/me/project","type":"user","message":'
+    fields = "".join("," + _compact(key) + ":" + _compact(value) for key, value in entry.items())
+    return (envelope + message + ',"uuid":"' + _text("uuid", 36) + '"' + fields + "}\n").encode()
+
+
+def test_columns_exactly_as_long_as_the_minimums_are_stored_once() -> None:
+    """A content of MIN_SPLICED bytes and a metadata value of MIN_SLICE bytes (a string of MIN_SLICE - 2
+    characters) are cut out of their line: the documented minimums are included, so the line packs smaller."""
+    content = _compact(_text("content", MIN_SPLICED - 2))
+    value = _text("slug", MIN_SLICE - 2)
+    metadata = _compact({"cwd": "/home/me/project", "slug": value})
+    assert len(content.encode()) == MIN_SPLICED and len(_compact(value).encode()) == MIN_SLICE
+    line = _tool_line(content, slug=value)
+    for packer in (LinePacker(train(_lines(400))), LinePacker()):
+        whole = packer.pack(line)
+        content_cut = packer.pack(line, content)
+        both_cut = packer.pack(line, content, None, metadata)
+        assert packer.unpack(both_cut, content, None, metadata) == line
+        assert len(content_cut) < len(whole), "a content of MIN_SPLICED bytes is not stored twice"
+        assert len(both_cut) < len(content_cut) - MIN_SLICE / 2, "a value of MIN_SLICE bytes is not stored twice"
+
+
+def test_a_line_starting_with_its_content_is_stored_without_it() -> None:
+    """The content's bytes are cut out wherever they are in the line, at its very first byte too."""
+    content = _compact([{"type": "text", "text": _text("first", 120)}])
+    line = content.encode() + b"\n"
+    for packer in (LinePacker(train(_lines(400))), LinePacker()):
+        packed = packer.pack(line, content)
+        assert packer.unpack(packed, content) == line
+        assert len(packed) < 32 < len(packer.pack(line)), len(packed)
+
+
+def test_metadata_values_nested_in_each_other_are_each_stored_once() -> None:
+    """An entry field holding another field's value (a tool result quoting a summary) and that value again in its
+    own place: the longer is cut whole and the shorter where it repeats, so neither is stored."""
+    summary = _text("summary", 150)
+    result = {"stdout": summary, "exitCode": 0}
+    metadata = _compact({"toolUseResult": result, "summary": summary})
+    content = _compact([{"type": "tool_result", "content": "done", "tool_use_id": "toolu_01"}])
+    line = _tool_line(content, toolUseResult=result, summary=summary)
+    for packer in (LinePacker(train(_lines(400))), LinePacker()):
+        packed = packer.pack(line, content, None, metadata)
+        assert packer.unpack(packed, content, None, metadata) == line
+        assert len(packed) < len(packer.pack(line, content)) - len(summary) / 2, len(packed)
+
+
+def test_a_tool_error_repeated_in_the_content_and_the_tool_use_result_is_stored_once() -> None:
+    """A failed tool's text is both the tool_result's content and the `toolUseResult` string: the content is cut,
+    and the metadata value, whose first occurrence is inside the content, is cut where it repeats."""
+    error = "Error: Exit code 1\n" + _text("stderr", 400)
+    content = _compact([{"type": "tool_result", "content": error, "is_error": True, "tool_use_id": "toolu_01"}])
+    metadata = _compact({"toolUseResult": error, "sourceToolAssistantUUID": _text("source", 36)})
+    line = _tool_line(content, toolUseResult=error, sourceToolAssistantUUID=_text("source", 36))
+    for packer in (LinePacker(train(_lines(400))), LinePacker()):
+        packed = packer.pack(line, content, None, metadata)
+        assert packer.unpack(packed, content, None, metadata) == line
+        assert len(packed) < len(packer.pack(line, content)) - len(error) / 2, len(packed)
+
+
+@pytest.mark.timeout(60)
+def test_columns_back_to_back_in_a_line_are_each_stored_once() -> None:
+    """A (hostile) line holding its content and usage with nothing between them, in either order: packing ends,
+    each is cut out, and the line reads back byte for byte."""
+    content = _compact([{"type": "text", "text": _text("adjacent", 100)}])
+    usage = _compact({"input_tokens": 4, "note": _text("usage", 60)})
+    for line in ((content + usage).encode(), b"x" + (usage + content).encode() + b"\r\n"):
+        for packer in (LinePacker(train(_lines(400))), LinePacker()):
+            packed = packer.pack(line, content, usage)
+            assert packer.unpack(packed, content, usage) == line
+            assert len(packed) < len(packer.pack(line, content)) - len(usage) / 2, line[:20]
+
+
+@functools.cache
+def _packers() -> tuple[LinePacker, LinePacker]:
+    return LinePacker(train(_lines(400))), LinePacker()
+
+
+_TEXT = st.text(st.characters(), max_size=90)
+_VALUE = st.one_of(_TEXT, st.dictionaries(st.text(max_size=6), _TEXT, max_size=3), st.lists(_TEXT, max_size=3))
+_HOSTILE = st.sampled_from([b"", b"\xef\xbb\xbf", b"\r\n", b"\n", b"\r", b"\x00", b"\xff\xfe", b"{", b'"', b"}", b","])
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=200, deadline=None)
+@given(
+    content=_VALUE,
+    usage=st.dictionaries(st.text(max_size=6), _TEXT, max_size=3),
+    metadata=st.dictionaries(st.text(max_size=6), _VALUE, max_size=3),
+    order=st.lists(st.one_of(st.integers(0, 5), _HOSTILE, st.binary(max_size=40)), max_size=12),
+    as_bytes=st.booleans(),
+)
+def test_any_line_round_trips_whatever_columns_it_repeats(
+    content: Any, usage: dict[str, str], metadata: dict[str, Any], order: list[int | bytes], as_bytes: bool
+) -> None:
+    """A line made of its columns' texts (whole, metadata values, in any order, repeated, back to back) and
+    hostile bytes (BOM, CR, NUL, not UTF-8, stray JSON punctuation) reads back byte for byte, per line and in a
+    block, with the columns given as text or as fetched bytes (a lone surrogate has no UTF-8 and is never cut)."""
+    texts = [_compact(content), _compact(usage), _compact(metadata), *(_compact(v) for v in metadata.values())]
+    pieces = [texts[p % len(texts)].encode("utf-8", "surrogatepass") if isinstance(p, int) else p for p in order]
+    line = b"".join(pieces)
+    columns: list[Any] = texts[:3]
+    if as_bytes:
+        columns = [text.encode("utf-8", "surrogatepass") for text in columns]
+    for packer in _packers():
+        assert packer.unpack(packer.pack(line, *columns), *columns) == line
+        lines = [BlockLine(1, 5, line, columns), BlockLine(2, None, line), BlockLine(4, 6, line, columns)]
+        rows = packer.pack_blocks("s", lines)
+        out = [got for row in rows for got in packer.unpack_block(row[1], row[6], lambda seq: columns)]
+        assert [(got.line_no, got.raw) for got in out] == [(1, line), (2, line), (4, line)]
