@@ -10,6 +10,7 @@ unshared session holding a secret and a spilled blob, and an import lock on a fi
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -63,6 +64,20 @@ class Team:
             return conn.execute(sql, params).fetchone()
 
 
+#: scripts/mutate_policies.py: `TABLE:POLICY:using|check` makes that clause of that policy `true` in every team store.
+POLICY_BREAK = "SESSIONSTORE_TEST_POLICY_BREAK"
+
+
+def break_policy(base: str, database: str) -> None:
+    """Under scripts/mutate_policies.py only: one row-level security clause made permissive, as a bad revision would."""
+    wanted = os.environ.get(POLICY_BREAK, "")
+    if not wanted:
+        return
+    table, policy, clause = wanted.split(":")
+    with psycopg.connect(url_for(admin_url(base), database=database), autocommit=True) as conn:
+        conn.execute(f'ALTER POLICY "{policy}" ON "{table}" {"USING" if clause == "using" else "WITH CHECK"} (true)')
+
+
 @contextmanager
 def team_store(base: str, *, superuser_owned: bool = False) -> Iterator[Team]:
     """A filled team store (see the module docstring); everything created is dropped afterwards."""
@@ -100,6 +115,7 @@ def _fill(team: Team) -> None:
         upgrade(engine, backup=False)
     finally:
         engine.dispose()
+    break_policy(team.base, team.database)
     with SessionStore.open(team.url(None if team.superuser_owned else team.owner)) as store:
         for role in (team.alice, team.bob, team.dave):
             grant(store, role)

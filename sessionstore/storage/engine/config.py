@@ -194,6 +194,7 @@ OTHER_VARIABLES = frozenset(
         "DB_URL",
         "SUMMARY_MODEL",
         "TEST_PG_URL",
+        "TEST_POLICY_BREAK",
         "REQUIRE_PG",
         "REQUIRE_TRANSCRIPTS",
         "REQUIRE_BROWSER",

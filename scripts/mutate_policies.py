@@ -1,0 +1,128 @@
+"""Mutation testing of the row-level security policies: `make mutate-policies` (PostgreSQL; not part of `make test`).
+
+scripts/mutate.py mutates Python tokens; the ownership promises live in SQL, in the policies the revisions
+create. Each mutant here makes one clause of one policy permissive (`USING (true)` or `WITH CHECK (true)`,
+the break a careless revision makes) in the attacker suite's team store (tests/support/teamstore.py reads
+SESSIONSTORE_TEST_POLICY_BREAK), and runs the attacker suite and the ownership tests: a mutant none of them
+kills is a survivor, to be explained or given a test. The policies are read from a store migrated to head,
+so a policy added by a new revision is mutated without editing this file.
+
+    SESSIONSTORE_TEST_PG_URL=postgresql+psycopg://postgres@127.0.0.1:5432/test python scripts/mutate_policies.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "build" / "mutate"
+RESULTS = WORK / "policies.jsonl"
+#: The tests a policy mutant must fail: the attacker suite on the owner-role store, then the ownership journeys.
+TESTS = ["tests/attack/test_catalogue.py", "tests/test_ownership.py"]
+
+
+def policy_clauses(base: str) -> list[tuple[str, str, str]]:
+    """(table, policy, using|check) for every clause of every policy of a store migrated to head."""
+    sys.path.insert(0, str(ROOT))
+    import psycopg
+
+    from sessionstore.storage.engine.db import make_engine
+    from sessionstore.storage.engine.migrate import upgrade
+    from tests.support.pgadmin import admin_url, fresh_database, url_for
+
+    with fresh_database(base) as name:
+        engine = make_engine(url_for(base, database=name))
+        try:
+            upgrade(engine, backup=False)
+        finally:
+            engine.dispose()
+        with psycopg.connect(url_for(admin_url(base), database=name)) as conn:
+            rows = conn.execute(
+                "SELECT tablename, policyname, qual IS NOT NULL, with_check IS NOT NULL FROM pg_policies "
+                "WHERE schemaname = 'public' ORDER BY 1, 2"
+            ).fetchall()
+    clauses = []
+    for table, policy, using, check in rows:
+        clauses += [(table, policy, "using")] if using else []
+        clauses += [(table, policy, "check")] if check else []
+    return clauses
+
+
+def run(clause: tuple[str, str, str], timeout: float) -> dict[str, object]:
+    """The tests with one clause made `true`: killed when any fails (first failure stops the run)."""
+    env = {**os.environ, "SESSIONSTORE_TEST_POLICY_BREAK": ":".join(clause), "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "no:cacheprovider", *TESTS]
+    cmd += ["-k", "not superuser"]  # the attacker suite's second store has the same policies
+    start = time.monotonic()
+    try:
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+        outcome = "survived" if done.returncode == 0 else "killed"
+    except subprocess.TimeoutExpired:
+        failed, outcome = [], "killed (timeout)"
+    table, policy, which = clause
+    return {
+        "table": table,
+        "policy": policy,
+        "clause": which,
+        "outcome": outcome,
+        "by": failed[:1],
+        "seconds": round(time.monotonic() - start, 1),
+    }
+
+
+def report(rows: list[dict[str, object]]) -> str:
+    """Score and survivors, as markdown."""
+    killed = sum(str(r["outcome"]).startswith("killed") for r in rows)
+    out = [f"{len(rows)} policy clauses made `true` one at a time: {killed} killed, {len(rows) - killed} survived.\n"]
+    for r in rows:
+        if r["outcome"] == "survived":
+            out.append(f"- survived: `{r['table']}` policy `{r['policy']}`, its {r['clause']} clause")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every policy clause's mutant (or those not yet in build/mutate/policies.jsonl, with --resume)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants run at once")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds before a run counts as killed")
+    parser.add_argument("--resume", action="store_true", help="skip the clauses policies.jsonl already records")
+    args = parser.parse_args(argv)
+    base = os.environ.get("SESSIONSTORE_TEST_PG_URL")
+    if not base:
+        parser.error("needs SESSIONSTORE_TEST_PG_URL (a PostgreSQL server the tests may create databases on)")
+    WORK.mkdir(parents=True, exist_ok=True)
+    done: dict[tuple[str, str, str], dict[str, object]] = {}
+    if args.resume and RESULTS.exists():
+        for line in RESULTS.read_text().splitlines():
+            row = json.loads(line)
+            done[(str(row["table"]), str(row["policy"]), str(row["clause"]))] = row
+    elif RESULTS.exists():
+        RESULTS.unlink()
+    clauses = policy_clauses(base)
+    todo = [c for c in clauses if c not in done]
+
+    def one(clause: tuple[str, str, str]) -> None:
+        row = run(clause, args.timeout)
+        done[clause] = row
+        with RESULTS.open("a") as out:
+            out.write(json.dumps(row) + "\n")
+        print(f"[{len(done)}/{len(clauses)}] {clause[0]}.{clause[1]} {clause[2]}: {row['outcome']}", flush=True)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(one, todo))
+    text = report([done[c] for c in clauses])
+    (WORK / "policies.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
