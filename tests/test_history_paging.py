@@ -10,6 +10,7 @@ import pytest
 from sessionstore import SessionStore
 from sessionstore.compaction.engine import compact, make_summarizer
 from sessionstore.storage.read import history as hist
+from sessionstore.storage.write.apicompaction import commit_api_compaction
 from sessionstore.storage.write.session import Session
 from tests.support.cli import run_cli
 from tests.support.messages import conversation
@@ -121,9 +122,78 @@ def test_history_cli_pages(sqlite_url: str, capsys: pytest.CaptureFixture[str]) 
     assert run_cli(capsys, "history", s.id, "--limit", "0", "--db", sqlite_url).code == 2
 
 
-@pytest.mark.parametrize("index", [0, -1, 2**63, 10**20])
+@pytest.mark.parametrize("index", [0, -1, 2**63, 10**20, 2**63 - 1])
 def test_a_boundary_number_no_column_holds_is_not_found(store: SessionStore, index: int) -> None:
     s, _ = _compacted(store, rounds=2)
     for read in (hist.boundary, hist.view_before, hist.boundary_floor, hist.summarized_messages):
         with pytest.raises(hist.BoundaryNotFound, match=f"there is no boundary {index}"):
             read(s, index)
+
+
+def test_each_listed_boundary_names_its_summary_segment_and_facts_gate(store: SessionStore) -> None:
+    """`history --json` points at the summary message, gives the prefix a partial compaction kept
+    (none for a full one) and the facts-gate report: all read from the boundary's row."""
+    s, _ = _compacted(store, rounds=2)
+    full, partial = hist.boundaries(s)
+    after = {1: hist.view_before(s, 2), 2: s.active_entries()}
+    for b in (full, partial):
+        assert b.summary_seq is not None and b.summary_seq > b.boundary_seq
+        summary = next(e for e in after[b.index] if e.seq == b.summary_seq)
+        assert summary.message.is_compact_summary
+        gate = b.to_dict()["facts_gate"]
+        assert gate is not None and gate["checked"]["user_messages"] >= 1, "the gate checked the user's requests"
+    assert full.to_dict()["preserved_segment"] is None
+    view = after[2]
+    at_summary = next(i for i, e in enumerate(view) if e.seq == partial.summary_seq)
+    assert partial.to_dict()["preserved_segment"] == {
+        "head_uuid": view[1].uuid,
+        "anchor_uuid": partial.boundary_uuid,
+        "tail_uuid": view[at_summary - 1].uuid,
+    }
+    with pytest.raises(hist.BoundaryNotFound, match="has 2 boundaries; there is no boundary 3"):
+        hist.summarized_messages(s, 3)
+
+
+def test_a_boundary_without_a_recorded_floor_opens_from_the_start(store: SessionStore) -> None:
+    """A compaction row with no view_floor (the column is nullable; 0004 fills it only where it finds
+    rows) still opens: its past view is read from the first version, exactly."""
+    s, before = _compacted(store, rounds=3)
+    s.db.run_write(
+        lambda db: db.execute("UPDATE compactions SET view_floor = NULL WHERE session_id = :id", {"id": s.id}).close()
+    )
+    for k, seqs in enumerate(before, 1):
+        assert hist.boundary_floor(s, k)[1] == 0
+        assert [e.seq for e in hist.view_before(s, k)] == seqs
+
+
+def _api_reply(name: str) -> dict[str, Any]:
+    """An on-demand compaction reply as the Messages API returns it."""
+    return {
+        "id": f"msg_{name}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-opus-4-7",
+        "stop_reason": "compaction",
+        "content": [{"type": "compaction", "content": f"Summary {name}.", "signature": "c2ln"}],
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
+
+
+def test_a_background_api_boundary_opens_on_the_request_it_sent(store: SessionStore) -> None:
+    """Before a background API compaction the model saw the request it sent, not what was appended
+    while it was in flight; a foreground one replaced the whole view and names no request end."""
+    s = store.create_session(title="api")
+    s.append_many(_whole_turns(list(conversation(30, seed=1))))
+    foreground_view = [e.seq for e in s.active_entries()]
+    commit_api_compaction(s, _api_reply("foreground"))
+    s.append_many(_whole_turns(list(conversation(30, seed=2, prefix="later: "))))
+    sent = s.snapshot()
+    meanwhile = s.append({"role": "user", "content": "appended while the request was in flight"})
+    commit_api_compaction(s, _api_reply("background"), sent=sent, background=True)
+    foreground, background = hist.boundaries(s)
+    assert (foreground.kind, background.kind) == ("api-on-demand", "api-background")
+    assert foreground.sent_through is None and background.sent_through == sent.last_seq
+    assert [e.seq for e in hist.view_before(s, 1)] == foreground_view
+    assert [e.seq for e in hist.view_before(s, 2)] == [e.seq for e in sent.entries]
+    assert meanwhile.seq not in [e.seq for e in hist.view_before(s, 2)]
+    assert s.active_entries()[-1].seq == meanwhile.seq, "it follows the compaction message"

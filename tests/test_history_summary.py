@@ -93,3 +93,28 @@ def test_first_informative_line_skips_headings_of_any_summarizer() -> None:
     )
     assert first_informative_line(claude) == '1. **User\'s initial request**: "Implement spotter-gqc"'
     assert first_informative_line("Summary: the parser now streams.\n") == "Summary: the parser now streams."
+
+
+def test_a_summary_is_cut_only_when_longer_than_the_preview(sqlite_url: str) -> None:
+    """A summary that fits the preview is given whole and not flagged; one character more is cut with "…"."""
+    with SessionStore.open(sqlite_url) as st:
+        s = st.create_session()
+        _two_compactions(s)
+        b = boundaries(s)[0]
+    text = b.summary or ""
+    for room in (len(text), len(text) + 50):
+        shown = b.to_dict(preview_chars=room)
+        assert shown["summary"] == text and shown["summary_truncated"] is False
+    cut = b.to_dict(preview_chars=len(text) - 1)
+    assert cut["summary"] == text[:-1] + "…" and cut["summary_truncated"] is True
+
+
+def test_a_long_first_line_is_cut_to_the_limit() -> None:
+    """The table's summary line is at most `limit` characters, ellipsis included; a line of exactly `limit` is kept."""
+    from sessionstore.storage.read.history import first_informative_line
+
+    exact = "x" * 200
+    assert first_informative_line(exact) == exact
+    long = "The user wants the deploy script to retry. " * 10
+    line = first_informative_line(long)
+    assert len(line) == 200 and line == long.strip()[:199] + "…"
