@@ -10,7 +10,7 @@ DEMO_DIR ?= demo-output
 # --dist loadgroup keeps each engine's journeys (tests/journeys, xdist_group) on one worker: one imported store each.
 PYTEST_WORKERS ?= logical
 
-.PHONY: demo test test-fast lint typecheck format docs bench mutate install clean
+.PHONY: demo test test-fast lint typecheck format docs bench mutate mutate-policies install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ test-fast: $(STAMP)
 # tests for them); results in build/mutate/report.md.
 mutate: $(STAMP)
 	$(BIN)/python scripts/mutate.py $(MUTATE_FLAGS) $(MODULES)
+
+# The row-level security policies (SQL, out of scripts/mutate.py's reach): each clause made `true` in turn, against the
+# attacker suite and the ownership tests (needs SESSIONSTORE_TEST_PG_URL); results in build/mutate/policies.md.
+mutate-policies: $(STAMP)
+	$(BIN)/python scripts/mutate_policies.py $(MUTATE_FLAGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
