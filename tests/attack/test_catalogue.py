@@ -139,8 +139,9 @@ def catalogue(team: Team) -> Catalogue:
 
 
 def _markers(team: Team) -> list[str]:
-    """LIKE patterns for anything of alice's unshared session: its id, its blob's key, its word."""
-    return [f"%{team.secret_session}%", f"%{team.blob}%", f"%{WORD}%"]
+    """LIKE patterns for anything of alice's unshared sessions: their ids, her blob's key, her word."""
+    sessions = [team.secret_session, *team.extra.get("sessions", [])]
+    return [*(f"%{s}%" for s in sessions), f"%{team.blob}%", f"%{WORD}%"]
 
 
 def _try(conn: Any, sql: str, params: Any = ()) -> Any:
@@ -178,6 +179,29 @@ def test_no_role_reads_a_row_of_an_unshared_session(team: Team, catalogue: Catal
                 leaks[f"{name} (blob)"] = blob
     record(_store(team), profile, [f"table:{t}" for t in catalogue.tables] + [f"view:{v}" for v in catalogue.views])
     assert leaks == {}
+
+
+def test_alice_has_a_row_in_every_table_under_row_level_security(team: Team, catalogue: Catalogue) -> None:
+    """The attacks above prove a policy only where alice has a row to leak: every table under row-level
+    security holds one of her unshared sessions' (a new table's row comes with the feature that writes it)."""
+    with team.raw(None) as conn:
+        secured = [
+            r[0]
+            for r in conn.execute(
+                "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' "
+                "AND relrowsecurity ORDER BY 1"
+            ).fetchall()
+        ]
+        empty = [
+            name
+            for name in secured
+            if conn.execute(
+                f"SELECT count(*) FROM public.{name} x WHERE x::text LIKE ANY(%s)", (_markers(team),)
+            ).fetchone()[0]
+            == 0
+        ]
+    assert secured and set(secured) <= set(catalogue.tables)
+    assert empty == [], f"tables where alice has no row: {empty}"
 
 
 @pytest.mark.parametrize("profile", list(PROFILES))

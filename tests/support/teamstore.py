@@ -10,10 +10,13 @@ unshared session holding a secret and a spilled blob, and an import lock on a fi
 
 from __future__ import annotations
 
+import json
 import os
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 import psycopg
@@ -136,6 +139,7 @@ def _fill(team: Team) -> None:
 
         store.db.run_write(spill, session_id=secret.id)
         store.db.run_write(lambda db: db.execute(LOCK_ROW, {"name": f"{WORD}-{secret.id}.jsonl"}).close())
+        _fill_every_table(team, store, secret)
         readable = store.create_session(title="shared to read")
         readable.append({"role": "user", "content": "bob may read this"})
         team.read_shared = readable.id
@@ -148,3 +152,92 @@ def _fill(team: Team) -> None:
         assert store.search(WORD), "alice's own search finds her word"
     with SessionStore.open(team.url(None if team.superuser_owned else team.owner)) as store:
         revoke(store, team.dave)
+
+
+#: Tool output that makes a view worth compacting.
+FILLER = "a long line of tool output that makes the view worth compacting\n" * 60
+
+
+def _fill_every_table(team: Team, store: SessionStore, secret: Any) -> None:
+    """Alice's unshared data in every table under row-level security: a compaction and a pin of the secret
+    session, its notes and pipeline state, a fork of it (shared with dave only), an imported transcript with
+    usage, counted, and an Agent SDK key.
+
+    So a policy made permissive on any table exposes a row of hers (scripts/mutate_policies.py checks it;
+    tests/attack/test_catalogue.py fails for a table where she has none). The sessions made here are in
+    `team.extra["sessions"]`, which the attacker looks for too.
+    """
+    import asyncio
+    import tempfile
+
+    from sessionstore.compaction.engine import compact
+    from sessionstore.integrations.agent_sdk import AgentSdkStore
+    from sessionstore.interchange.importing import import_file
+    from sessionstore.storage.write.memory import save_memory
+    from sessionstore.usage import usage_report
+
+    first = secret.transcript().__next__()
+    secret.pin(first.uuid)
+    secret.append({"role": "user", "content": f"read the {WORD} config"})
+    secret.append({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]})
+    secret.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": FILLER}]})
+    secret.append({"role": "assistant", "content": "read it"})
+    compact(secret)
+    save_memory(secret, f"notes on {WORD}", covers_seq=1, covers_uuid=first.uuid, tokens=10, tool_calls=0)
+    store.db.run_write(
+        lambda db: db.execute(
+            "INSERT INTO pipeline_states (session_id, view_version, scanned, state_json, saved_at) "
+            "VALUES (:id, 1, 1, '{}', 0)",
+            {"id": secret.id},
+        ).close()
+    )
+    fork = secret.fork()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"{WORD}.jsonl"
+        path.write_text("".join(json.dumps(line) + "\n" for line in _claude_lines("alice-source-1")))
+        imported = str(import_file(store, str(path)).session_id)
+    sdk_session = str(uuid.uuid4())
+    adapter = AgentSdkStore(store, import_after=None)
+    try:
+        key = {"project_key": "alice-project", "session_id": sdk_session}
+        asyncio.run(adapter.append(key, _claude_lines(sdk_session)))  # type: ignore[arg-type]
+        adapter.flush_sync()
+    finally:
+        adapter.close()
+    share(store, fork.id, team.dave, read_only=True)  # a share row of hers that bob's profiles must not see
+    usage_report(store)  # the usage rows are counted when a report first reads them
+    store.db.run_write(  # written by SQLite's tail check only; under row-level security on PostgreSQL all the same
+        lambda db: db.execute(
+            "INSERT INTO usage_state (name, last_rowid, session_id, seq) VALUES ('tail', 1, :id, 1)", {"id": secret.id}
+        ).close()
+    )
+    team.extra["sessions"] = [fork.id, imported, sdk_session]
+
+
+def _claude_lines(source_id: str) -> list[dict[str, Any]]:
+    """A Claude Code user line and an assistant line with usage, both holding alice's word."""
+    return [
+        {
+            "type": "user",
+            "uuid": f"{source_id}-u1",
+            "parentUuid": None,
+            "sessionId": source_id,
+            "cwd": "/home/alice/secret-project",
+            "timestamp": "2026-11-30T10:00:00.000Z",
+            "message": {"role": "user", "content": f"{WORD}: the deploy key"},
+        },
+        {
+            "type": "assistant",
+            "uuid": f"{source_id}-a1",
+            "parentUuid": f"{source_id}-u1",
+            "sessionId": source_id,
+            "timestamp": "2026-11-30T10:00:01.000Z",
+            "message": {
+                "id": f"msg_{source_id}",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": f"{WORD} noted"}],
+                "usage": {"input_tokens": 10, "output_tokens": 2},
+            },
+        },
+    ]
