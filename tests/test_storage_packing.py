@@ -153,6 +153,17 @@ def test_lines_stored_with_the_content_alone_spliced_stay_readable() -> None:
     }
 
 
+def test_content_only_lines_ending_with_their_content_or_made_of_it_stay_readable() -> None:
+    """Revision 0012 cut the content out wherever it occurred: a line ending with it (offset at the end of the
+    rest) and a line that is nothing but it (an empty rest) read back byte for byte too."""
+    content = CONTENT.encode()
+    for packer in (LinePacker(train(_lines(400))), LinePacker()):
+        for line in (b'{"message":{"content":' + content, content):
+            stored = _content_only(packer, line, content)
+            assert stored[0] == SPLICE_RAW
+            assert packer.unpack(stored, CONTENT) == line
+
+
 #: A Claude Code tool result line: its message's content, usage and toolUseResult as the messages row holds them.
 USAGE = '{"input_tokens":4,"cache_read_input_tokens":18001,"output_tokens":120,"service_tier":"standard"}'
 TOOL_RESULT = '{"stdout":"12 passed in 0.41s — all green","stderr":"","interrupted":false,"isImage":false}'
