@@ -287,18 +287,22 @@ def _jsonl(store: SessionStore, sid: str) -> str:
 
 
 def test_reopening_reads_the_lines_back_with_their_kinds(store_url: str, tmp_path: Path) -> None:
-    """The kinds and entry types a block keeps are the ones the import gave its lines."""
-    lines = _transcript(12)
+    """The kinds and entry types a block keeps are the ones the import gave its lines, also after the file grew:
+    the import of the grown file stores the last block's lines again, with the kinds it read back from it."""
+    lines = _transcript(20)
     path = tmp_path / "kinds.jsonl"
-    path.write_bytes(b"".join(lines))
     with SessionStore.open(store_url) as store:
-        sid = import_file(store, str(path), source="claude-code").session_id
-        (first, _, raw) = _rows(store, sid)[0]
-        columns: dict[int, Any] = block_columns(store.db, sid, 0, 1 << 60)
-        got = session_packer(store.db, sid).unpack_block(first, raw, columns.get, with_kinds=True)
-        assert [(line.kind, line.entry_type) for line in got] == [
-            ("side", "progress") if b'"progress"' in line else ("message", json.loads(line)["type"]) for line in lines
-        ]
+        for n in (12, len(lines)):
+            path.write_bytes(b"".join(lines[:n]))
+            sid = import_file(store, str(path), source="claude-code").session_id
+            (first, count, raw) = _rows(store, sid)[0]
+            assert count == n, "one block, rewritten whole by the growth import"
+            columns: dict[int, Any] = block_columns(store.db, sid, 0, 1 << 60)
+            got = session_packer(store.db, sid).unpack_block(first, raw, columns.get, with_kinds=True)
+            assert [(line.kind, line.entry_type) for line in got] == [
+                ("side", "progress") if b'"progress"' in line else ("message", json.loads(line)["type"])
+                for line in lines[:n]
+            ]
 
 
 def test_per_line_rows_of_earlier_revisions_read_back_mixed_with_blocks(store_url: str, transcripts_dir: Path) -> None:
@@ -328,6 +332,32 @@ def test_per_line_rows_of_earlier_revisions_read_back_mixed_with_blocks(store_ur
         store.db.run_write(swap)
         assert [raw for _, raw in session_lines(store.db, sid, batch=200)] == source
         assert _export(store, sid) == b"".join(source)
+
+
+def test_a_spliced_per_line_row_without_its_message_seq_is_a_typed_error(store_url: str, transcripts_dir: Path) -> None:
+    """A per-line row of an earlier revision stored without its message's content but whose message_seq is NULL
+    (a damaged row) fails the export with LineCorrupt, the error every other damaged line gives, never a crash."""
+    with SessionStore.open(store_url) as store:
+        sid = import_file(store, str(transcripts_dir / SPOTTER), source="claude-code").session_id
+        packer = session_packer(store.db, sid)
+        columns = block_columns(store.db, sid, 0, 1 << 60)
+        lines = [line for first, _, raw in _rows(store, sid) for line in packer.unpack_block(first, raw, columns.get)]
+        per_line = packer.pack_rows(
+            [(sid, line.line_no, "side", None, line.seq, line.raw) for line in lines],
+            {seq: [column_bytes(c) for c in values] for seq, values in columns.items()},
+        )
+        spliced = next(row for row in per_line if row[-1][0] in SPLICE_OF)
+        damaged = [row if row is not spliced else (*row[:4], None, row[5]) for row in per_line]
+
+        def swap(db: Any) -> None:
+            db.execute("DELETE FROM source_lines WHERE session_id = :id AND line_no > 0", {"id": sid})
+            db.insert_rows(
+                "source_lines", ("session_id", "line_no", "kind", "entry_type", "message_seq", "raw"), damaged
+            )
+
+        store.db.run_write(swap)
+        with pytest.raises(LineCorrupt, match="missing"):
+            _export(store, sid)
 
 
 def test_a_non_ascii_entry_type_survives_growth_imports_through_the_cli(empty_store_url: str, tmp_path: Path) -> None:
