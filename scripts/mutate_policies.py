@@ -55,6 +55,48 @@ def policy_clauses(base: str) -> list[tuple[str, str, str]]:
     return clauses
 
 
+def granted_privileges(base: str) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """(policy -> its command, table -> the commands `db grant` gives a member) on a store migrated to head.
+
+    A survivor whose command no member may run at all is guarded by the grants before its policy is asked.
+    """
+    sys.path.insert(0, str(ROOT))
+    import psycopg
+
+    from sessionstore import SessionStore
+    from sessionstore.storage.engine.db import make_engine
+    from sessionstore.storage.engine.migrate import upgrade
+    from sessionstore.storage.team.ownership import grant
+    from tests.support.pgadmin import admin_url, create_role, drop_role, fresh_database, url_for
+
+    member = create_role(base, "t24mp")
+    try:
+        with fresh_database(base) as name:
+            engine = make_engine(url_for(base, database=name))
+            try:
+                upgrade(engine, backup=False)
+            finally:
+                engine.dispose()
+            with SessionStore.open(url_for(base, database=name)) as store:
+                grant(store, member)
+            with psycopg.connect(url_for(admin_url(base), database=name)) as conn:
+                rows = conn.execute("SELECT policyname, cmd FROM pg_policies WHERE schemaname = 'public'").fetchall()
+                commands = {str(r[0]): str(r[1]) for r in rows}
+                allowed: dict[str, set[str]] = {}
+                for (table,) in conn.execute("SELECT DISTINCT tablename FROM pg_policies WHERE schemaname = 'public'"):
+                    allowed[table] = {
+                        verb
+                        for verb in ("SELECT", "INSERT", "UPDATE", "DELETE")
+                        if (
+                            conn.execute("SELECT has_table_privilege(%s, %s, %s)", (member, table, verb)).fetchone()
+                            or [0]
+                        )[0]
+                    }
+    finally:
+        drop_role(base, member)
+    return commands, allowed
+
+
 def run(clause: tuple[str, str, str], timeout: float) -> dict[str, object]:
     """The tests with one clause made `true`: killed when any fails (first failure stops the run)."""
     env = {**os.environ, "SESSIONSTORE_TEST_POLICY_BREAK": ":".join(clause), "PYTHONDONTWRITEBYTECODE": "1"}
@@ -78,13 +120,19 @@ def run(clause: tuple[str, str, str], timeout: float) -> dict[str, object]:
     }
 
 
-def report(rows: list[dict[str, object]]) -> str:
-    """Score and survivors, as markdown."""
+def report(rows: list[dict[str, object]], commands: dict[str, str], allowed: dict[str, set[str]]) -> str:
+    """Score and survivors, as markdown; a survivor says whether the grants already refuse its command."""
     killed = sum(str(r["outcome"]).startswith("killed") for r in rows)
     out = [f"{len(rows)} policy clauses made `true` one at a time: {killed} killed, {len(rows) - killed} survived.\n"]
     for r in rows:
-        if r["outcome"] == "survived":
-            out.append(f"- survived: `{r['table']}` policy `{r['policy']}`, its {r['clause']} clause")
+        if r["outcome"] != "survived":
+            continue
+        table, policy = str(r["table"]), str(r["policy"])
+        command = commands.get(policy, "?")
+        verbs = {"ALL": {"SELECT", "INSERT", "UPDATE", "DELETE"}}.get(command, {command})
+        held = verbs & allowed.get(table, set())
+        why = f"members may {', '.join(sorted(held))} it" if held else f"no member may {command} it (the grants refuse)"
+        out.append(f"- survived: `{table}` policy `{policy}` (FOR {command}), its {r['clause']} clause: {why}")
     return "\n".join(out)
 
 
@@ -94,20 +142,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants run at once")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before a run counts as killed")
     parser.add_argument("--resume", action="store_true", help="skip the clauses policies.jsonl already records")
+    parser.add_argument("--report-only", action="store_true", help="write the report from policies.jsonl")
     args = parser.parse_args(argv)
     base = os.environ.get("SESSIONSTORE_TEST_PG_URL")
     if not base:
         parser.error("needs SESSIONSTORE_TEST_PG_URL (a PostgreSQL server the tests may create databases on)")
     WORK.mkdir(parents=True, exist_ok=True)
     done: dict[tuple[str, str, str], dict[str, object]] = {}
-    if args.resume and RESULTS.exists():
+    if (args.resume or args.report_only) and RESULTS.exists():
         for line in RESULTS.read_text().splitlines():
             row = json.loads(line)
             done[(str(row["table"]), str(row["policy"]), str(row["clause"]))] = row
     elif RESULTS.exists():
         RESULTS.unlink()
     clauses = policy_clauses(base)
-    todo = [c for c in clauses if c not in done]
+    todo = [] if args.report_only else [c for c in clauses if c not in done]
 
     def one(clause: tuple[str, str, str]) -> None:
         row = run(clause, args.timeout)
@@ -118,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(one, todo))
-    text = report([done[c] for c in clauses])
+    commands, allowed = granted_privileges(base)
+    text = report([done[c] for c in clauses if c in done], commands, allowed)
     (WORK / "policies.md").write_text(text + "\n")
     print(text)
     return 0
