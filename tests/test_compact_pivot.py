@@ -71,13 +71,15 @@ def test_cli_empty_pivot_exits_2_and_writes_nothing(
         assert _state(st.get(s.id)) == before and boundaries(st.get(s.id)) == []
 
 
+@pytest.mark.parametrize("pivot", ["", " \n\t"], ids=["empty", "blank"])
 @pytest.mark.parametrize("key", ["from_uuid", "up_to_uuid"])
-def test_api_empty_pivot_is_refused(store: SessionStore, key: str) -> None:
+def test_api_empty_pivot_is_refused(store: SessionStore, key: str, pivot: str) -> None:
+    """An empty or blank pivot is refused as empty (not looked up as a uuid no message has)."""
     s = store.create_session()
     _rounds(s)
     before = _state(s)
     with pytest.raises(MessageNotFound, match="empty"):
-        compact(s, **{key: ""})
+        compact(s, **{key: pivot})
     assert _state(s) == before and boundaries(s) == []
 
 
@@ -141,6 +143,23 @@ def test_up_to_a_tool_result_moves_to_its_round_and_says_why(store: SessionStore
     assert outcome.first_kept_uuid == use.uuid
     assert outcome.pivot_note is not None
     assert "tool_use t2" in outcome.pivot_note and use.uuid in outcome.pivot_note
+    assert check_messages(s.active_view()) == []
+
+
+def test_up_to_leaves_an_earlier_summary_out_of_the_kept_suffix(store: SessionStore) -> None:
+    """After a `from` compaction its summary follows the kept prefix; an `up_to` pivot inside that prefix keeps
+    the suffix without the old summary, so the new view holds one summary, the new one, right after its boundary."""
+    s = store.create_session()
+    stored = _rounds(s)
+    compact(s, from_uuid=stored[4].uuid)  # keeps the prompt and rounds 0 and 1, then the summary
+    s.append({"role": "assistant", "content": "Next I will run the tests."})
+    old = [e.uuid for e in s.active_entries() if e.message.is_compact_summary]
+    assert len(old) == 1
+    outcome = compact(s, up_to_uuid=stored[3].uuid)  # round 1's tool_use
+    view = s.active_entries()
+    summaries = [e.uuid for e in view if e.message.is_compact_summary]
+    assert summaries == [outcome.summary_uuid] and view[1].uuid == outcome.summary_uuid
+    assert [e.uuid for e in view[2:]] == [stored[3].uuid, stored[4].uuid, view[-1].uuid]
     assert check_messages(s.active_view()) == []
 
 
