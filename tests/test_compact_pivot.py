@@ -9,6 +9,7 @@ is declined (manual) or skipped (automatic) and writes nothing.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +17,12 @@ import pytest
 from sessionstore import MessageNotFound, SessionStore
 from sessionstore.compaction.circuit import compact_failures
 from sessionstore.compaction.engine import compact
+from sessionstore.compaction.errors import CompactionWouldNotShrink
 from sessionstore.compaction.full import NothingToCompact
 from sessionstore.compaction.pipeline import Pipeline
 from sessionstore.storage.read.history import boundaries
 from tests.support.cli import run_cli
+from tests.support.convo import tool_result, tool_use
 from tests.support.validity import check_messages
 
 WORDS = "the parser keeps every token of the input and reports each error with its line "
@@ -71,13 +74,15 @@ def test_cli_empty_pivot_exits_2_and_writes_nothing(
         assert _state(st.get(s.id)) == before and boundaries(st.get(s.id)) == []
 
 
+@pytest.mark.parametrize("pivot", ["", " \n\t"], ids=["empty", "blank"])
 @pytest.mark.parametrize("key", ["from_uuid", "up_to_uuid"])
-def test_api_empty_pivot_is_refused(store: SessionStore, key: str) -> None:
+def test_api_empty_pivot_is_refused(store: SessionStore, key: str, pivot: str) -> None:
+    """An empty or blank pivot is refused as empty (not looked up as a uuid no message has)."""
     s = store.create_session()
     _rounds(s)
     before = _state(s)
     with pytest.raises(MessageNotFound, match="empty"):
-        compact(s, **{key: ""})
+        compact(s, **{key: pivot})
     assert _state(s) == before and boundaries(s) == []
 
 
@@ -144,6 +149,23 @@ def test_up_to_a_tool_result_moves_to_its_round_and_says_why(store: SessionStore
     assert check_messages(s.active_view()) == []
 
 
+def test_up_to_leaves_an_earlier_summary_out_of_the_kept_suffix(store: SessionStore) -> None:
+    """After a `from` compaction its summary follows the kept prefix; an `up_to` pivot inside that prefix keeps
+    the suffix without the old summary, so the new view holds one summary, the new one, right after its boundary."""
+    s = store.create_session()
+    stored = _rounds(s)
+    compact(s, from_uuid=stored[4].uuid)  # keeps the prompt and rounds 0 and 1, then the summary
+    s.append({"role": "assistant", "content": "Next I will run the tests."})
+    old = [e.uuid for e in s.active_entries() if e.message.is_compact_summary]
+    assert len(old) == 1
+    outcome = compact(s, up_to_uuid=stored[3].uuid)  # round 1's tool_use
+    view = s.active_entries()
+    summaries = [e.uuid for e in view if e.message.is_compact_summary]
+    assert summaries == [outcome.summary_uuid] and view[1].uuid == outcome.summary_uuid
+    assert [e.uuid for e in view[2:]] == [stored[3].uuid, stored[4].uuid, view[-1].uuid]
+    assert check_messages(s.active_view()) == []
+
+
 # --- item 7: a compaction that would not shrink the view ----------------------------------
 
 
@@ -194,3 +216,52 @@ def test_automatic_compaction_that_would_not_shrink_is_skipped(store: SessionSto
     assert "failed" not in layer.details and compact_failures(s) == 0
     assert boundaries(s) == [] and _state(s)[1:] == before[1:]
     assert prepared.messages == s.active_view()
+
+
+def test_the_boundary_counts_the_view_it_opens_re_read_files_included(store: SessionStore, tmp_path: Path) -> None:
+    """The boundary's `post_tokens` is what follows it in the new view: the summary, the kept turn and the
+    files re-read from disk, each counted once and added (the boundary's own line is its `pre -> post`)."""
+    s = store.create_session(cwd=str(tmp_path))
+    s.append({"role": "user", "content": "read the modules"})
+    for i in range(3):
+        (tmp_path / f"mod{i}.py").write_text(f"# module {i}\n" + WORDS * 20)
+        s.append({"role": "assistant", "content": [tool_use(f"r{i}", "Read", file_path=f"mod{i}.py")]})
+        s.append({"role": "user", "content": [tool_result(f"r{i}", WORDS * 80)]})
+    s.append({"role": "assistant", "content": "All three modules read."})
+    s.append({"role": "user", "content": "now fix them"})
+    outcome = compact(s)
+    assert outcome.attachments == 3
+    view = s.active_entries()
+    assert [e.uuid for e in view[:2]] == [outcome.boundary_uuid, outcome.summary_uuid]
+    metadata = s.message(outcome.boundary_uuid).metadata
+    assert metadata["pre_tokens"] == outcome.pre_tokens
+    assert metadata["post_tokens"] == sum(e.tokens for e in view[1:]) == outcome.post_tokens - view[0].tokens
+
+
+def test_a_compaction_is_written_only_when_it_shrinks_the_view(store: SessionStore) -> None:
+    """Across views just under, at and just over what their summary costs: one that would come out as big or
+    bigger (the boundary line counted) is declined and writes nothing, and every one written made the view
+    smaller; the sweep crosses the point where the two meet."""
+    outcomes: set[str] = set()
+    for words in range(100, 150):
+        s = store.create_session()
+        s.append_many(
+            [
+                {"role": "user", "content": "hello there"},
+                {"role": "assistant", "content": [tool_use("t1", "Bash", command="ls")]},
+                {"role": "user", "content": [tool_result("t1", "x " * words)]},
+                {"role": "assistant", "content": "done"},
+            ]
+        )
+        before = _state(s)
+        try:
+            outcome = compact(s)
+        except CompactionWouldNotShrink as declined:
+            outcomes.add("declined")
+            assert declined.pre_tokens == before[2] and declined.post_tokens >= declined.pre_tokens
+            assert _state(s) == before and boundaries(s) == []
+            continue
+        outcomes.add("written")
+        assert outcome.pre_tokens == before[2] and outcome.post_tokens < outcome.pre_tokens, words
+        assert _state(s)[2] == outcome.post_tokens == sum(e.tokens for e in s.active_entries())
+    assert outcomes == {"declined", "written"}

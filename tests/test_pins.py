@@ -275,3 +275,17 @@ def test_a_pin_after_the_from_point_is_carried_in_the_pins_block(store: SessionS
     _work(session, "three")
     compact(session, from_uuid=first[-1])
     assert RULE in _carried(session)
+
+
+@pytest.mark.parametrize("how", ["full", "from", "up_to"])
+def test_a_compaction_with_no_pin_to_carry_adds_no_pins_block(store: SessionStore, how: str) -> None:
+    """With nothing to carry the summary message ends with the summary itself: no heading, and no empty block
+    (blank lines the model would read) where the pins would go."""
+    session = store.create_session()
+    first = _work(session, "one")
+    second = _work(session, "two")
+    pivot = {"full": {}, "from": {"from_uuid": first[-1]}, "up_to": {"up_to_uuid": second[0]}}[how]
+    outcome = compact(session, **pivot)
+    text = str(session.message(outcome.summary_uuid).content)
+    assert PINS_HEADING not in text and text == text.rstrip()
+    assert _carried(session) == ""
