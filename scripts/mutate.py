@@ -60,7 +60,13 @@ TARGETS: dict[str, list[str]] = {
         "tests/test_history_summary.py",
         "tests/test_compaction.py",
     ],
-    "compaction/commit.py": ["tests/test_summary_budget.py", "tests/test_pins.py", "tests/test_compact_pivot.py"],
+    "compaction/commit.py": [
+        "tests/test_summary_budget.py",
+        "tests/test_pins.py",
+        "tests/test_compact_pivot.py",
+        "tests/test_facts_gate.py",
+        "tests/test_compaction.py",
+    ],
     "compaction/partial.py": ["tests/test_compact_pivot.py", "tests/test_pins.py"],
     "sessionstore/storage/team/ownership.py": ["tests/test_ownership.py"],
 }

@@ -219,6 +219,12 @@ def test_no_role_changes_an_unshared_session(team: Team, catalogue: Catalogue, p
                 outcome = _try(conn, sql, (_markers(team),))
                 if not _refused_or_empty(outcome):
                     done[f"{verb} {name}"] = outcome
+            # A DELETE with no WHERE reads no column, so no read policy filters it: only the delete policy stands
+            # between it and rows the role cannot see. It may remove no more rows than the role can see.
+            visible = _try(conn, f"SELECT count(*) FROM public.{name}")
+            removed = _try(conn, f"DELETE FROM public.{name}")
+            if isinstance(removed, int) and isinstance(visible, list) and removed > visible[0][0]:
+                done[f"delete everything in {name}"] = f"{removed} rows, {visible[0][0]} visible"
             truncated = _try(conn, f"TRUNCATE public.{name} CASCADE")
             if not isinstance(truncated, str):
                 done[f"truncate {name}"] = truncated
