@@ -46,13 +46,14 @@ PROFILES = {
 USERS = ("granted", "read-share", "write-share")
 #: The record: rows only their owner updates or deletes (docs/teams.md, "Sharing"), shared or not.
 RECORD = ("messages", "compactions", "source_lines", "imports", "import_files", "session_forks")
-#: Dummy values by type, for an INSERT that fills every required column.
+#: Dummy values by type, for an INSERT that fills every required column: numbers no row of alice's holds, so a
+#: claiming INSERT meets no unique key of hers and only a policy, a grant or a trigger can refuse it.
 _DUMMY = {
     "character varying": "'x'",
     "text": "'x'",
-    "integer": "1",
-    "bigint": "1",
-    "smallint": "1",
+    "integer": "987654321",
+    "bigint": "987654321",
+    "smallint": "9876",
     "double precision": "0",
     "real": "0",
     "boolean": "false",
