@@ -431,8 +431,11 @@ def test_a_read_only_share_lets_b_read_that_session_only(
                 )
         assert _a_rows(roles) == before
     finally:
-        assert run_cli(capsys, "unshare", roles.a_session, "--with", roles.b, "--db", roles.url(roles.a)).code == 0
+        ended = run_cli(capsys, "unshare", roles.a_session, "--with", roles.b, "--db", roles.url(roles.a))
+        assert ended.code == 0 and "no longer shared" in ended.out
     assert run_cli(capsys, "view", roles.a_session, "--db", roles.url(roles.b)).code == 2
+    again = run_cli(capsys, "unshare", roles.a_session, "--with", roles.b, "--db", roles.url(roles.a))
+    assert again.code == 0 and "was not shared" in again.out, "a second unshare says there was nothing to end"
 
 
 def test_a_writable_share_lets_b_append_as_the_owners_rows(roles: Roles) -> None:
