@@ -246,6 +246,8 @@ def _claiming_insert(team: Team, name: str, columns: list[tuple[str, str, bool, 
             value = f"'{team.alice}'"
         elif column in ("sha256", "blob_sha256"):
             value = f"'{team.blob}'"
+        elif column == "key_id" and name == "agent_sdk_entries":  # entries into her Agent SDK key
+            value = str(team.extra["sdk_key_id"])
         elif not_null and not has_default:
             value = _DUMMY.get(kind, "NULL")
         else:

@@ -212,6 +212,9 @@ def _fill_every_table(team: Team, store: SessionStore, secret: Any) -> None:
         ).close()
     )
     team.extra["sessions"] = [fork.id, imported, sdk_session]
+    team.extra["sdk_key_id"] = int(
+        store.db.one("SELECT id FROM agent_sdk_keys WHERE sdk_session_id = :s", {"s": sdk_session})[0]
+    )
 
 
 def _claude_lines(source_id: str) -> list[dict[str, Any]]:
