@@ -43,6 +43,9 @@ RELEASED: dict[str, tuple[str, str]] = {
     "0019": ("0019_team_hardening.py", "a13722c53b994798530a28f89708a84902d533dd20e8c243849b1942f83ec3ad"),
     "0020": ("0020_agent_sdk_store.py", "75ee0d03fec24491abe0604a76f336081f7d0de459c5f27640ec831fc5b0f63f"),
     "0021": ("0021_usage_once.py", "f96b52bc0f3b69b601a464e2a575fddabfb9ca9ccb2dfaed3f1bcacd199c7f9a"),
+    "0022": ("0022_agent_sdk_pending.py", "5eb89bed436181837629244203ea8eacd4d89367d398b5cdf5be018b3450de19"),
+    "0023": ("0023_import_locks.py", "9fd6e21b389d6d56cccc12f43c974c0d6b5b305a42b8eefd03e01ca38c9882a7"),
+    "0024": ("0024_agent_sdk_grants.py", "c9acbbc36b0d7b65a6e6e0cde7de477737a76fd23095ae28d96002528f3a26bd"),
 }
 
 _REVISION = re.compile(r"""^revision(?:\s*:\s*str)?\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
