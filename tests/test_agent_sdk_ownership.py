@@ -135,7 +135,11 @@ def test_the_appending_role_owns_the_sessions(roles: Roles, replayed: Laid) -> N
             "WHERE k.sdk_session_id = %s GROUP BY s.owner",
             (replayed.session_id,),
         ).fetchall()
-    assert owners == [(roles.a, 2)]  # the main session and its subagent's
+    with roles.superuser() as conn:
+        keys = conn.execute(
+            "SELECT id, subpath, entry_count, imported_count, linked_session, import_note FROM agent_sdk_keys"
+        ).fetchall()
+    assert owners == [(roles.a, 2)], keys  # the main session and its subagent's
 
 
 def test_b_sees_none_of_a_through_any_method(roles: Roles, replayed: Laid, capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,3 +184,20 @@ def test_a_share_lets_b_read_the_sdk_session(roles: Roles, replayed: Laid, capsy
     assert history.code == 0, history.err
     exported = run_cli(capsys, "export", session_id, "--format", "claude-code", "--db", roles.url(roles.b))
     assert exported.code == 0 and exported.out.encode() == replayed.files[replayed.session_id].read_bytes()
+
+
+def test_b_cannot_put_entries_into_a_s_key(roles: Roles, replayed: Laid) -> None:
+    """Revision 0025: an entry of B's own naming A's key is refused by the policy (a foreign key ignores
+    row-level security), so B cannot take the slots A's next appends need."""
+    with roles.superuser() as conn:
+        key_id, n = conn.execute(
+            "SELECT id, entry_count FROM agent_sdk_keys WHERE owner = %s ORDER BY id LIMIT 1", (roles.a,)
+        ).fetchone()
+    with psycopg.connect(url_for(admin_url(PG_URL or ""), database=roles.database, user=roles.b)) as conn:
+        for statement in (
+            "INSERT INTO agent_sdk_entries (key_id, n, uuid, entry) VALUES (%s, %s, 'b-planted', '{}')",
+            "INSERT INTO agent_sdk_entries (key_id, n, owner, uuid, entry) VALUES (%s, %s, current_user, 'b', '{}')",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                with conn.transaction():
+                    conn.execute(statement, (key_id, n + 1))

@@ -45,7 +45,7 @@ MIGRATIONS_DIR = _migrations_dir()
 
 #: The newest revision shipped; opening a store compares the database against it without
 #: loading the migration scripts (a test checks it equals Alembic's head).
-SCHEMA_HEAD = "0024"
+SCHEMA_HEAD = "0025"
 
 log = logging.getLogger("sessionstore.migrate")
 
