@@ -300,13 +300,18 @@ def _handing_update(conn: Any, team: Team, name: str, columns: list[tuple[str, s
     names = {c[0] for c in columns}
     if "owner" not in names:
         return 0
-    moved = f", session_id = '{team.secret_session}'" if "session_id" in names else ""  # no role UPDATEs a writer
-    return _row_by_row(
-        conn,
-        f"UPDATE public.{name} SET owner = '{team.alice}'{moved} WHERE",
-        first=_claiming_insert(team, name, columns, own=True),
-        mine=f"SELECT count(*) FROM public.{name} WHERE owner = current_user",
-    )
+    handed = 0
+    for session in [team.secret_session, *team.extra.get("sessions", [])]:  # one may hold a row keyed like it
+        moved = f", session_id = '{session}'" if "session_id" in names else ""  # no role UPDATEs a writer
+        handed += _row_by_row(
+            conn,
+            f"UPDATE public.{name} SET owner = '{team.alice}'{moved} WHERE",
+            first=_claiming_insert(team, name, columns, own=True),
+            mine=f"SELECT count(*) FROM public.{name} WHERE owner = current_user",
+        )
+        if "session_id" not in names:
+            break
+    return handed
 
 
 def _claiming_insert(
