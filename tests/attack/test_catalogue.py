@@ -226,25 +226,111 @@ def test_no_role_changes_an_unshared_session(team: Team, catalogue: Catalogue, p
             removed = _try(conn, f"DELETE FROM public.{name}")
             if isinstance(removed, int) and isinstance(visible, list) and removed > visible[0][0]:
                 done[f"delete everything in {name}"] = f"{removed} rows, {visible[0][0]} visible"
+            # Row by row, naming no column (the k-th row a temporary sequence counts), so no read policy filters
+            # it and no row a foreign key holds on to stops the rest: no more rows removed than the role can see,
+            # nor taken (moved to the role and its own session) by an UPDATE that names no column either.
+            names = {c[0] for c in columns}
+            if isinstance(visible, list):
+                for verb, sql in (
+                    ("delete row by row", f"DELETE FROM public.{name} WHERE"),
+                    ("take row by row", _taking_update(team, name, names)),
+                ):
+                    changed = _row_by_row(conn, sql) if sql else 0
+                    if changed > visible[0][0]:
+                        done[f"{verb} in {name}"] = f"{changed} rows, {visible[0][0]} visible"
+            handed = _handing_update(conn, team, name, columns)
+            if handed:
+                done[f"hand a row of its own in {name} to alice"] = handed
             truncated = _try(conn, f"TRUNCATE public.{name} CASCADE")
             if not isinstance(truncated, str):
                 done[f"truncate {name}"] = truncated
-            inserted = _try(conn, _claiming_insert(team, name, columns))
-            if not isinstance(inserted, str):
-                done[f"insert {name}"] = inserted
+            # Into each of her unshared sessions: a row keyed by session alone (her pipeline state, her notes)
+            # collides with hers in the secret session, and only a policy, grant or trigger may refuse it.
+            for session in [team.secret_session, *team.extra.get("sessions", [])]:
+                inserted = _try(conn, _claiming_insert(team, name, columns, session=session))
+                if not isinstance(inserted, str):
+                    done[f"insert {name}"] = inserted
     record(_store(team), profile, [f"table:{t}" for t in catalogue.tables])
     assert done == {}
 
 
-def _claiming_insert(team: Team, name: str, columns: list[tuple[str, str, bool, bool]]) -> str:
-    """An INSERT filling every required column, naming alice's unshared session and alice as the owner."""
+def _row_by_row(conn: Any, sql: str, first: str = "", mine: str = "") -> int:
+    """`sql` (ending in WHERE) on the k-th row it scans, for k = 1, 2, ... until there is none: the rows it
+    changed in all (each attempt, after `first` if given, rolled back; a refused one, by a key or a check,
+    skipped). With `mine` (a count of the role's rows), the rows it made no longer the role's."""
+    try:
+        conn.execute("CREATE TEMP SEQUENCE IF NOT EXISTS attack_row")
+    except psycopg.Error:
+        return 0
+    changed = 0
+    for k in range(1, 1000):
+        try:
+            with conn.transaction(force_rollback=True):
+                if first:
+                    conn.execute(first)
+                conn.execute("SELECT setval('pg_temp.attack_row', 1, false)")
+                before = conn.execute(mine).fetchone()[0] if mine else 0
+                count = conn.execute(f"{sql} nextval('pg_temp.attack_row') = {k}").rowcount
+                if mine and count:  # rows that stopped being the role's (not a row it updated to what it was)
+                    count = before - conn.execute(mine).fetchone()[0]
+                scanned = conn.execute("SELECT last_value FROM pg_temp.attack_row").fetchone()[0]
+        except psycopg.errors.InsufficientPrivilege as exc:
+            if "row-level security" not in str(exc):  # no grant for it: no later row fares better
+                return changed
+            continue
+        except psycopg.Error:
+            continue
+        if count == 0 and scanned < k:  # fewer than k rows (a policy may filter rows after counting them)
+            return changed
+        changed += count
+    return changed
+
+
+def _taking_update(team: Team, name: str, names: set[str]) -> str | None:
+    """An UPDATE naming no column that makes a row the role's own, in its own session."""
+    if "owner" not in names:
+        return None
+    moved = f", session_id = '{team.extra['bob_session']}'" if "session_id" in names else ""
+    return f"UPDATE public.{name} SET owner = current_user{moved} WHERE"
+
+
+def _handing_update(conn: Any, team: Team, name: str, columns: list[tuple[str, str, bool, bool]]) -> int:
+    """A row the role inserts as its own (in its own session), then updates, naming no column (a read policy
+    would check the new row), to be alice's, in her unshared session: how many rows it handed over."""
+    names = {c[0] for c in columns}
+    if "owner" not in names:
+        return 0
+    handed = 0
+    for session in [team.secret_session, *team.extra.get("sessions", [])]:  # one may hold a row keyed like it
+        moved = f", session_id = '{session}'" if "session_id" in names else ""  # no role UPDATEs a writer
+        handed += _row_by_row(
+            conn,
+            f"UPDATE public.{name} SET owner = '{team.alice}'{moved} WHERE",
+            first=_claiming_insert(team, name, columns, own=True),
+            mine=f"SELECT count(*) FROM public.{name} WHERE owner = current_user",
+        )
+        if "session_id" not in names:
+            break
+    return handed
+
+
+def _claiming_insert(
+    team: Team, name: str, columns: list[tuple[str, str, bool, bool]], *, own: bool = False, session: str = ""
+) -> str:
+    """An INSERT filling every required column, naming alice's unshared session and alice as the owner (own:
+    the role's own session, the role as the owner). A blob's key is one no row holds."""
     names, values = [], []
+    session = team.extra.get("bob_session", "") if own else session or team.secret_session
     for column, kind, not_null, has_default in columns:
         if column == "session_id" or column == "id" and name == "sessions":
-            value = f"'{team.secret_session}'" if column == "session_id" else "gen_random_uuid()::text"
+            value = f"'{session}'" if column == "session_id" else "gen_random_uuid()::text"
         elif column in ("owner", "writer"):
+            if own:
+                continue
             value = f"'{team.alice}'"
-        elif column in ("sha256", "blob_sha256"):
+        elif column == "sha256":
+            value = f"'{hashlib.sha256(b'planted by the attacker').hexdigest()}'"
+        elif column == "blob_sha256":
             value = f"'{team.blob}'"
         elif column == "key_id" and name == "agent_sdk_entries":  # entries into her Agent SDK key
             value = str(team.extra["sdk_key_id"])

@@ -138,6 +138,9 @@ def _fill(team: Team) -> None:
             team.blob = sha
 
         store.db.run_write(spill, session_id=secret.id)
+        # A blob no replacement holds on to any more (deleting a session keeps its spilled blobs): no foreign key
+        # keeps a permissive delete policy off it.
+        store.db.run_write(lambda db: put_blob(db, SPILLED + b" of a deleted session"))
         store.db.run_write(lambda db: db.execute(LOCK_ROW, {"name": f"{WORD}-{secret.id}.jsonl"}).close())
         _fill_every_table(team, store, secret)
         readable = store.create_session(title="shared to read")
@@ -150,6 +153,8 @@ def _fill(team: Team) -> None:
         share(store, readable.id, team.bob, read_only=True)
         share(store, writable.id, team.bob)
         assert store.search(WORD), "alice's own search finds her word"
+    with SessionStore.open(team.url(team.bob)) as store:  # bob's own session, to move rows into or out of
+        team.extra["bob_session"] = store.create_session(title="bob's own").id
     with SessionStore.open(team.url(None if team.superuser_owned else team.owner)) as store:
         revoke(store, team.dave)
 
