@@ -19,7 +19,9 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "build" / "mutate"
@@ -28,26 +30,34 @@ RESULTS = WORK / "policies.jsonl"
 TESTS = ["tests/attack/test_catalogue.py", "tests/test_ownership.py"]
 
 
-def policy_clauses(base: str) -> list[tuple[str, str, str]]:
-    """(table, policy, using|check) for every clause of every policy of a store migrated to head."""
+@contextmanager
+def store_at_head(base: str) -> Iterator[str]:
+    """A new database holding a store migrated to head (the first open migrates it); yields its name."""
     sys.path.insert(0, str(ROOT))
-    import psycopg
-
-    from sessionstore.storage.engine.db import make_engine
-    from sessionstore.storage.engine.migrate import upgrade
-    from tests.support.pgadmin import admin_url, fresh_database, url_for
+    from sessionstore import SessionStore
+    from tests.support.pgadmin import fresh_database, url_for
 
     with fresh_database(base) as name:
-        engine = make_engine(url_for(base, database=name))
-        try:
-            upgrade(engine, backup=False)
-        finally:
-            engine.dispose()
-        with psycopg.connect(url_for(admin_url(base), database=name)) as conn:
-            rows = conn.execute(
-                "SELECT tablename, policyname, qual IS NOT NULL, with_check IS NOT NULL FROM pg_policies "
-                "WHERE schemaname = 'public' ORDER BY 1, 2"
-            ).fetchall()
+        SessionStore.open(url_for(base, database=name)).close()
+        yield name
+
+
+def _admin(base: str, name: str) -> Any:
+    """A superuser connection to the database `name`."""
+    import psycopg
+
+    from tests.support.pgadmin import admin_url, url_for
+
+    return psycopg.connect(url_for(admin_url(base), database=name))
+
+
+def policy_clauses(base: str) -> list[tuple[str, str, str]]:
+    """(table, policy, using|check) for every clause of every policy of a store migrated to head."""
+    with store_at_head(base) as name, _admin(base, name) as conn:
+        rows = conn.execute(
+            "SELECT tablename, policyname, qual IS NOT NULL, with_check IS NOT NULL FROM pg_policies "
+            "WHERE schemaname = 'public' ORDER BY 1, 2"
+        ).fetchall()
     clauses = []
     for table, policy, using, check in rows:
         clauses += [(table, policy, "using")] if using else []
@@ -60,31 +70,20 @@ def granted_privileges(base: str) -> tuple[dict[str, str], dict[str, set[str]]]:
 
     A survivor whose command no member may run at all is guarded by the grants before its policy is asked.
     """
-    sys.path.insert(0, str(ROOT))
-    import psycopg
-
     from sessionstore import SessionStore
-    from sessionstore.storage.engine.db import make_engine
-    from sessionstore.storage.engine.migrate import upgrade
     from sessionstore.storage.team.ownership import grant
-    from tests.support.pgadmin import admin_url, create_role, drop_role, fresh_database, url_for
+    from tests.support.pgadmin import create_role, drop_role, url_for
 
     member = create_role(base, "t24mp")
     try:
-        with fresh_database(base) as name:
-            engine = make_engine(url_for(base, database=name))
-            try:
-                upgrade(engine, backup=False)
-            finally:
-                engine.dispose()
+        with store_at_head(base) as name:
             with SessionStore.open(url_for(base, database=name)) as store:
                 grant(store, member)
-            with psycopg.connect(url_for(admin_url(base), database=name)) as conn:
-                rows = conn.execute("SELECT policyname, cmd FROM pg_policies WHERE schemaname = 'public'").fetchall()
-                commands = {str(r[0]): str(r[1]) for r in rows}
-                allowed: dict[str, set[str]] = {}
-                for (table,) in conn.execute("SELECT DISTINCT tablename FROM pg_policies WHERE schemaname = 'public'"):
-                    allowed[table] = {
+            with _admin(base, name) as conn:
+                rows = conn.execute("SELECT policyname, cmd, tablename FROM pg_policies WHERE schemaname = 'public'")
+                policies = rows.fetchall()
+                allowed = {
+                    str(table): {
                         verb
                         for verb in ("SELECT", "INSERT", "UPDATE", "DELETE")
                         if (
@@ -92,9 +91,11 @@ def granted_privileges(base: str) -> tuple[dict[str, str], dict[str, set[str]]]:
                             or [0]
                         )[0]
                     }
+                    for table in {r[2] for r in policies}
+                }
     finally:
         drop_role(base, member)
-    return commands, allowed
+    return {str(r[0]): str(r[1]) for r in policies}, allowed
 
 
 def run(clause: tuple[str, str, str], timeout: float) -> dict[str, object]:
