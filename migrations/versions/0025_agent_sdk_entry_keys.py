@@ -24,7 +24,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 OWN_ROW = "owner = current_user"
-OWN_KEY = "key_id IN (SELECT k.id FROM agent_sdk_keys k WHERE k.owner = current_user)"
+OWN_KEY = "EXISTS (SELECT 1 FROM agent_sdk_keys k WHERE k.id = key_id AND k.owner = current_user)"
 
 
 def upgrade() -> None:
