@@ -83,14 +83,16 @@ def _export(capsys: pytest.CaptureFixture[str], url: str, session_id: str, out: 
 ONE_LINE_PG_BYTES = 100_000
 
 
-def _replay(laid: Laid, url: str, monkeypatch: pytest.MonkeyPatch, batch_size: int | None) -> None:
+def _replay(
+    laid: Laid, url: str, monkeypatch: pytest.MonkeyPatch, batch_size: int | None, import_after: float | None = 0.25
+) -> None:
     """import_session_to_store into the adapter; then the SDK reads the same messages from it as from the file."""
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(laid.project_dir.parent.parent))
     extra = {} if batch_size is None else {"batch_size": batch_size}
     where = str(laid.workdir)
 
     async def run() -> None:
-        with AgentSdkStore.open(url) as adapter:
+        with AgentSdkStore.open(url, import_after=import_after) as adapter:
             await import_session_to_store(laid.session_id, adapter, directory=where, **extra)
             from_store = await get_session_messages_from_store(adapter, laid.session_id, directory=where)
         assert from_store and from_store == get_session_messages(laid.session_id, directory=where)
@@ -334,6 +336,33 @@ def test_the_cli_works_on_a_replayed_session(
             assert max(len(line) for line in done.stdout.splitlines()) <= 80, args
     with SessionStore.open(store_url) as store:  # the search index takes SDK sessions like any other
         assert session in {hit.session for hit in store.search(word)}
+
+
+def test_imports_beside_the_appends_make_the_same_sessions(
+    transcripts_dir: Path,
+    tmp_path: Path,
+    store_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The catch-up thread importing after every batch, while the next batches are appended on the same
+    connection: each key becomes its own session, whole (no key noted as a copy, none left unlinked), and
+    exports its file byte for byte. (It once ran its import inside an append's transaction, or an append
+    inside its import's: a session half written, and the key noted as a copy of it.)"""
+    source = next(p for p in _main_files(transcripts_dir) if (p.with_suffix("") / "subagents").is_dir())
+    laid = lay_out(source, tmp_path)
+    _replay(laid, store_url, monkeypatch, 7, import_after=0.0)
+    with SessionStore.open(store_url) as store:
+        keys = store.db.all(
+            "SELECT subpath, linked_session, import_note, imported_count, entry_count FROM agent_sdk_keys"
+        )
+        by_source = _by_source(store)
+    assert len(keys) == len(laid.files) > 1
+    assert all(note is None and linked and done == count for _, linked, note, done, count in keys), keys
+    assert len(by_source) == len(laid.files)
+    for source_key, path in laid.files.items():
+        out = tmp_path / f"{len(source_key)}.jsonl"
+        assert _export(capsys, store_url, by_source[source_key], out) == path.read_bytes(), source_key
 
 
 def test_lines_of_a_session_imported_otherwise_are_kept_as_entries_and_say_so(

@@ -242,10 +242,13 @@ class Database:
             self.conn.autocommit = True
             if read_only:
                 self.conn.execute("SET default_transaction_read_only = on")
+        #: Held for a whole write or snapshot read, and for each `one`/`all`: threads sharing this connection (an
+        #: Agent SDK adapter's catch-up thread, `asyncio.to_thread` calls, browse's workers) take turns on it.
         self._lock = threading.RLock()
         self._sql_cache: dict[str, str] = {}
         self._text_packer: textpack.TextPacker | None = None
-        self._in_write = False
+        #: The thread whose write transaction is open, else None: only that thread's nested writes join it.
+        self._writer: int | None = None
         #: PostgreSQL, inside a write: the session written belongs to another role (a writable share).
         self.writing_shared = False
         #: The named write in flight (fault points are `<fault_scope>.<group>`); "" outside writes.
@@ -320,24 +323,26 @@ class Database:
         cur.close()
 
     def one(self, statement: str, params: dict[str, Any] | None = None) -> Any:
-        """The first row, or None."""
-        cur = self.execute(statement, params)
-        row = cur.fetchone()
-        cur.close()
+        """The first row, or None (never inside another thread's transaction: it waits for it to end)."""
+        with self._lock:
+            cur = self.execute(statement, params)
+            row = cur.fetchone()
+            cur.close()
         return row
 
     def all(self, statement: str, params: dict[str, Any] | None = None) -> list[Any]:
-        """Every row."""
-        cur = self.execute(statement, params)
-        rows: list[Any] = cur.fetchall()
-        cur.close()
+        """Every row (never inside another thread's transaction: it waits for it to end)."""
+        with self._lock:
+            cur = self.execute(statement, params)
+            rows: list[Any] = cur.fetchall()
+            cur.close()
         return rows
 
     @contextmanager
     def read(self) -> Iterator["Database"]:
         """A consistent read: a snapshot transaction over several statements."""
         with self._lock:
-            if self._in_write:
+            if self._writing_here():
                 yield self
                 return
             # PostgreSQL's default READ COMMITTED gives each statement a new snapshot; a view read
@@ -367,7 +372,7 @@ class Database:
         delay = 0.005
         for attempt in range(self.write_retries + 1):
             try:
-                if self._in_write:
+                if self._writing_here():
                     return body(self)
                 if single_statement and faults.TARGET is None:
                     with self._lock:
@@ -384,12 +389,21 @@ class Database:
             delay = min(delay * 2, 0.5)
         raise AssertionError("unreachable")
 
+    def _writing_here(self) -> bool:
+        """True inside a write transaction this thread opened: a nested write or read joins it.
+
+        Another thread's open write is not this thread's: its `run_write` waits on the lock for that
+        write to end and runs its own transaction, instead of running its statements inside the other's
+        (which would commit or roll back with it, or run on after its COMMIT one statement at a time).
+        """
+        return self._writer is not None and self._writer == threading.get_ident()
+
     def _write_once(self, body: Callable[[Database], T], session_id: str | None, point: str = "") -> T:
         """BEGIN, body, COMMIT (ROLLBACK on any error): the append hot path, without a context manager."""
         conn = self.conn
         with self._lock:
             conn.execute("BEGIN IMMEDIATE" if self.is_sqlite else "BEGIN")
-            self._in_write = True
+            self._writer = threading.get_ident()
             armed = self.fault_scope = point if faults.TARGET is not None else ""
             try:
                 if session_id is not None and not self.is_sqlite:
@@ -409,7 +423,7 @@ class Database:
                 self._text_packer = None
                 raise
             finally:
-                self._in_write = False
+                self._writer = None
                 self.writing_shared = False
                 self.fault_scope = ""
 
@@ -463,7 +477,7 @@ class Database:
         after `db vacuum`) can drop them from its end in place, without VACUUM's rewrite. PostgreSQL and
         files without auto_vacuum: nothing.
         """
-        if not self.is_sqlite or self.read_only or self._in_write:
+        if not self.is_sqlite or self.read_only or self._writing_here():
             return
         if int(self.one("PRAGMA freelist_count")[0]) < FREE_PAGES_KEPT:
             return
