@@ -415,6 +415,26 @@ def test_a_leading_boundary_no_compaction_named_is_carried_from_its_own_metadata
     assert check(store).ok, check(store).to_dict()
 
 
+def test_a_leading_boundarys_summary_is_the_first_summary_before_another_boundary(store: SessionStore) -> None:
+    """With no compaction row to name it, the leading boundary's summary is the first summary after it, past a
+    system notice between them, and none when another boundary comes first (that summary is the other's)."""
+    noticed = store.create_session()
+    noticed.append({"role": "system", "subtype": "compact_boundary", "content": "Compacted"})
+    noticed.append({"role": "system", "subtype": "notice", "content": "a hook ran"})
+    noticed.append({"role": "user", "content": "Summary: the parser is fixed.", "is_compact_summary": True})
+    noticed.append({"role": "user", "content": "next"})
+    (b,) = hist.boundaries(noticed.fork())
+    assert b.summary_seq == 3
+
+    twice = store.create_session()
+    twice.append({"role": "system", "subtype": "compact_boundary", "content": "Compacted"})
+    twice.append({"role": "system", "subtype": "compact_boundary", "content": "Compacted again"})
+    twice.append({"role": "user", "content": "Summary: the second one's.", "is_compact_summary": True})
+    twice.append({"role": "user", "content": "next"})
+    first = hist.boundaries(twice.fork())[0]
+    assert first.summary_seq is None
+
+
 def _words(label: str) -> str:
     return f"{label} " + "word " * 200
 
