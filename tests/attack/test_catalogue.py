@@ -234,6 +234,7 @@ def test_no_role_changes_an_unshared_session(team: Team, catalogue: Catalogue, p
                 for verb, sql in (
                     ("delete row by row", f"DELETE FROM public.{name} WHERE"),
                     ("take row by row", _taking_update(team, name, names)),
+                    *(("change row by row", change) for change in _changing_updates(conn, name, columns)),
                 ):
                     changed = _row_by_row(conn, sql) if sql else 0
                     if changed > visible[0][0]:
@@ -286,6 +287,24 @@ def _row_by_row(conn: Any, sql: str, first: str = "", mine: str = "") -> int:
     return changed
 
 
+def _changing_updates(conn: Any, name: str, columns: list[tuple[str, str, bool, bool]]) -> list[str]:
+    """UPDATEs naming no column (so only the update policy filters them) that set one column to a constant: one per
+    column no key holds and a role might change (its owner, writer and session left to the taking attacks)."""
+    keyed = {
+        r[0]
+        for r in conn.execute(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+            "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisunique",
+            (f"public.{name}",),
+        )
+    }
+    return [
+        f'UPDATE public.{name} SET "{column}" = {_DUMMY[kind]} WHERE'
+        for column, kind, _, _ in columns
+        if column not in keyed and column not in ("owner", "writer", "session_id") and kind in _DUMMY
+    ]
+
+
 def _taking_update(team: Team, name: str, names: set[str]) -> str | None:
     """An UPDATE naming no column that makes a row the role's own, in its own session."""
     if "owner" not in names:
@@ -332,6 +351,8 @@ def _claiming_insert(
             value = f"'{hashlib.sha256(b'planted by the attacker').hexdigest()}'"
         elif column == "blob_sha256":
             value = f"'{team.blob}'"
+        elif column == "seq" and session in (team.extra.get("untouched"), team.extra.get("bob_session")):
+            value = "1"  # the session's one message, which no derived row names yet: a foreign key holds, no key meets
         elif column == "key_id" and name == "agent_sdk_entries":  # entries into her Agent SDK key
             value = str(team.extra["sdk_key_id"])
         elif not_null and not has_default:
@@ -377,6 +398,19 @@ def test_a_share_never_rewrites_the_record_of_the_shared_session(
                 done[f"update sessions.{column}"] = outcome
     record(_store(team), profile, [f"table:{t}" for t in catalogue.tables])
     assert done == {}
+
+
+def test_a_share_writer_changes_no_replacement_the_owner_wrote(team: Team) -> None:
+    """A write share updates only the replacement decisions it wrote (`writer`, a column it may not set): the
+    owner's, in the session shared with it, it reads but cannot rewrite under her name."""
+    where = "WHERE session_id = %s AND tool_use_id = 'toolu_alices'"
+    with _connect(team, "write-share") as conn:
+        seen = _try(conn, f"SELECT writer FROM public.replacements {where}", (team.write_shared,))
+        changed = _try(
+            conn, f"UPDATE public.replacements SET replacement = 'bob was here' {where}", (team.write_shared,)
+        )
+    assert seen == [(team.alice,)]  # bob sees her row: what stops him is the policy, not an invisible row
+    assert isinstance(changed, str), changed
 
 
 # ------------------------------------------------------------------ blobs

@@ -72,13 +72,17 @@ POLICY_BREAK = "SESSIONSTORE_TEST_POLICY_BREAK"
 
 
 def break_policy(base: str, database: str) -> None:
-    """Under scripts/mutate_policies.py only: one row-level security clause made permissive, as a bad revision would."""
+    """Under scripts/mutate_policies.py only: row-level security clauses made permissive, as a bad revision would
+    (`TABLE:POLICY:using|check`, several separated by commas)."""
     wanted = os.environ.get(POLICY_BREAK, "")
     if not wanted:
         return
-    table, policy, clause = wanted.split(":")
     with psycopg.connect(url_for(admin_url(base), database=database), autocommit=True) as conn:
-        conn.execute(f'ALTER POLICY "{policy}" ON "{table}" {"USING" if clause == "using" else "WITH CHECK"} (true)')
+        for item in wanted.split(","):
+            table, policy, clause = item.split(":")
+            conn.execute(
+                f'ALTER POLICY "{policy}" ON "{table}" {"USING" if clause == "using" else "WITH CHECK"} (true)'
+            )
 
 
 @contextmanager
@@ -150,11 +154,27 @@ def _fill(team: Team) -> None:
         writable.append({"role": "user", "content": "bob may append here"})
         writable.append({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
         team.write_shared = writable.id
+        store.db.run_write(  # a replacement alice wrote, in the session bob may write: his to read, not to change
+            lambda db: db.execute(
+                "INSERT INTO replacements (session_id, tool_use_id, kind, replacement, original_size, created_at) "
+                "VALUES (:s, 'toolu_alices', 'cleared', 'alice cleared this', 1, 0)",
+                {"s": writable.id},
+            ).close(),
+            session_id=writable.id,
+        )
         share(store, readable.id, team.bob, read_only=True)
         share(store, writable.id, team.bob)
         assert store.search(WORD), "alice's own search finds her word"
+        # After the search: a session of hers whose one message nothing derived names yet (no search row, no
+        # mark, no usage row), so a row claimed into it meets no key of hers and only a policy may refuse it.
+        untouched = store.create_session(title="alice's untouched session")
+        untouched.append({"role": "user", "content": f"{WORD} not indexed yet"})
+        team.extra["untouched"] = untouched.id
+        team.extra["sessions"].append(untouched.id)
     with SessionStore.open(team.url(team.bob)) as store:  # bob's own session, to move rows into or out of
-        team.extra["bob_session"] = store.create_session(title="bob's own").id
+        own = store.create_session(title="bob's own")
+        own.append({"role": "user", "content": "bob's own message"})  # seq 1, which his claimed rows may name
+        team.extra["bob_session"] = own.id
     with SessionStore.open(team.url(None if team.superuser_owned else team.owner)) as store:
         revoke(store, team.dave)
 
