@@ -86,8 +86,12 @@ def granted_privileges(base: str) -> tuple[dict[str, str], dict[str, set[str]]]:
                     str(table): {
                         verb
                         for verb in ("SELECT", "INSERT", "UPDATE", "DELETE")
-                        if (
-                            conn.execute("SELECT has_table_privilege(%s, %s, %s)", (member, table, verb)).fetchone()
+                        if (  # a column's privilege counts: members UPDATE two columns of replacements
+                            conn.execute(
+                                f"SELECT {'has_table_privilege' if verb == 'DELETE' else 'has_any_column_privilege'}"
+                                "(%s, %s, %s)",
+                                (member, table, verb),
+                            ).fetchone()
                             or [0]
                         )[0]
                     }
@@ -143,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants run at once")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before a run counts as killed")
     parser.add_argument("--resume", action="store_true", help="skip the clauses policies.jsonl already records")
+    parser.add_argument("--retry-survivors", action="store_true", help="with --resume: run the survivors again")
     parser.add_argument("--report-only", action="store_true", help="write the report from policies.jsonl")
     args = parser.parse_args(argv)
     base = os.environ.get("SESSIONSTORE_TEST_PG_URL")
@@ -153,7 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     if (args.resume or args.report_only) and RESULTS.exists():
         for line in RESULTS.read_text().splitlines():
             row = json.loads(line)
-            done[(str(row["table"]), str(row["policy"]), str(row["clause"]))] = row
+            clause = (str(row["table"]), str(row["policy"]), str(row["clause"]))
+            if args.retry_survivors and row["outcome"] == "survived":
+                done.pop(clause, None)  # the last line of a clause is its outcome: a retry's, when there was one
+            else:
+                done[clause] = row
     elif RESULTS.exists():
         RESULTS.unlink()
     clauses = policy_clauses(base)
