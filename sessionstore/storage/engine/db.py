@@ -243,7 +243,7 @@ class Database:
             if read_only:
                 self.conn.execute("SET default_transaction_read_only = on")
         #: Held for a whole write or snapshot read, and for each `one`/`all`: threads sharing this connection (an
-        #: Agent SDK adapter's catch-up thread, `asyncio.to_thread` calls, browse's workers) take turns on it.
+        #: Agent SDK adapter's catch-up thread and its `asyncio.to_thread` calls) take turns on it.
         self._lock = threading.RLock()
         self._sql_cache: dict[str, str] = {}
         self._text_packer: textpack.TextPacker | None = None
