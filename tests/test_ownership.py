@@ -29,6 +29,7 @@ from sessionstore.storage.engine.db import make_engine
 from sessionstore.storage.codecs.linepack import BLOCK, SPLICE_OF
 from sessionstore.storage.engine.migrate import downgrade, upgrade
 from tests.conftest import PG_URL
+from tests.support.claude_lines import exchange
 from tests.support.cli import run_cli
 from tests.support.pgadmin import admin_url, catalogue, url_for
 from tests.support.tworoles import granted_store
@@ -57,30 +58,7 @@ class Roles:
 
 def _claude_file(path: Path, source_id: str, text: str) -> Path:
     """A small Claude Code transcript: one user line and one assistant line."""
-    lines = [
-        {
-            "type": "user",
-            "uuid": f"{source_id}-u1",
-            "parentUuid": None,
-            "sessionId": source_id,
-            "cwd": "/w",
-            "timestamp": "2026-11-30T10:00:00.000Z",
-            "message": {"role": "user", "content": text},
-        },
-        {
-            "type": "assistant",
-            "uuid": f"{source_id}-a1",
-            "parentUuid": f"{source_id}-u1",
-            "sessionId": source_id,
-            "timestamp": "2026-11-30T10:00:01.000Z",
-            "message": {
-                "id": "msg_1",
-                "role": "assistant",
-                "model": "claude-sonnet-4-5",
-                "content": [{"type": "text", "text": "ok"}],
-            },
-        },
-    ]
+    lines = exchange(source_id, text, "ok")
     path.parent.mkdir(parents=True, exist_ok=True)
     # Compact, as Claude Code writes its lines (so a message's content occurs in its line verbatim).
     path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))

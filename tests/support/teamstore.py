@@ -25,6 +25,7 @@ from sessionstore import SessionStore
 from sessionstore.storage.codecs.blobs import put_blob
 from sessionstore.storage.team.ownership import grant, revoke, share
 
+from .claude_lines import exchange
 from .pgadmin import admin_url, create_role, drop_role, fresh_database, url_for
 
 SECRET = "aws_secret_access_key=wJalrXUtnFEMI-K7MDENG-7f3e9"
@@ -244,28 +245,11 @@ def _fill_every_table(team: Team, store: SessionStore, secret: Any) -> None:
 
 def _claude_lines(source_id: str) -> list[dict[str, Any]]:
     """A Claude Code user line and an assistant line with usage, both holding alice's word."""
-    return [
-        {
-            "type": "user",
-            "uuid": f"{source_id}-u1",
-            "parentUuid": None,
-            "sessionId": source_id,
-            "cwd": "/home/alice/secret-project",
-            "timestamp": "2026-11-30T10:00:00.000Z",
-            "message": {"role": "user", "content": f"{WORD}: the deploy key"},
-        },
-        {
-            "type": "assistant",
-            "uuid": f"{source_id}-a1",
-            "parentUuid": f"{source_id}-u1",
-            "sessionId": source_id,
-            "timestamp": "2026-11-30T10:00:01.000Z",
-            "message": {
-                "id": f"msg_{source_id}",
-                "role": "assistant",
-                "model": "claude-sonnet-4-5",
-                "content": [{"type": "text", "text": f"{WORD} noted"}],
-                "usage": {"input_tokens": 10, "output_tokens": 2},
-            },
-        },
-    ]
+    return exchange(
+        source_id,
+        f"{WORD}: the deploy key",
+        f"{WORD} noted",
+        cwd="/home/alice/secret-project",
+        message_id=f"msg_{source_id}",
+        usage={"input_tokens": 10, "output_tokens": 2},
+    )
