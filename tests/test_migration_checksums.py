@@ -46,6 +46,7 @@ RELEASED: dict[str, tuple[str, str]] = {
     "0022": ("0022_agent_sdk_pending.py", "5eb89bed436181837629244203ea8eacd4d89367d398b5cdf5be018b3450de19"),
     "0023": ("0023_import_locks.py", "9fd6e21b389d6d56cccc12f43c974c0d6b5b305a42b8eefd03e01ca38c9882a7"),
     "0024": ("0024_agent_sdk_grants.py", "c9acbbc36b0d7b65a6e6e0cde7de477737a76fd23095ae28d96002528f3a26bd"),
+    "0025": ("0025_agent_sdk_entry_keys.py", "10484fa6b954e796f4656a9a81ce937db361a7f179a66534b1ffcd2a7c455cdc"),
 }
 
 _REVISION = re.compile(r"""^revision(?:\s*:\s*str)?\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
